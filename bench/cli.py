@@ -1,0 +1,208 @@
+"""`pipebench`: the command line. Parsing lives here and nowhere else.
+
+    pipebench compare            # every available pipeline, loader / model / e2e, on the default data
+    pipebench prepare            # generate the default data and its JPEG copy ahead of time
+    pipebench download --root D  # fetch the genuine CIFAR-10 (network) into D/cifar-10-batches-py
+    pipebench list               # registered pipelines and whether each can run here
+    pipebench env                # the environment every result row records
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+import pipelines
+from pipelines import sources
+from pipelines.base import resolve_device
+from pipelines.config import DTYPES, ENCODINGS, LAST_BATCH, SOURCES, PipelineConfig, default_data_root
+
+from . import harness, results
+from .models import MODELS
+
+
+def _csv_list(allowed):
+    def parse(text: str) -> list[str]:
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        bad = [t for t in items if t not in allowed]
+        if bad or not items:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list of {list(allowed)}")
+        return items
+    return parse
+
+
+def _add_data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-root", default=default_data_root(),
+                   help="folder holding cifar-10-batches-py/ or the synthetic cache (default: %(default)s, "
+                        "or $PIPEBENCH_DATA)")
+    p.add_argument("--source", choices=SOURCES, default="auto",
+                   help="auto = real CIFAR-10 under --data-root if present, else synthetic (default: auto)")
+    p.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic set (default: 0)")
+
+
+def _compare_parser(sub) -> None:
+    p = sub.add_parser("compare", help="time every pipeline loader-only, model-only and end-to-end",
+                       description="Run each pipeline loader-only and end-to-end and the model on a "
+                                   "synthetic batch (model-only), append one CSV row per repeat to "
+                                   "OUT/results.csv, and print a summary. Defaults adapt to the device: "
+                                   "on CUDA bs 512, bf16, channels_last, one epoch per repeat; on CPU "
+                                   "bs 64, float32, a few steps per repeat.")
+    p.add_argument("--pipelines", type=_csv_list(pipelines.names()), default=pipelines.names(),
+                   help=f"comma-separated, from {pipelines.names()} (default: all)")
+    p.add_argument("--modes", type=_csv_list(harness.MODES), default=list(harness.MODES),
+                   help="comma-separated, from loader,model,e2e (default: all)")
+    p.add_argument("--models", type=_csv_list(MODELS[:-1]), default=["resnet18"],
+                   help="models for model-only and e2e: resnet18,resnet9 (default: resnet18)")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
+    p.add_argument("--batch-size", type=int, help="default: 512 on CUDA, 64 on CPU")
+    p.add_argument("--workers", type=int, help="DataLoader workers / prefetch threads (default: cores - 1)")
+    p.add_argument("--dtype", choices=DTYPES, help="batch dtype and autocast (default: bfloat16 on CUDA)")
+    p.add_argument("--channels-last", action=argparse.BooleanOptionalAction,
+                   help="channels_last batches and model (default: on for CUDA)")
+    p.add_argument("--pin-memory", action="store_true", help="dataloader: DataLoader(pin_memory=True)")
+    p.add_argument("--non-blocking", action="store_true", help="dataloader: .to(device, non_blocking=True)")
+    p.add_argument("--prefetch-depth", type=int, default=2, help="prefetch: batches in flight (default: 2)")
+    p.add_argument("--encoding", choices=ENCODINGS, default="raw",
+                   help="raw pixels, or decode the cached JPEG copy (dataloader) (default: raw)")
+    p.add_argument("--last-batch", choices=LAST_BATCH, default="drop",
+                   help="drop = every timed step has a full batch (default: drop)")
+    p.add_argument("--max-samples", type=int, help="use only the first N samples of the split")
+    p.add_argument("--steps", type=int, help="timed steps per repeat (default: one epoch on CUDA, 5 on CPU)")
+    p.add_argument("--warmup", type=int, help="untimed steps first (default: 10 on CUDA, 1 on CPU)")
+    p.add_argument("--repeats", type=int, help="timed windows per config (default: 3 on CUDA, 2 on CPU)")
+    p.add_argument("--seed", type=int, default=0, help="shuffle / augmentation seed (default: 0)")
+    p.add_argument("--out", type=Path, help="output folder (default: runs/<UTC time>-<device>)")
+    _add_data_args(p)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pipebench", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    sub = parser.add_subparsers(dest="command", required=True)
+    _compare_parser(sub)
+    p = sub.add_parser("prepare", help="generate/validate the data and write its JPEG copy")
+    _add_data_args(p)
+    p.add_argument("--jpeg-quality", type=int, default=90, help="JPEG quality (default: 90)")
+    p = sub.add_parser("download", help="download the genuine CIFAR-10 with torchvision (network)")
+    p.add_argument("--root", default=default_data_root(), help="destination (default: %(default)s)")
+    sub.add_parser("list", help="registered pipelines and whether each can run here")
+    sub.add_parser("env", help="print the environment recorded with every result")
+    return parser
+
+
+def specs_for(args, device: torch.device) -> list[harness.RunSpec]:
+    cuda = device.type == "cuda"
+    config = PipelineConfig(
+        data_root=args.data_root, source=args.source, data_seed=args.data_seed, encoding=args.encoding,
+        batch_size=args.batch_size or (512 if cuda else 64), last_batch=args.last_batch,
+        max_samples=args.max_samples,
+        seed=args.seed, device=str(device), dtype=args.dtype or ("bfloat16" if cuda else "float32"),
+        channels_last=cuda if args.channels_last is None else args.channels_last,
+        pin_memory=args.pin_memory, non_blocking=args.non_blocking, prefetch_depth=args.prefetch_depth,
+        **({} if args.workers is None else {"num_workers": args.workers}))
+    timing = dict(steps=args.steps or (None if cuda else 5),
+                  warmup=args.warmup if args.warmup is not None else (10 if cuda else 1),
+                  repeats=args.repeats or (3 if cuda else 2))
+    specs = []
+    if "loader" in args.modes:
+        specs += [harness.RunSpec(p, "loader", "none", config, **timing) for p in args.pipelines]
+    for model in args.models:
+        if "model" in args.modes:
+            specs.append(harness.RunSpec("none", "model", model, config, **timing))
+        if "e2e" in args.modes:
+            specs += [harness.RunSpec(p, "e2e", model, config, **timing) for p in args.pipelines]
+    return specs
+
+
+def compare(args, argv: list[str]) -> Path:
+    device = resolve_device(args.device)
+    try:
+        specs = specs_for(args, device)
+    except ValueError as e:
+        raise SystemExit(f"pipebench compare: {e}")
+    out = args.out or Path("runs") / f"{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}-{device.type}"
+    out.mkdir(parents=True, exist_ok=True)
+    env = results.environment()
+    (out / "environment.json").write_text(json.dumps(env, indent=2) + "\n")
+    with open(out / "COMMAND.txt", "a") as f:
+        f.write(shlex.join(["pipebench", *argv]) + "\n")
+    writer = results.CsvWriter(out / "results.csv", env, run_id=out.name)
+
+    # Data generation and JPEG encoding happen here, outside every timer.
+    source, folder = sources.resolve_folder(specs[0].config)
+    if args.encoding == "jpeg":
+        sources.prepare_jpeg(folder, specs[0].config.jpeg_quality)
+    print(f"data: {source} ({folder}); device: {device}; output: {out}/results.csv", file=sys.stderr)
+
+    reasons = pipelines.available()
+    with tqdm(total=sum(s.repeats for s in specs), unit="window", desc="compare") as bar:
+        for spec in specs:
+            bar.set_description(f"{spec.pipeline} {spec.mode} {spec.model}")
+            if reasons.get(spec.pipeline):
+                writer.write(results.failed_row(spec, "skipped", reasons[spec.pipeline]))
+                bar.update(spec.repeats)
+                continue
+            done = 0
+            try:
+                for facts, window in harness.run(spec):
+                    writer.write(results.measured_row(spec, facts, done, window))
+                    done += 1
+                    bar.update(1)
+                    bar.set_postfix(img_per_s=f"{window.images / window.seconds:,.0f}")
+            except Exception as e:   # one failing config becomes a row; the comparison goes on
+                writer.write(results.failed_row(spec, "error", f"{type(e).__name__}: {e}"))
+                bar.update(spec.repeats - done)
+            finally:
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+    print(summary(out / "results.csv"))
+    return out
+
+
+def summary(csv: Path) -> str:
+    """Median img/s per configuration with its min-max over repeats, plus failures."""
+    import pandas as pd
+    df = pd.read_csv(csv)
+    ok = df[df.status == "ok"]
+    table = (ok.groupby(["mode", "pipeline", "model"], sort=False)["img_per_s"]
+             .agg(["median", "min", "max", "count"]).round(0).astype(int)
+             .rename(columns={"median": "img/s median", "count": "repeats"}))
+    lines = [f"\n{csv}", table.to_string()]
+    for _, row in df[df.status != "ok"].iterrows():
+        lines.append(f"{row.status}: {row.pipeline} {row['mode']} {row.model}: {row.error}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    if args.command == "compare":
+        compare(args, argv)
+    elif args.command == "prepare":
+        config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed)
+        source, folder = sources.resolve_folder(config)
+        for split in ("train", "test"):
+            sources.load_split(folder, split)   # validates every file
+        jpeg = sources.prepare_jpeg(folder, args.jpeg_quality)
+        sizes = sources.load_jpeg(folder, "train", args.jpeg_quality)
+        print(f"{source}: {folder} (validated)\nJPEG q{args.jpeg_quality}: {jpeg} "
+              f"(mean {len(sizes.data) / len(sizes):.0f} B per train image)")
+    elif args.command == "download":
+        print(sources.download_cifar10(args.root))
+    elif args.command == "list":
+        for name, reason in pipelines.available().items():
+            print(f"{name:12s} {'ok' if reason is None else 'unavailable: ' + reason}")
+    elif args.command == "env":
+        print(json.dumps(results.environment(), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

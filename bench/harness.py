@@ -1,0 +1,193 @@
+"""The one trainer harness: every pipeline is timed the same way, never branched on by name.
+
+Modes (what each timer includes):
+  - loader: iterate the pipeline and touch each batch on the device (one tiny kernel reading the
+    last element of images and labels on the consumer's stream), no model. Input ceiling.
+  - model:  the same training step as e2e on one synthetic batch already on the device, no
+    pipeline. Compute ceiling.
+  - e2e:    the training step (forward, cross-entropy, backward, SGD) on the pipeline's batches.
+Each config runs `warmup` untimed steps, then `repeats` timed windows of `steps` steps each
+(continuing across epoch boundaries, `set_epoch` called at every new epoch). A window starts and
+ends with a device synchronize and is timed with the host clock; `seconds` covers exactly the
+window's steps. Per step, `wait` is the host time spent in `next()` (blocked on the input),
+and the step time is the interval between CUDA events recorded at step ends (host clock on CPU).
+Pipeline construction (`setup_s`, including a resident upload) is outside every window.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import pipelines
+from pipelines.config import CHANNELS, IMAGE_SIZE, NUM_CLASSES, PipelineConfig
+
+from .models import build_model
+
+MODES = ("loader", "model", "e2e")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One measured configuration: a pipeline (or none, for model-only) in one mode."""
+    pipeline: str
+    mode: str
+    model: str
+    config: PipelineConfig = field(default_factory=PipelineConfig)
+    steps: int | None = None   # timed steps per repeat; None = one epoch
+    warmup: int = 10
+    repeats: int = 3
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode={self.mode!r}: expected one of {MODES}")
+        if (self.mode == "loader") != (self.model == "none"):
+            raise ValueError(f"mode={self.mode!r} with model={self.model!r}: loader mode runs "
+                             "model 'none', the other modes need a model")
+        if self.steps is not None and self.steps < 1:
+            raise ValueError(f"steps={self.steps!r}: expected None (one epoch) or >= 1")
+        if self.warmup < 0 or self.repeats < 1:
+            raise ValueError(f"warmup={self.warmup!r}, repeats={self.repeats!r}: expected >= 0 and >= 1")
+
+
+@dataclass
+class Window:
+    """What one timed window measured."""
+    images: int
+    seconds: float
+    wait_ms: np.ndarray
+    step_ms: np.ndarray
+    peak_gpu_mem_mb: float
+
+
+class Trainer:
+    """A plain training step: forward under optional bf16 autocast, cross-entropy, backward, SGD.
+    On CUDA it turns on cuDNN autotuning (`cudnn.benchmark`), as most training scripts do."""
+
+    def __init__(self, model: str, device: torch.device, dtype: str, channels_last: bool):
+        torch.backends.cudnn.benchmark = device.type == "cuda"
+        self.model = build_model(model).to(device)
+        if channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9,
+                                         nesterov=True, weight_decay=5e-4)
+        self.autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        with self.autocast:
+            loss = F.cross_entropy(self.model(images), labels)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+
+
+class _Touch:
+    """Loader-only consumer: one small kernel per batch that depends on the batch's data."""
+
+    def __init__(self, device: torch.device):
+        self.acc = torch.zeros((), device=device)
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        self.acc.add_(images[-1, -1, -1, -1].float() + labels[-1])
+
+
+def endless(pipeline: pipelines.Pipeline) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """The pipeline's batches epoch after epoch, calling `set_epoch` before each."""
+    epoch = 0
+    while True:
+        pipeline.set_epoch(epoch)
+        count = 0
+        for batch in pipeline:
+            count += 1
+            yield batch
+        if count == 0:
+            raise ValueError("the pipeline yields no batch: batch_size is larger than the samples "
+                             "with last_batch='drop'")
+        epoch += 1
+
+
+def synthetic_batches(config: PipelineConfig, device: torch.device):
+    """The same on-device batch forever (model-only mode)."""
+    g = torch.Generator(device="cpu").manual_seed(config.seed)
+    images = torch.randn(config.batch_size, CHANNELS, IMAGE_SIZE, IMAGE_SIZE, generator=g)
+    labels = torch.randint(0, NUM_CLASSES, (config.batch_size,), generator=g)
+    fmt = torch.channels_last if config.channels_last else torch.contiguous_format
+    images = images.to(device, getattr(torch, config.dtype)).contiguous(memory_format=fmt)
+    labels = labels.to(device)
+    while True:
+        yield images, labels
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_window(batches: Iterator, step: Callable, steps: int, device: torch.device) -> Window:
+    """Run `steps` steps as one synchronized window (see the module docstring for what it includes)."""
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+        marks = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+    host_marks = np.empty(steps + 1)
+    wait = np.empty(steps)
+    images = 0
+    _sync(device)
+    start = time.perf_counter()
+    host_marks[0] = start
+    if cuda:
+        marks[0].record()
+    for i in range(steps):
+        t0 = time.perf_counter()
+        x, y = next(batches)
+        wait[i] = time.perf_counter() - t0
+        step(x, y)
+        images += len(y)
+        if cuda:
+            marks[i + 1].record()
+        host_marks[i + 1] = time.perf_counter()
+    _sync(device)
+    seconds = time.perf_counter() - start
+    if cuda:
+        step_ms = np.array([marks[i].elapsed_time(marks[i + 1]) for i in range(steps)])
+        peak = torch.cuda.max_memory_allocated(device) / 2**20
+    else:
+        step_ms = np.diff(host_marks) * 1e3
+        peak = math.nan
+    return Window(images, seconds, wait * 1e3, step_ms, peak)
+
+
+def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
+    """Measure one spec, yielding (facts about the run, Window) after each repeat so the caller
+    can persist rows as they come. The pipeline is closed however the generator ends."""
+    config = spec.config
+    device = pipelines.base.resolve_device(config.device)
+    facts: dict[str, object] = {"device": str(device)}
+    pipeline = None
+    try:
+        if spec.mode == "model":
+            batches = synthetic_batches(config, device)
+            facts["data_source"] = "synthetic-batch"
+            steps = spec.steps or 100
+        else:
+            t0 = time.perf_counter()
+            pipeline = pipelines.build(spec.pipeline, config)
+            facts["setup_s"] = time.perf_counter() - t0
+            facts.update(data_source=pipeline.data_source, steps_per_epoch=len(pipeline),
+                         samples=len(pipeline.data), **pipeline.info)
+            batches = endless(pipeline)
+            steps = spec.steps or len(pipeline)
+        step = _Touch(device) if spec.mode == "loader" else Trainer(
+            spec.model, device, config.dtype, config.channels_last)
+        for _ in range(spec.warmup):
+            step(*next(batches))
+        for _ in range(spec.repeats):
+            yield facts, time_window(batches, step, steps, device)
+    finally:
+        if pipeline is not None:
+            pipeline.close()

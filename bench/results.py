@@ -1,0 +1,110 @@
+"""Tidy result rows: one row per run x repeat, config fields as columns, environment included.
+
+Rows are appended to the CSV (through pandas) as soon as each repeat ends, so a killed run keeps
+every row already written. A configuration that fails becomes a row with `status="error"` and
+the exception in `error`; one that cannot run here (a missing optional dependency) becomes
+`status="skipped"` with the reason.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import math
+import os
+import platform
+import socket
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .harness import RunSpec, Window
+
+CONFIG_COLUMNS = ["pipeline", "mode", "model", "batch_size", "num_workers", "dtype", "channels_last",
+                  "pin_memory", "non_blocking", "prefetch_depth", "encoding", "augment", "split",
+                  "last_batch", "seed", "world_size", "rank"]
+MEASURE_COLUMNS = ["repeat", "steps", "warmup", "images", "epochs", "seconds", "img_per_s",
+                   "wait_ms_p50", "wait_ms_p95", "wait_frac", "step_ms_p50", "step_ms_p95",
+                   "peak_gpu_mem_mb", "setup_s", "upload_s"]
+ENV_COLUMNS = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "python", "cpu_count",
+               "platform", "hostname", "git_commit"]
+COLUMNS = (["run_id", "timestamp", *CONFIG_COLUMNS, "device", "data_source", "samples",
+            "steps_per_epoch", *MEASURE_COLUMNS, "status", "error", *ENV_COLUMNS])
+
+
+def _version(package: str) -> str:
+    for name in (package, f"{package}-cuda120", f"{package}-cuda130"):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    try:   # imported from a path rather than installed (as on the GPU machine)
+        return __import__(package.replace("nvidia-", "nvidia.")).__version__
+    except Exception:
+        return ""
+
+
+def _run(*cmd: str) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=10,
+                              cwd=Path(__file__).resolve().parent).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def git_commit() -> str:
+    """HEAD of the checkout (with '-dirty' if it has changes), else $PIPEBENCH_GIT_COMMIT."""
+    commit = _run("git", "rev-parse", "--short=12", "HEAD")
+    if not commit:
+        return os.environ.get("PIPEBENCH_GIT_COMMIT", "unknown")
+    return commit + ("-dirty" if _run("git", "status", "--porcelain", "--untracked-files=no") else "")
+
+
+def environment() -> dict[str, object]:
+    cuda = torch.cuda.is_available()
+    driver = _run("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader") if cuda else ""
+    return {"gpu": torch.cuda.get_device_name() if cuda else "", "driver": driver.splitlines()[0] if driver else "",
+            "cuda": torch.version.cuda or "", "torch": torch.__version__,
+            "torchvision": _version("torchvision"), "dali": _version("nvidia-dali"),
+            "python": platform.python_version(), "cpu_count": os.cpu_count(),
+            "platform": platform.platform(), "hostname": socket.gethostname(), "git_commit": git_commit()}
+
+
+def _config_fields(spec: RunSpec) -> dict[str, object]:
+    c = spec.config
+    fields = {name: getattr(c, name) for name in CONFIG_COLUMNS if hasattr(c, name)}
+    fields.update(pipeline=spec.pipeline, mode=spec.mode, model=spec.model, warmup=spec.warmup)
+    return fields
+
+
+def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window) -> dict[str, object]:
+    samples = facts.get("samples", math.nan)
+    return {**_config_fields(spec), **facts, "repeat": repeat, "steps": len(w.step_ms),
+            "images": w.images, "epochs": w.images / samples if samples else math.nan,
+            "seconds": w.seconds, "img_per_s": w.images / w.seconds,
+            "wait_ms_p50": float(np.percentile(w.wait_ms, 50)), "wait_ms_p95": float(np.percentile(w.wait_ms, 95)),
+            "wait_frac": float(w.wait_ms.sum() / 1e3 / w.seconds),
+            "step_ms_p50": float(np.percentile(w.step_ms, 50)), "step_ms_p95": float(np.percentile(w.step_ms, 95)),
+            "peak_gpu_mem_mb": w.peak_gpu_mem_mb, "status": "ok", "error": ""}
+
+
+def failed_row(spec: RunSpec, status: str, error: str, facts: dict | None = None) -> dict[str, object]:
+    return {**_config_fields(spec), **(facts or {}), "status": status, "error": error}
+
+
+class CsvWriter:
+    """Appends rows to one CSV with a fixed column order; every row carries run id and environment."""
+
+    def __init__(self, path: str | Path, env: dict[str, object], run_id: str):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.stamp = {"run_id": run_id, **env}
+
+    def write(self, row: dict[str, object]) -> None:
+        row = {**row, **self.stamp, "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+        frame = pd.DataFrame([row]).reindex(columns=COLUMNS)
+        header = not self.path.exists() or self.path.stat().st_size == 0
+        frame.to_csv(self.path, mode="a", header=header, index=False)
+

@@ -1,0 +1,59 @@
+"""pipebench pipelines: CIFAR-10 input pipelines behind one contract (see `pipelines.base`).
+
+    import pipelines
+    cfg = pipelines.PipelineConfig(batch_size=512, dtype="bfloat16", channels_last=True)
+    with pipelines.build("prefetch", cfg) as loader:
+        for epoch in range(epochs):
+            loader.set_epoch(epoch)
+            for images, labels in loader:      # already on the GPU, normalized
+                ...
+
+`names()` lists every registered pipeline, `available()` says which can be built here and why
+not. Pipeline modules are imported only when built, so a missing optional dependency (DALI)
+affects only its own pipeline.
+"""
+from __future__ import annotations
+
+import importlib
+
+from .base import Pipeline
+from .config import PipelineConfig
+
+_REGISTRY = {
+    "dataloader": ("pipelines.dataloader", "DataLoaderPipeline"),
+    "prefetch": ("pipelines.prefetch", "PrefetchPipeline"),
+    "resident": ("pipelines.resident", "ResidentPipeline"),
+}
+
+__all__ = ["Pipeline", "PipelineConfig", "available", "build", "names"]
+
+
+def names() -> list[str]:
+    return list(_REGISTRY)
+
+
+def _pipeline_class(name: str) -> type[Pipeline]:
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown pipeline {name!r}: expected one of {names()}")
+    module, cls = _REGISTRY[name]
+    return getattr(importlib.import_module(module), cls)
+
+
+def available() -> dict[str, str | None]:
+    """name -> None if it can be built here, else the reason it cannot."""
+    reasons = {}
+    for name in _REGISTRY:
+        try:
+            _pipeline_class(name)
+            reasons[name] = None
+        except ImportError as e:
+            reasons[name] = str(e)
+    return reasons
+
+
+def build(name: str, config: PipelineConfig | None = None, **changes) -> Pipeline:
+    """Construct pipeline `name` from `config` (default config if None) with `changes` applied."""
+    config = config or PipelineConfig()
+    if changes:
+        config = config.replace(**changes)
+    return _pipeline_class(name)(config)

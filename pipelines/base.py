@@ -1,0 +1,140 @@
+"""The batch contract every pipeline implements, and the pieces all of them share.
+
+Contract (`Pipeline`):
+  - `for images, labels in pipeline:` yields one epoch; both tensors already on `pipeline.device`.
+    images: N x 3 x 32 x 32, float32 or bfloat16 (config.dtype), normalized with the CIFAR-10
+    mean/std, channels_last memory format if config.channels_last; labels: int64, N.
+  - `len(pipeline)` = batches per epoch (after sharding and the last-batch policy).
+  - `set_epoch(e)` selects epoch e's shuffle and augmentation draws, deterministically from
+    (config.seed, e), like `DistributedSampler.set_epoch`: call it before each epoch.
+  - `close()` releases workers, streams and buffers; pipelines are also context managers.
+  - `info`: facts for result rows (e.g. the resident upload time), `data_source`: where data came from.
+
+Shared here so every pipeline has the same semantics: the epoch plan (`epoch_batches`),
+augmentation draws and crop/flip gather (`crop_flip`, torch, any device), and normalization
+(`normalize`, uint8 NHWC in, contract images out).
+"""
+from __future__ import annotations
+
+import abc
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from .config import FLIP_P, IMAGE_SIZE, MEAN, PAD, STD, PipelineConfig
+from .sources import Split, open_split
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"PipelineConfig.device={name!r}: CUDA is not available on this machine")
+    return device
+
+
+def epoch_batches(n: int, config: PipelineConfig, epoch: int) -> list[np.ndarray]:
+    """Sample indices of each batch of `epoch` for this rank (shuffle, shard, last-batch policy)."""
+    order = (np.random.default_rng([config.seed, epoch]).permutation(n) if config.shuffle
+             else np.arange(n))
+    mine = order[config.rank::config.world_size]
+    bs = config.batch_size
+    if config.last_batch == "drop":
+        mine = mine[: len(mine) // bs * bs]
+    return [mine[i:i + bs] for i in range(0, len(mine), bs)]
+
+
+def batch_count(n: int, config: PipelineConfig) -> int:
+    mine = len(range(config.rank, n, config.world_size))
+    return mine // config.batch_size if config.last_batch == "drop" else -(-mine // config.batch_size)
+
+
+def draw_augmentation(n: int, generator: torch.Generator, device: torch.device | str = "cpu"):
+    """Per-sample crop offsets (dy, dx in 0..2*PAD, in padded coordinates) and flips."""
+    offsets = torch.randint(0, 2 * PAD + 1, (2, n), generator=generator, device=device)
+    flip = torch.rand(n, generator=generator, device=device) < FLIP_P
+    return offsets[0], offsets[1], flip
+
+
+def pad_images(images: torch.Tensor) -> torch.Tensor:
+    """N x 32 x 32 x C uint8 -> N x 40 x 40 x C with a zero border of PAD pixels."""
+    return torch.nn.functional.pad(images, (0, 0, PAD, PAD, PAD, PAD))
+
+
+def crop_flip(padded: torch.Tensor, index: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor,
+              flip: torch.Tensor) -> torch.Tensor:
+    """Gather 32 x 32 crops of padded NHWC images `padded[index]`, top-left (dy, dx), mirrored
+    where `flip`: one indexing kernel for the whole batch (B x 32 x 32 x C out)."""
+    ar = torch.arange(IMAGE_SIZE, device=padded.device)
+    rows = dy[:, None] + ar
+    cols = dx[:, None] + torch.where(flip[:, None], IMAGE_SIZE - 1 - ar, ar)
+    return padded[index[:, None, None], rows[:, :, None], cols[:, None, :]]
+
+
+_AFFINE: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def normalize(images: torch.Tensor, config: PipelineConfig) -> torch.Tensor:
+    """uint8 B x H x W x C (any device) -> contract images: (x/255 - mean)/std as B x C x H x W.
+
+    The permute is free and already channels_last-strided; one fused multiply-add in float32,
+    then the cast to config.dtype.
+    """
+    if images.device not in _AFFINE:
+        std = torch.tensor(STD, dtype=torch.float64)
+        scale = (1 / (255 * std)).view(1, 3, 1, 1)
+        shift = (-torch.tensor(MEAN, dtype=torch.float64) / std).view(1, 3, 1, 1)
+        _AFFINE[images.device] = (scale.float().to(images.device), shift.float().to(images.device))
+    scale, shift = _AFFINE[images.device]
+    x = torch.addcmul(shift, images.permute(0, 3, 1, 2), scale)   # promotes uint8 to float32
+    x = x.to(getattr(torch, config.dtype))
+    fmt = torch.channels_last if config.channels_last else torch.contiguous_format
+    return x.contiguous(memory_format=fmt)
+
+
+class Pipeline(abc.ABC):
+    """Base of every pipeline: holds the config, the resolved device and the loaded split."""
+
+    name: str = ""
+
+    def __init__(self, config: PipelineConfig, data: Split | None = None):
+        self.config = config
+        self.device = resolve_device(config.device)
+        self.data = data if data is not None else open_split(config)
+        self.data_source = self.data.source
+        self.epoch = 0
+        self.info: dict[str, object] = {}
+
+    def set_epoch(self, epoch: int) -> None:
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"epoch={epoch!r}: expected an integer >= 0")
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return batch_count(len(self.data), self.config)
+
+    def batches(self) -> list[np.ndarray]:
+        """This epoch's sample indices, batch by batch."""
+        return epoch_batches(len(self.data), self.config, self.epoch)
+
+    def generator(self, device: torch.device | str = "cpu", batch: int = 0) -> torch.Generator:
+        """The augmentation random stream of (seed, epoch, batch) on `device`."""
+        seed = int(np.random.SeedSequence([self.config.seed, self.epoch, batch, 1]).generate_state(1)[0])
+        return torch.Generator(device=device).manual_seed(seed)
+
+    @abc.abstractmethod
+    def __iter__(self) -> Iterator[Batch]:
+        ...
+
+    def close(self) -> None:
+        """Release workers, streams and buffers. Safe to call twice."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

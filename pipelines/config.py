@@ -1,0 +1,107 @@
+"""The one configuration every pipeline takes, and the constants all of them share.
+
+`PipelineConfig` is a frozen dataclass validated at construction: a bad value raises
+`ValueError` naming the field and the value. Command-line parsing lives in `bench.cli`;
+nothing here reads `sys.argv`.
+
+The augmentation semantics are fixed here for every pipeline: train = random 32x32 crop of
+the image zero-padded by 4 pixels on each side (offsets uniform in 0..8 per axis) plus a
+horizontal flip with p = 0.5; eval = none. Normalization uses the CIFAR-10 channel mean/std.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+IMAGE_SIZE = 32
+CHANNELS = 3
+NUM_CLASSES = 10
+PAD = 4
+FLIP_P = 0.5
+# Per-channel statistics of the CIFAR-10 training set on the [0, 1] scale.
+MEAN = (0.4914, 0.4822, 0.4465)
+STD = (0.2470, 0.2435, 0.2616)
+
+SOURCES = ("auto", "cifar10", "synthetic")
+ENCODINGS = ("raw", "jpeg")
+SPLITS = ("train", "test")
+DTYPES = ("float32", "bfloat16")
+LAST_BATCH = ("partial", "drop")
+
+
+def default_data_root() -> str:
+    """`$PIPEBENCH_DATA` if set, else `./data` (ignored by git)."""
+    return os.environ.get("PIPEBENCH_DATA", "data")
+
+
+def default_num_workers() -> int:
+    """One fewer than the CPU cores (the main process needs one), at least 1, at most 16."""
+    return max(1, min(16, (os.cpu_count() or 2) - 1))
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """What to load, how to batch it and where to put it.
+
+    Last-batch policy, worked on 7 samples with batch_size 3:
+      - ``"partial"``: batches of 3, 3, 1 -- every sample once, the last batch smaller;
+      - ``"drop"``:    batches of 3, 3    -- every batch full, the 7th sample skipped this epoch.
+
+    `pin_memory` and `non_blocking` switch the `dataloader` pipeline for the classic ablation;
+    `prefetch` always pins and copies asynchronously, `resident` never copies per step.
+    `rank` / `world_size` shard every epoch's sample order (sample k goes to rank k % world_size).
+    """
+
+    data_root: str = field(default_factory=default_data_root)
+    source: str = "auto"          # auto: real CIFAR-10 under data_root if present, else synthetic
+    data_seed: int = 0            # seed of the synthetic set
+    encoding: str = "raw"         # raw uint8 pixels, or the cached JPEG copy (decoded per sample)
+    jpeg_quality: int = 90
+    split: str = "train"
+    augment: bool = True
+    shuffle: bool = True
+    batch_size: int = 512
+    last_batch: str = "partial"
+    max_samples: int | None = None  # use only the first N samples of the split
+    seed: int = 0                 # shuffling and augmentation; epoch e uses (seed, e)
+    device: str = "auto"          # auto: cuda if available, else cpu
+    dtype: str = "float32"
+    channels_last: bool = False
+    num_workers: int = field(default_factory=default_num_workers)
+    pin_memory: bool = False
+    non_blocking: bool = False
+    prefetch_depth: int = 2       # batches kept in flight ahead of the consumer
+    rank: int = 0
+    world_size: int = 1
+
+    def __post_init__(self) -> None:
+        choices = {"source": SOURCES, "encoding": ENCODINGS, "split": SPLITS,
+                   "dtype": DTYPES, "last_batch": LAST_BATCH}
+        for name, allowed in choices.items():
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ValueError(f"PipelineConfig.{name}={value!r}: expected one of {allowed}")
+        minimum = {"batch_size": 1, "num_workers": 0, "prefetch_depth": 1, "world_size": 1,
+                   "rank": 0, "jpeg_quality": 1, "seed": 0, "data_seed": 0}
+        for name, low in minimum.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"PipelineConfig.{name}={value!r}: expected an integer >= {low}")
+        if self.jpeg_quality > 100:
+            raise ValueError(f"PipelineConfig.jpeg_quality={self.jpeg_quality!r}: expected 1..100")
+        if self.rank >= self.world_size:
+            raise ValueError(f"PipelineConfig.rank={self.rank!r}: expected < world_size={self.world_size}")
+        if self.max_samples is not None and (isinstance(self.max_samples, bool)
+                                             or not isinstance(self.max_samples, int)
+                                             or self.max_samples < 1):
+            raise ValueError(f"PipelineConfig.max_samples={self.max_samples!r}: expected None or an integer >= 1")
+        if not (self.device in ("auto", "cpu") or self.device.startswith("cuda")):
+            raise ValueError(f"PipelineConfig.device={self.device!r}: expected 'auto', 'cpu', 'cuda' or 'cuda:N'")
+        for name in ("augment", "shuffle", "channels_last", "pin_memory", "non_blocking"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"PipelineConfig.{name}={getattr(self, name)!r}: expected True or False")
+
+    def replace(self, **changes) -> "PipelineConfig":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)

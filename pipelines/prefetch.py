@@ -1,0 +1,135 @@
+"""`prefetch`: uint8 over the bus from preallocated pinned buffers, asynchronous copies on a side
+CUDA stream kept `prefetch_depth` batches ahead, conversion and normalization on the GPU.
+
+Bytes: uint8 arrays in host memory -> producer threads (config.num_workers, at least 1) gather
+each batch with its random crop + flip as two numpy fancy-indexing copies over strided window
+views of the zero-padded set (plain and mirrored; numpy releases the GIL, so threads scale),
+straight into a pinned staging slot (uint8, a quarter of the float32 bytes) -> `non_blocking` host-to-device copy
+on the side stream -> float conversion + normalize on the side stream -> the consumer's stream
+waits on an event. The apex `data_prefetcher` / timm `PrefetchLoader` design, with FFCV's
+preallocated pinned buffers instead of per-batch pinning.
+
+Stream safety: the stream, the events and the pinned slots are created once in `__init__`.
+A slot is refilled only after the event recorded right after its copy has completed; outputs are
+allocated on the side stream and `record_stream`-ed to the consumer's stream, so the caching
+allocator never hands them out while the consumer may still read them.
+Without CUDA the same producer threads run and the batch is normalized on the CPU.
+"""
+from __future__ import annotations
+
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from numpy.lib.stride_tricks import sliding_window_view
+
+from .base import Pipeline, draw_augmentation, normalize
+from .config import CHANNELS, IMAGE_SIZE, PAD
+
+
+@dataclass
+class _Slot:
+    images: torch.Tensor          # B x 32 x 32 x 3 uint8, pinned when on CUDA
+    labels: torch.Tensor          # B int64, pinned when on CUDA
+    copied: torch.cuda.Event | None   # recorded on the side stream after the copy out of this slot
+    ready: torch.cuda.Event | None    # recorded on the side stream after the batch is normalized
+
+
+class PrefetchPipeline(Pipeline):
+    name = "prefetch"
+
+    def __init__(self, config, data=None):
+        super().__init__(config, data)
+        if config.augment:   # windows[i, dy, dx] is the 32x32x3 crop at (dy, dx) of padded image i
+            padded = np.pad(self.data.images, ((0, 0), (PAD, PAD), (PAD, PAD), (0, 0)))
+            self.windows = tuple(
+                sliding_window_view(p, (IMAGE_SIZE, IMAGE_SIZE), axis=(1, 2)).transpose(0, 1, 2, 4, 5, 3)
+                for p in (padded, padded[:, :, ::-1]))   # plain, mirrored
+        self.cuda = self.device.type == "cuda"
+        self.stream = torch.cuda.Stream(self.device) if self.cuda else None
+        threads = max(1, config.num_workers)
+        bs = config.batch_size
+
+        def slot() -> _Slot:
+            events = (torch.cuda.Event(), torch.cuda.Event()) if self.cuda else (None, None)
+            return _Slot(torch.empty((bs, IMAGE_SIZE, IMAGE_SIZE, CHANNELS), dtype=torch.uint8,
+                                     pin_memory=self.cuda),
+                         torch.empty(bs, dtype=torch.int64, pin_memory=self.cuda), *events)
+
+        # Enough slots for every thread to fill one while `prefetch_depth` are in flight.
+        self.slots = [slot() for _ in range(config.prefetch_depth + threads)]
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="prefetch")
+
+    def _fill(self, slot: _Slot, batch: int, index) -> int:
+        """Producer thread: gather (and augment) one batch into a slot the GPU no longer reads."""
+        if slot.copied is not None:
+            slot.copied.synchronize()
+        n = len(index)
+        out = slot.images[:n].numpy()
+        if self.config.augment:
+            dy, dx, flip = (t.numpy() for t in draw_augmentation(n, self.generator("cpu", batch)))
+            plain, mirrored = self.windows
+            keep = ~flip   # a flipped crop at dx is the crop of the mirrored image at 2*PAD - dx
+            out[keep] = plain[index[keep], dy[keep], dx[keep]]
+            out[flip] = mirrored[index[flip], dy[flip], 2 * PAD - dx[flip]]
+        else:
+            np.take(self.data.images, index, axis=0, out=out)
+        np.take(self.data.labels, index, out=slot.labels[:n].numpy())
+        return n
+
+    def _launch(self, slot: _Slot, n: int):
+        """Consumer thread: start the copy + normalize of a filled slot (asynchronous on CUDA)."""
+        if not self.cuda:
+            return normalize(slot.images[:n], self.config), slot.labels[:n].clone()
+        with torch.cuda.stream(self.stream):
+            images = slot.images[:n].to(self.device, non_blocking=True)
+            labels = slot.labels[:n].to(self.device, non_blocking=True)
+            slot.copied.record(self.stream)
+            out = normalize(images, self.config)
+            slot.ready.record(self.stream)
+        return out, labels
+
+    def __iter__(self):
+        if self.pool is None:
+            raise RuntimeError("prefetch pipeline is closed")
+        batches = self.batches()
+        nslots, depth = len(self.slots), self.config.prefetch_depth
+        pending = {}   # batch number -> future of its fill
+
+        def submit(b: int) -> None:
+            if b < len(batches):
+                pending[b] = self.pool.submit(self._fill, self.slots[b % nslots], b, batches[b])
+
+        for b in range(nslots):
+            submit(b)
+        launched: deque = deque()
+        try:
+            for b in range(len(batches)):
+                while len(launched) < depth and b + len(launched) < len(batches):
+                    nxt = b + len(launched)
+                    launched.append((self.slots[nxt % nslots], self._launch(
+                        self.slots[nxt % nslots], pending.pop(nxt).result())))
+                    submit(nxt + nslots)   # its filler first waits for this slot's copy event
+                slot, (images, labels) = launched.popleft()
+                if self.cuda:
+                    consumer = torch.cuda.current_stream(self.device)
+                    consumer.wait_event(slot.ready)
+                    images.record_stream(consumer)
+                    labels.record_stream(consumer)
+                yield images, labels
+        finally:   # an abandoned epoch must not leave fillers writing into the slots
+            for future in pending.values():
+                future.cancel()
+            for future in pending.values():
+                if not future.cancelled():
+                    future.exception()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+        if self.stream is not None:
+            self.stream.synchronize()
+        self.slots = []

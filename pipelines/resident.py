@@ -1,0 +1,54 @@
+"""`resident`: the whole uint8 split on the GPU -- the upper bound on feeding rate.
+
+Bytes: uint8 arrays in host memory -> copied to the device once at construction (timed,
+reported as `info["upload_s"]`, not part of any epoch) -> per epoch a shuffled index (one small
+copy) and per batch, all on the device: random crop with zero padding + flip as one gather
+kernel, then normalize. No per-step host transfer. The airbench / hlb-CIFAR10 approach.
+
+FIELD.md measured 2.36M img/s for this on an H100 (GPU crop/flip/normalize).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from .base import Pipeline, crop_flip, draw_augmentation, normalize, pad_images
+
+
+class ResidentPipeline(Pipeline):
+    name = "resident"
+
+    def __init__(self, config, data=None):
+        super().__init__(config, data)
+        cuda = self.device.type == "cuda"
+        if cuda:
+            torch.cuda.synchronize(self.device)
+        start = time.perf_counter()
+        images = torch.from_numpy(self.data.images).to(self.device)
+        self.labels = torch.from_numpy(self.data.labels).to(self.device)
+        if cuda:
+            torch.cuda.synchronize(self.device)
+        self.info["upload_s"] = time.perf_counter() - start
+        self.images = pad_images(images) if config.augment else images
+
+    def __iter__(self):
+        batches = self.batches()
+        if not batches:
+            return
+        order = torch.from_numpy(np.concatenate(batches)).to(self.device)
+        generator = self.generator(self.device)
+        start = 0
+        for index in batches:
+            idx = order[start:start + len(index)]
+            start += len(index)
+            if self.config.augment:
+                dy, dx, flip = draw_augmentation(len(idx), generator, self.device)
+                pixels = crop_flip(self.images, idx, dy, dx, flip)
+            else:
+                pixels = self.images[idx]
+            yield normalize(pixels, self.config), self.labels[idx]
+
+    def close(self) -> None:
+        self.images = self.labels = None

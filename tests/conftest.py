@@ -1,0 +1,43 @@
+"""Shared fixtures: a CIFAR-layout dataset whose pixels encode their index, and the synthetic set.
+
+Index-encoded image i (train: i, test: 50000 + i): channel 0 = i % 256, channel 1 = i // 256,
+channel 2 = COL0 + COL_STEP * column (never 0), so after a padded crop the zero rows / columns
+and the column codes reveal the crop offsets and the flip, and the centre pixel reveals i.
+Label of image i: (7 * i + 3) % 10.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipelines import sources
+
+COL0, COL_STEP = 16, 7
+
+
+def indexed_images(start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    index = np.arange(start, start + n)
+    images = np.empty((n, 32, 32, 3), np.uint8)
+    images[..., 0] = (index % 256)[:, None, None]
+    images[..., 1] = (index // 256)[:, None, None]
+    images[..., 2] = (COL0 + COL_STEP * np.arange(32))[None, None, :]
+    return images, (7 * index + 3) % 10
+
+
+@pytest.fixture(scope="session")
+def indexed_root(tmp_path_factory):
+    """A data root holding the index-encoded set as cifar-10-batches-py (read as source='cifar10')."""
+    root = tmp_path_factory.mktemp("indexed")
+    folder = root / sources.BATCH_FOLDER
+    folder.mkdir()
+    sources.write_split(folder, "train", *indexed_images(0, 50_000))
+    sources.write_split(folder, "test", *indexed_images(50_000, 10_000))
+    return root
+
+
+@pytest.fixture(scope="session")
+def synthetic_root(tmp_path_factory):
+    """A data root with the default synthetic set generated in it."""
+    root = tmp_path_factory.mktemp("synthetic")
+    sources.ensure_synthetic(root, seed=0)
+    return root

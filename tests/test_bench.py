@@ -1,0 +1,96 @@
+"""The harness and the CLI's main command, end to end on synthetic data (CPU in CI)."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+import pipelines
+from bench import cli, harness, results
+from pipelines.base import Pipeline
+
+
+class Broken(Pipeline):
+    """Yields two batches, then fails like a crashed worker."""
+    name = "broken"
+    error: type[BaseException] = RuntimeError
+
+    def __iter__(self):
+        for _ in range(2):
+            yield torch.zeros(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64)
+        raise self.error("worker crashed")
+
+
+class Interrupted(Broken):
+    error = KeyboardInterrupt
+
+
+def compare(tmp_path, root, *extra) -> pd.DataFrame:
+    out = tmp_path / "run"
+    cli.main(["compare", "--data-root", str(root), "--max-samples", "512", "--batch-size", "32",
+              "--steps", "3", "--warmup", "1", "--repeats", "2", "--models", "resnet9",
+              "--workers", "1", "--out", str(out), *extra])
+    return pd.read_csv(out / "results.csv")
+
+
+def test_compare_writes_tidy_rows_for_every_pipeline_and_mode(tmp_path, synthetic_root):
+    df = compare(tmp_path, synthetic_root)
+    assert list(df.columns) == results.COLUMNS
+    assert (df.status == "ok").all(), df.error.tolist()
+    expected = {(p, "loader", "none") for p in pipelines.names()} | {("none", "model", "resnet9")} \
+        | {(p, "e2e", "resnet9") for p in pipelines.names()}
+    assert set(zip(df.pipeline, df["mode"], df.model)) == expected
+    assert df.groupby(["pipeline", "mode"]).size().eq(2).all()   # one row per repeat
+    assert (df.images == 3 * 32).all() and (df.img_per_s > 0).all() and (df.step_ms_p50 > 0).all()
+    assert (df[df["mode"] != "model"].data_source == "synthetic-seed0").all()
+    assert (df.batch_size == 32).all() and (df.torch == torch.__version__).all()
+    assert df.run_id.nunique() == 1 and df.git_commit.notna().all()
+    out = tmp_path / "run"
+    assert json.loads((out / "environment.json").read_text())["torch"] == torch.__version__
+    assert (out / "COMMAND.txt").read_text().startswith("pipebench compare")
+
+
+def test_failing_config_becomes_an_error_row_and_the_run_goes_on(tmp_path, synthetic_root, monkeypatch):
+    monkeypatch.setitem(pipelines._REGISTRY, "broken", (__name__, "Broken"))
+    df = compare(tmp_path, synthetic_root, "--pipelines", "broken,resident", "--modes", "loader")
+    broken = df[df.pipeline == "broken"]
+    assert broken.status.tolist() == ["error"] and "RuntimeError: worker crashed" in broken.error.iloc[0]
+    assert (df[df.pipeline == "resident"].status == "ok").sum() == 2
+
+
+def test_interrupted_run_keeps_rows_already_written(tmp_path, synthetic_root, monkeypatch):
+    monkeypatch.setitem(pipelines._REGISTRY, "interrupted", (__name__, "Interrupted"))
+    with pytest.raises(KeyboardInterrupt):
+        compare(tmp_path, synthetic_root, "--pipelines", "resident,interrupted", "--modes", "loader")
+    df = pd.read_csv(tmp_path / "run" / "results.csv")
+    assert df.pipeline.tolist() == ["resident", "resident"] and (df.status == "ok").all()
+
+
+def test_unavailable_pipeline_becomes_a_skipped_row(tmp_path, synthetic_root, monkeypatch):
+    monkeypatch.setitem(pipelines._REGISTRY, "missing", ("no_such_module_xyz", "Nothing"))
+    df = compare(tmp_path, synthetic_root, "--pipelines", "missing", "--modes", "loader")
+    assert df.status.tolist() == ["skipped"] and "no_such_module_xyz" in df.error.iloc[0]
+
+
+def test_window_counts_images_and_steps():
+    batches = harness.synthetic_batches(pipelines.PipelineConfig(batch_size=8, device="cpu"), torch.device("cpu"))
+    window = harness.time_window(batches, harness._Touch(torch.device("cpu")), 5, torch.device("cpu"))
+    assert window.images == 40 and len(window.step_ms) == len(window.wait_ms) == 5 and window.seconds > 0
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(pipeline="resident", mode="loader", model="resnet18"), "loader mode runs model 'none'"),
+    (dict(pipeline="resident", mode="e2e", model="none"), "the other modes need a model"),
+    (dict(pipeline="resident", mode="train", model="none"), "mode='train'"),
+])
+def test_run_spec_validates(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        harness.RunSpec(**kwargs)
+
+
+def test_cli_rejects_unknown_pipeline(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["compare", "--pipelines", "nope"])
+    assert "expected a comma-separated list" in capsys.readouterr().err

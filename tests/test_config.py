@@ -1,0 +1,37 @@
+"""PipelineConfig validation: bad values raise ValueError naming the field and the value."""
+import pytest
+
+from pipelines import PipelineConfig, build
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"batch_size": 0}, "batch_size=0"),
+    ({"batch_size": True}, "batch_size=True"),
+    ({"dtype": "float16"}, "dtype='float16'"),
+    ({"split": "val"}, "split='val'"),
+    ({"last_batch": "fill"}, "last_batch='fill'"),
+    ({"source": "imagenet"}, "source='imagenet'"),
+    ({"rank": 2, "world_size": 2}, "rank=2"),
+    ({"max_samples": 0}, "max_samples=0"),
+    ({"device": "tpu"}, "device='tpu'"),
+    ({"jpeg_quality": 101}, "jpeg_quality=101"),
+    ({"augment": "yes"}, "augment='yes'"),
+    ({"prefetch_depth": 0}, "prefetch_depth=0"),
+])
+def test_bad_values_raise_naming_field_and_value(changes, message):
+    with pytest.raises(ValueError, match=f"PipelineConfig.{message}"):
+        PipelineConfig(**changes)
+
+
+def test_config_is_frozen_and_replace_validates():
+    config = PipelineConfig()
+    with pytest.raises(AttributeError):
+        config.batch_size = 1
+    assert config.replace(batch_size=7).batch_size == 7
+    with pytest.raises(ValueError, match="batch_size=-1"):
+        config.replace(batch_size=-1)
+
+
+def test_unknown_pipeline_names_the_choices():
+    with pytest.raises(ValueError, match="unknown pipeline 'fast'.*dataloader"):
+        build("fast")
