@@ -75,7 +75,7 @@ def _compare_parser(sub) -> None:
     p.add_argument("--max-samples", type=int, help="use only the first N samples of the split")
     p.add_argument("--steps", type=int, help="timed steps per repeat (default: one epoch on CUDA, 5 on CPU)")
     p.add_argument("--warmup", type=int, help="untimed steps first (default: 10 on CUDA, 1 on CPU)")
-    p.add_argument("--repeats", type=int, help="timed windows per config (default: 3 on CUDA, 2 on CPU)")
+    p.add_argument("--repeats", type=int, help="timed windows per config (default: 5 on CUDA, 2 on CPU)")
     p.add_argument("--seed", type=int, default=0, help="shuffle / augmentation seed (default: 0)")
     p.add_argument("--out", type=Path, help="output folder (default: runs/<UTC time>-<device>)")
     _add_data_args(p)
@@ -109,7 +109,7 @@ def specs_for(args, device: torch.device) -> list[harness.RunSpec]:
         **({} if args.workers is None else {"num_workers": args.workers}))
     timing = dict(steps=args.steps or (None if cuda else 5),
                   warmup=args.warmup if args.warmup is not None else (10 if cuda else 1),
-                  repeats=args.repeats or (3 if cuda else 2))
+                  repeats=args.repeats or (5 if cuda else 2))
     specs = []
     if "loader" in args.modes:
         specs += [harness.RunSpec(p, "loader", "none", config, **timing) for p in args.pipelines]

@@ -1,8 +1,8 @@
 """The one trainer harness: every pipeline is timed the same way, never branched on by name.
 
 Modes (what each timer includes):
-  - loader: iterate the pipeline and touch each batch on the device (one tiny kernel reading the
-    last element of images and labels on the consumer's stream), no model. Input ceiling.
+  - loader: iterate the pipeline and touch each batch on the device (two tiny kernels reading the
+    last element of images and of labels on the consumer's stream), no model. Input ceiling.
   - model:  the same training step as e2e on one synthetic batch already on the device, no
     pipeline. Compute ceiling.
   - e2e:    the training step (forward, cross-entropy, backward, SGD) on the pipeline's batches.
@@ -87,13 +87,14 @@ class Trainer:
 
 
 class _Touch:
-    """Loader-only consumer: one small kernel per batch that depends on the batch's data."""
+    """Loader-only consumer: two tiny kernels per batch that depend on the batch's data."""
 
     def __init__(self, device: torch.device):
         self.acc = torch.zeros((), device=device)
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
-        self.acc.add_(images[-1, -1, -1, -1].float() + labels[-1])
+        self.acc.add_(images[-1, -1, -1, -1])
+        self.acc.add_(labels[-1])
 
 
 def endless(pipeline: pipelines.Pipeline) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:

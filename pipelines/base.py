@@ -11,7 +11,7 @@ Contract (`Pipeline`):
   - `info`: facts for result rows (e.g. the resident upload time), `data_source`: where data came from.
 
 Shared here so every pipeline has the same semantics: the epoch plan (`epoch_batches`),
-augmentation draws and crop/flip gather (`crop_flip`, torch, any device), and normalization
+augmentation draws and the crop/flip gather (`crop_grid`, `gather_crops`; torch, any device), and normalization
 (`normalize`, uint8 NHWC in, contract images out).
 """
 from __future__ import annotations
@@ -65,13 +65,18 @@ def pad_images(images: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.pad(images, (0, 0, PAD, PAD, PAD, PAD))
 
 
-def crop_flip(padded: torch.Tensor, index: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor,
-              flip: torch.Tensor) -> torch.Tensor:
-    """Gather 32 x 32 crops of padded NHWC images `padded[index]`, top-left (dy, dx), mirrored
-    where `flip`: one indexing kernel for the whole batch (B x 32 x 32 x C out)."""
-    ar = torch.arange(IMAGE_SIZE, device=padded.device)
+def crop_grid(dy: torch.Tensor, dx: torch.Tensor, flip: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row and column indices (B x 32 each) into padded images of the crops at top-left
+    (dy, dx), columns reversed where `flip`."""
+    ar = torch.arange(IMAGE_SIZE, device=dy.device)
     rows = dy[:, None] + ar
     cols = dx[:, None] + torch.where(flip[:, None], IMAGE_SIZE - 1 - ar, ar)
+    return rows, cols
+
+
+def gather_crops(padded: torch.Tensor, index: torch.Tensor, rows: torch.Tensor,
+                 cols: torch.Tensor) -> torch.Tensor:
+    """B x 32 x 32 x C crops of padded NHWC images `padded[index]`: one indexing kernel."""
     return padded[index[:, None, None], rows[:, :, None], cols[:, None, :]]
 
 
