@@ -21,7 +21,8 @@ from tqdm import tqdm
 import pipelines
 from pipelines import sources
 from pipelines.base import resolve_device
-from pipelines.config import DTYPES, ENCODINGS, LAST_BATCH, SOURCES, PipelineConfig, default_data_root
+from pipelines.config import (DALI_READERS, DTYPES, ENCODINGS, LAST_BATCH, SOURCES, PipelineConfig,
+                              default_data_root)
 
 from . import harness, results
 from .models import MODELS
@@ -68,12 +69,21 @@ def _compare_parser(sub) -> None:
     p.add_argument("--pin-memory", action="store_true", help="dataloader: DataLoader(pin_memory=True)")
     p.add_argument("--non-blocking", action="store_true", help="dataloader: .to(device, non_blocking=True)")
     p.add_argument("--prefetch-depth", type=int, default=2, help="prefetch: batches in flight (default: 2)")
+    defaults = PipelineConfig
+    p.add_argument("--dali-reader", choices=DALI_READERS, default=defaults.dali_reader,
+                   help="dali: external_source in the shared epoch plan, or fn.readers.file (default: %(default)s)")
+    p.add_argument("--dali-threads", type=int, default=defaults.dali_threads,
+                   help="dali: CPU threads (default: %(default)s)")
+    p.add_argument("--dali-queue-depth", type=int, default=defaults.dali_queue_depth,
+                   help="dali: prefetch queue depth (default: %(default)s)")
+    p.add_argument("--dali-hw-decoder-load", type=float, default=defaults.dali_hw_decoder_load,
+                   help="dali: share of JPEGs for the hardware decoder, 0..1 (default: %(default)s)")
     p.add_argument("--encoding", choices=ENCODINGS, default="raw",
                    help="raw pixels, or decode the cached JPEG copy (dataloader) (default: raw)")
     p.add_argument("--last-batch", choices=LAST_BATCH, default="drop",
                    help="drop = every timed step has a full batch (default: drop)")
     p.add_argument("--max-samples", type=int, help="use only the first N samples of the split")
-    p.add_argument("--steps", type=int, help="timed steps per repeat (default: one epoch on CUDA, 5 on CPU)")
+    p.add_argument("--steps", type=int, help="timed steps per repeat (default: one epoch on CUDA, 3 on CPU)")
     p.add_argument("--warmup", type=int, help="untimed steps first (default: 10 on CUDA, 1 on CPU)")
     p.add_argument("--repeats", type=int, help="timed windows per config (default: 5 on CUDA, 2 on CPU)")
     p.add_argument("--seed", type=int, default=0, help="shuffle / augmentation seed (default: 0)")
@@ -106,8 +116,10 @@ def specs_for(args, device: torch.device) -> list[harness.RunSpec]:
         seed=args.seed, device=str(device), dtype=args.dtype or ("bfloat16" if cuda else "float32"),
         channels_last=cuda if args.channels_last is None else args.channels_last,
         pin_memory=args.pin_memory, non_blocking=args.non_blocking, prefetch_depth=args.prefetch_depth,
+        dali_reader=args.dali_reader, dali_threads=args.dali_threads, dali_queue_depth=args.dali_queue_depth,
+        dali_hw_decoder_load=args.dali_hw_decoder_load,
         **({} if args.workers is None else {"num_workers": args.workers}))
-    timing = dict(steps=args.steps or (None if cuda else 5),
+    timing = dict(steps=args.steps or (None if cuda else 3),
                   warmup=args.warmup if args.warmup is not None else (10 if cuda else 1),
                   repeats=args.repeats or (5 if cuda else 2))
     specs = []
@@ -137,8 +149,9 @@ def compare(args, argv: list[str]) -> Path:
 
     # Data generation and JPEG encoding happen here, outside every timer.
     source, folder = sources.resolve_folder(specs[0].config)
-    if args.encoding == "jpeg":
-        sources.prepare_jpeg(folder, specs[0].config.jpeg_quality)
+    sources.prepare_jpeg(folder, specs[0].config.jpeg_quality)
+    if args.dali_reader == "file":
+        sources.prepare_jpeg_tree(folder, specs[0].config.jpeg_quality)
     print(f"data: {source} ({folder}); device: {device}; output: {out}/results.csv", file=sys.stderr)
 
     reasons = pipelines.available()

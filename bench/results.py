@@ -24,7 +24,8 @@ from .harness import RunSpec, Window
 
 CONFIG_COLUMNS = ["pipeline", "mode", "model", "batch_size", "num_workers", "dtype", "channels_last",
                   "pin_memory", "non_blocking", "prefetch_depth", "encoding", "augment", "split",
-                  "last_batch", "seed", "world_size", "rank"]
+                  "last_batch", "seed", "world_size", "rank", "dali_reader", "dali_threads",
+                  "dali_queue_depth", "dali_hw_decoder_load"]
 MEASURE_COLUMNS = ["repeat", "steps", "warmup", "images", "epochs", "seconds", "img_per_s",
                    "wait_ms_p50", "wait_ms_p95", "wait_frac", "step_ms_p50", "step_ms_p95",
                    "peak_gpu_mem_mb", "setup_s", "upload_s"]

@@ -23,6 +23,9 @@ _REGISTRY = {
     "dataloader": ("pipelines.dataloader", "DataLoaderPipeline"),
     "prefetch": ("pipelines.prefetch", "PrefetchPipeline"),
     "resident": ("pipelines.resident", "ResidentPipeline"),
+    "dali": ("pipelines.dali", "DaliPipeline"),
+    "dali-raw": ("pipelines.dali", "DaliRawPipeline"),
+    "tvjpeg": ("pipelines.tvjpeg", "TorchvisionJpegPipeline"),
 }
 
 __all__ = ["Pipeline", "PipelineConfig", "available", "build", "names"]

@@ -105,14 +105,17 @@ class Pipeline(abc.ABC):
     """Base of every pipeline: holds the config, the resolved device and the loaded split."""
 
     name: str = ""
+    encoding: str | None = None   # what the pipeline reads if fixed ("raw" / "jpeg"), else config's
 
     def __init__(self, config: PipelineConfig, data: Split | None = None):
+        if self.encoding is not None:
+            config = config.replace(encoding=self.encoding)
         self.config = config
         self.device = resolve_device(config.device)
         self.data = data if data is not None else open_split(config)
         self.data_source = self.data.source
         self.epoch = 0
-        self.info: dict[str, object] = {}
+        self.info: dict[str, object] = {"encoding": config.encoding}
 
     def set_epoch(self, epoch: int) -> None:
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:

@@ -28,6 +28,7 @@ ENCODINGS = ("raw", "jpeg")
 SPLITS = ("train", "test")
 DTYPES = ("float32", "bfloat16")
 LAST_BATCH = ("partial", "drop")
+DALI_READERS = ("external", "file")
 
 
 def default_data_root() -> str:
@@ -72,22 +73,30 @@ class PipelineConfig:
     pin_memory: bool = False
     non_blocking: bool = False
     prefetch_depth: int = 2       # batches kept in flight ahead of the consumer
+    # NVIDIA DALI (`dali`, `dali-raw`); defaults chosen by the tuning sweep in results/
+    dali_reader: str = "external"     # external: our epoch plan fed by external_source; file: fn.readers.file
+    dali_threads: int = 8             # DALI CPU worker threads
+    dali_queue_depth: int = 2         # DALI prefetch queue depth (batches)
+    dali_hw_decoder_load: float = 0.0   # share of JPEG decoding sent to the hardware decoder
     rank: int = 0
     world_size: int = 1
 
     def __post_init__(self) -> None:
         choices = {"source": SOURCES, "encoding": ENCODINGS, "split": SPLITS,
-                   "dtype": DTYPES, "last_batch": LAST_BATCH}
+                   "dtype": DTYPES, "last_batch": LAST_BATCH, "dali_reader": DALI_READERS}
         for name, allowed in choices.items():
             value = getattr(self, name)
             if value not in allowed:
                 raise ValueError(f"PipelineConfig.{name}={value!r}: expected one of {allowed}")
         minimum = {"batch_size": 1, "num_workers": 0, "prefetch_depth": 1, "world_size": 1,
-                   "rank": 0, "jpeg_quality": 1, "seed": 0, "data_seed": 0}
+                   "rank": 0, "jpeg_quality": 1, "seed": 0, "data_seed": 0,
+                   "dali_threads": 1, "dali_queue_depth": 1}
         for name, low in minimum.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"PipelineConfig.{name}={value!r}: expected an integer >= {low}")
+        if not 0.0 <= self.dali_hw_decoder_load <= 1.0:
+            raise ValueError(f"PipelineConfig.dali_hw_decoder_load={self.dali_hw_decoder_load!r}: expected 0..1")
         if self.jpeg_quality > 100:
             raise ValueError(f"PipelineConfig.jpeg_quality={self.jpeg_quality!r}: expected 1..100")
         if self.rank >= self.world_size:

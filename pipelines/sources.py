@@ -13,7 +13,8 @@ images as an N x 32 x 32 x 3 uint8 array (HWC, what PIL and the GPU gathers use)
   smooth shapes, gradients and texture so JPEG sizes and decode cost resemble real CIFAR.
   Generated in seconds (vectorized numpy), cached at `<data_root>/synthetic-seed<S>/`.
 - JPEG copy (`prepare_jpeg`): every image encoded once by PIL at a recorded quality, stored
-  packed (one byte array + offsets per split) next to the set it came from.
+  packed (one byte array + offsets per split) next to the set it came from; `prepare_jpeg_tree`
+  writes the same bytes as one file per image in class folders, for file readers.
 
 Writes go to a temporary folder renamed into place, so an interrupted run leaves no half cache.
 """
@@ -306,6 +307,32 @@ def prepare_jpeg(folder: str | Path, quality: int = 90) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def prepare_jpeg_tree(folder: str | Path, quality: int = 90) -> Path:
+    """The same JPEG files as a class-folder tree, `<split>/<label>/<index>.jpg`, for file readers
+    (DALI `fn.readers.file`); written once from the packed copy. Returns the tree's root."""
+    final = Path(folder).parent / f"jpeg-q{quality}-files"
+    if final.is_dir():
+        return final
+    prepare_jpeg(folder, quality)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
+    try:
+        for split in ("train", "test"):
+            jpeg = load_jpeg(folder, split, quality)
+            _, labels = load_split(folder, split)
+            for label in range(NUM_CLASSES):
+                (tmp / split / str(label)).mkdir(parents=True)
+            for i, label in enumerate(labels):
+                (tmp / tree_path(split, i, label)).write_bytes(jpeg[i])
+        _publish(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def tree_path(split: str, index: int, label: int) -> str:
+    return f"{split}/{label}/{index:05d}.jpg"
 
 
 def load_jpeg(folder: str | Path, split: str, quality: int) -> JpegSet:

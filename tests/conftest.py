@@ -1,8 +1,9 @@
 """Shared fixtures: a CIFAR-layout dataset whose pixels encode their index, and the synthetic set.
 
-Index-encoded image i (train: i, test: 50000 + i): channel 0 = i % 256, channel 1 = i // 256,
-channel 2 = COL0 + COL_STEP * column (never 0), so after a padded crop the zero rows / columns
-and the column codes reveal the crop offsets and the flip, and the centre pixel reveals i.
+Index-encoded image i (train: i, test: 50000 + i): channels 0 and 1 are flat at
+LEVEL * digit + LEVEL // 2 for the two base-64 digits of i % 4096 (coarse enough to survive
+JPEG), channel 2 = COL0 + COL_STEP * column (never 0), so after a padded crop the zero rows /
+columns and the column ramp reveal the crop offsets and the flip, and the centre reveals i.
 Label of image i: (7 * i + 3) % 10.
 """
 from __future__ import annotations
@@ -13,13 +14,14 @@ import pytest
 from pipelines import sources
 
 COL0, COL_STEP = 16, 7
+LEVEL, DIGIT = 4, 64
 
 
 def indexed_images(start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     index = np.arange(start, start + n)
     images = np.empty((n, 32, 32, 3), np.uint8)
-    images[..., 0] = (index % 256)[:, None, None]
-    images[..., 1] = (index // 256)[:, None, None]
+    images[..., 0] = (LEVEL * (index % DIGIT) + LEVEL // 2)[:, None, None]
+    images[..., 1] = (LEVEL * (index // DIGIT % DIGIT) + LEVEL // 2)[:, None, None]
     images[..., 2] = (COL0 + COL_STEP * np.arange(32))[None, None, :]
     return images, (7 * index + 3) % 10
 

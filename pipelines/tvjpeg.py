@@ -1,0 +1,40 @@
+"""`tvjpeg`: the GPU-decode alternative a PyTorch user already has, `torchvision.io.decode_jpeg`.
+
+Bytes: the packed JPEG copy in host memory, wrapped once as one uint8 tensor per file (no copy)
+-> per batch, `decode_jpeg(list, device="cuda")` (nvJPEG batched decode; the file bytes cross the
+bus inside it) -> stack -> the shared GPU crop/flip gather on the zero-padded batch -> normalize.
+Labels: one small host-to-device copy per batch. Without a GPU the same calls decode on the CPU.
+
+FIELD.md measured `decode_jpeg(list, device="cuda")` at 26-28k img/s on an H100.
+"""
+from __future__ import annotations
+
+import torch
+from torchvision.io import ImageReadMode, decode_jpeg
+
+from .base import Pipeline, crop_grid, draw_augmentation, gather_crops, normalize, pad_images
+
+
+class TorchvisionJpegPipeline(Pipeline):
+    name = "tvjpeg"
+    encoding = "jpeg"
+
+    def __init__(self, config, data=None):
+        super().__init__(config, data)
+        jpeg = self.data.jpeg
+        whole = torch.from_numpy(jpeg.data)
+        self.files = [whole[jpeg.offsets[i]:jpeg.offsets[i + 1]] for i in range(len(jpeg))]
+        self.labels = torch.from_numpy(self.data.labels)
+
+    def __iter__(self):
+        for b, index in enumerate(self.batches()):
+            n = len(index)
+            decoded = decode_jpeg([self.files[i] for i in index], mode=ImageReadMode.RGB, device=self.device)
+            pixels = torch.stack(decoded).permute(0, 2, 3, 1)   # B x 32 x 32 x 3 view
+            if self.config.augment:
+                rows, cols = crop_grid(*draw_augmentation(n, self.generator(self.device, b), self.device))
+                pixels = gather_crops(pad_images(pixels), torch.arange(n, device=self.device), rows, cols)
+            yield normalize(pixels, self.config), self.labels[torch.from_numpy(index)].to(self.device)
+
+    def close(self) -> None:
+        self.files = []
