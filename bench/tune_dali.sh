@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # DALI tuning sweep, then the GPU-decode comparison with the best measured settings.
 #   1. loader-only `dali` runs varying one knob at a time around the defaults: batch size,
-#      num_threads, prefetch queue depth, hw_decoder_load, reader  -> OUT/tuning/
-#   2. the setting with the highest median img/s at batch 512 is used for a full comparison
-#      (loader / model-only / e2e) of dali, dali-raw and tvjpeg    -> OUT/comparison/
+#      num_threads, prefetch queue depth, hw_decoder_load, reader; and e2e (ResNet-18) runs of
+#      each reader, since a reader's cost shows only next to a training step -> OUT/tuning/
+#   2. the reader with the highest median e2e img/s, and for it the knobs with the highest median
+#      loader-only img/s at batch 512, are used for a full comparison (loader / model-only / e2e)
+#      of dali, dali-raw and tvjpeg                                          -> OUT/comparison/
 # Every invocation appends its exact command to the folder's COMMAND.txt.
 # usage: bash bench/tune_dali.sh OUT     (PIPEBENCH="python3 -m bench.cli" where not installed)
 set -euo pipefail
@@ -14,15 +16,20 @@ for bs in 512 256 1024; do tune --batch-size "$bs"; done
 for threads in 4 12 15; do tune --dali-threads "$threads"; done
 for depth in 3 4; do tune --dali-queue-depth "$depth"; done
 tune --dali-hw-decoder-load 0.65
-tune --dali-reader file
+for reader in external file; do tune --dali-reader "$reader"; done
+for reader in parallel external file; do
+  $pb compare --pipelines dali --modes e2e --repeats 3 --out "$out/tuning" --dali-reader "$reader" >/dev/null
+done
 best=$(python3 - "$out/tuning/results.csv" <<'PY'
 import sys
 import pandas as pd
 df = pd.read_csv(sys.argv[1])
 df = df[(df.status == "ok") & (df.batch_size == 512)]
-knobs = ["dali_reader", "dali_threads", "dali_queue_depth", "dali_hw_decoder_load"]
-best = df.groupby(knobs).img_per_s.median().idxmax()
-print(" ".join(f"--{k.replace('_', '-')} {v}" for k, v in zip(knobs, best)))
+e2e, loader = df[df["mode"] == "e2e"], df[df["mode"] == "loader"]
+reader = e2e.groupby("dali_reader").img_per_s.median().idxmax()
+knobs = ["dali_threads", "dali_queue_depth", "dali_hw_decoder_load"]
+best = loader[loader.dali_reader == reader].groupby(knobs).img_per_s.median().idxmax()
+print(f"--dali-reader {reader} " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in zip(knobs, best)))
 PY
 )
 echo "best at batch 512: $best"

@@ -53,6 +53,12 @@ def batch_count(n: int, config: PipelineConfig) -> int:
     return mine // config.batch_size if config.last_batch == "drop" else -(-mine // config.batch_size)
 
 
+def augmentation_generator(seed: int, epoch: int, batch: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """The augmentation random stream of (seed, epoch, batch) on `device`."""
+    state = int(np.random.SeedSequence([seed, epoch, batch, 1]).generate_state(1)[0])
+    return torch.Generator(device=device).manual_seed(state)
+
+
 def draw_augmentation(n: int, generator: torch.Generator, device: torch.device | str = "cpu"):
     """Per-sample crop offsets (dy, dx in 0..2*PAD, in padded coordinates) and flips."""
     offsets = torch.randint(0, 2 * PAD + 1, (2, n), generator=generator, device=device)
@@ -130,9 +136,8 @@ class Pipeline(abc.ABC):
         return epoch_batches(len(self.data), self.config, self.epoch)
 
     def generator(self, device: torch.device | str = "cpu", batch: int = 0) -> torch.Generator:
-        """The augmentation random stream of (seed, epoch, batch) on `device`."""
-        seed = int(np.random.SeedSequence([self.config.seed, self.epoch, batch, 1]).generate_state(1)[0])
-        return torch.Generator(device=device).manual_seed(seed)
+        """The augmentation random stream of (seed, this epoch, batch) on `device`."""
+        return augmentation_generator(self.config.seed, self.epoch, batch, device)
 
     @abc.abstractmethod
     def __iter__(self) -> Iterator[Batch]:

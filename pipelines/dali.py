@@ -4,7 +4,10 @@ uint8 pixels, no decode, so decode cost and DALI's framework cost can be told ap
 Bytes: the packed JPEG copy (`dali`) or the uint8 arrays (`dali-raw`) in host memory -> each
 batch handed to DALI by a batch-mode `fn.external_source` in the shared epoch plan's order, with
 that batch's crop offsets and flips (so every pipeline sees the same batches and `set_epoch` is
-exact) -> `fn.decoders.image(device="mixed")` (nvJPEG; `dali_hw_decoder_load` of it on the
+exact); with `dali_reader="parallel"` (default) the source runs in `num_workers` spawned
+processes (DALI's parallel external source), because a source run in DALI's own thread needs the
+GIL, which a training loop's main thread holds while it launches kernels: measured on the H100,
+the serial source stopped producing while the model step ran -> `fn.decoders.image(device="mixed")` (nvJPEG; `dali_hw_decoder_load` of it on the
 hardware JPEG engine) -> `fn.slice` with `out_of_bounds_policy="pad"` (the random 32x32 crop of
 the zero-padded image) -> `fn.crop_mirror_normalize` (flip, normalize, CHW or HWC layout,
 float32) -> DALI's PyTorch iterator, outputs handed over without an extra copy. HWC output is
@@ -34,25 +37,35 @@ except ImportError as e:   # the message every caller (build, sweeps) shows
         "drivers) or pip install -e '.[dali-cu13]' (nvidia-dali-cuda130, CUDA 13)") from e
 
 from . import sources
-from .base import Pipeline, draw_augmentation
+from .base import Pipeline, augmentation_generator, draw_augmentation, epoch_batches
 from .config import FLIP_P, IMAGE_SIZE, MEAN, PAD, STD
 
 
 class _EpochSource:
-    """external_source callback: batch `info.iteration` of the pipeline's current epoch plan,
-    with its crop starts (relative to the unpadded image) and flips."""
+    """external_source callback, picklable for worker processes: batch `info.iteration` of epoch
+    `first_epoch + info.epoch_idx` of the shared plan, with its crop starts (relative to the
+    unpadded image) and flips. `samples` holds the JPEG bytes + offsets, or the raw pixels."""
 
-    def __init__(self, pipeline: "DaliPipeline"):
-        self.pipeline = pipeline
+    def __init__(self, config, samples, labels: np.ndarray, first_epoch: int):
+        self.config, self.samples, self.labels, self.first_epoch = config, samples, labels, first_epoch
+        self.epoch, self.plan = None, []
 
     def __call__(self, info):
-        p = self.pipeline
-        if info.iteration >= len(p.plan):
+        epoch = self.first_epoch + info.epoch_idx
+        if epoch != self.epoch:
+            self.epoch, self.plan = epoch, epoch_batches(len(self.labels), self.config, epoch)
+        if info.iteration >= len(self.plan):
             raise StopIteration
-        index = p.plan[info.iteration]
-        batch = [p.samples(index), p.data.labels[index]]
-        if p.config.augment:
-            dy, dx, flip = (t.numpy() for t in draw_augmentation(len(index), p.generator("cpu", info.iteration)))
+        index = self.plan[info.iteration]
+        if isinstance(self.samples, sources.JpegSet):
+            data, offsets = self.samples.data, self.samples.offsets
+            encoded = [data[offsets[i]:offsets[i + 1]] for i in index]
+        else:
+            encoded = self.samples[index]   # one dense uint8 batch, B x 32 x 32 x 3
+        batch = [encoded, self.labels[index]]
+        if self.config.augment:
+            generator = augmentation_generator(self.config.seed, epoch, info.iteration)
+            dy, dx, flip = (t.numpy() for t in draw_augmentation(len(index), generator))
             batch += [np.stack([dy, dx], axis=1).astype(np.int32) - PAD, flip.astype(np.int32)]
         return batch
 
@@ -66,20 +79,23 @@ class DaliPipeline(Pipeline):
         self.cuda = self.device.type == "cuda"
         self.file_reader = config.dali_reader == "file"
         self.info["dali_reader"] = config.dali_reader
-        self.plan: list[np.ndarray] = []
+        self.iterator = None
+        self._start(first_epoch=0)
+
+    def _start(self, first_epoch: int) -> None:
+        """(Re)build the DALI pipeline and iterator; its epoch k is our epoch first_epoch + k."""
+        self.close()
+        self.first_epoch = self.next_epoch = first_epoch
         self.pipe = self._graph()
         self.iterator = DALIGenericIterator(
             [self.pipe], ["images", "labels"], prepare_first_batch=False, auto_reset=False,
             **(dict(reader_name="reader", last_batch_policy=LastBatchPolicy.DROP
-                    if config.last_batch == "drop" else LastBatchPolicy.PARTIAL)
+                    if self.config.last_batch == "drop" else LastBatchPolicy.PARTIAL)
                if self.file_reader else dict(size=-1)))
-        self.started = False    # reset() is needed before every epoch but the first
         self.in_epoch = False   # an epoch was started and not run to its end
 
-    def samples(self, index: np.ndarray):
-        """The encoded samples of a batch: one JPEG byte array each (zero-copy views)."""
-        jpeg = self.data.jpeg
-        return [jpeg.data[jpeg.offsets[i]:jpeg.offsets[i + 1]] for i in index]
+    def samples(self):
+        return self.data.jpeg
 
     def decode(self, samples):
         return fn.decoders.image(samples, device="mixed", output_type=types.RGB,
@@ -89,8 +105,9 @@ class DaliPipeline(Pipeline):
     def _inputs(self):
         c = self.config
         if not self.file_reader:
-            return fn.external_source(source=_EpochSource(self), num_outputs=4 if c.augment else 2,
-                                      batch=True, batch_info=True)
+            source = _EpochSource(c, self.samples(), self.data.labels, self.first_epoch)
+            return fn.external_source(source=source, num_outputs=4 if c.augment else 2, batch=True,
+                                      batch_info=True, parallel=c.dali_reader == "parallel")
         root = sources.prepare_jpeg_tree(self.data.folder, c.jpeg_quality)
         files = [sources.tree_path(c.split, i, label) for i, label in enumerate(self.data.labels)]
         samples, labels = fn.readers.file(
@@ -105,9 +122,12 @@ class DaliPipeline(Pipeline):
     def _graph(self):
         c = self.config
 
+        parallel = dict(py_num_workers=max(1, c.num_workers), py_start_method="spawn") \
+            if c.dali_reader == "parallel" else {}
+
         @pipeline_def(batch_size=c.batch_size, num_threads=c.dali_threads,
                       device_id=(self.device.index or 0) if self.cuda else None,
-                      prefetch_queue_depth=c.dali_queue_depth, seed=c.seed)
+                      prefetch_queue_depth=c.dali_queue_depth, seed=c.seed, **parallel)
         def graph():
             inputs = self._inputs()
             images, labels = self.decode(inputs[0]), inputs[1]
@@ -134,10 +154,13 @@ class DaliPipeline(Pipeline):
         if self.in_epoch:   # DALI cannot reset mid-epoch: finish the abandoned one
             for _ in self.iterator:
                 pass
-        self.plan = self.batches()   # read by the source once reset() starts prefetching
-        if self.started:
+            self.in_epoch = False
+        if not self.file_reader and self.epoch != self.next_epoch:
+            self._start(first_epoch=self.epoch)   # set_epoch jumped: the source starts there
+        if self.next_epoch > self.first_epoch:
             self.iterator.reset()
-        self.started = self.in_epoch = True
+        self.next_epoch += 1
+        self.in_epoch = True
         dtype = getattr(torch, self.config.dtype)
         for out in self.iterator:
             images, labels = out[0]["images"], out[0]["labels"]
@@ -154,8 +177,8 @@ class DaliRawPipeline(DaliPipeline):
     name = "dali-raw"
     encoding = "raw"
 
-    def samples(self, index: np.ndarray):
-        return self.data.images[index]   # one dense uint8 batch, B x 32 x 32 x 3
+    def samples(self):
+        return self.data.images
 
     def decode(self, samples):
         return samples.gpu() if self.cuda else samples

@@ -3,8 +3,9 @@ differently), on index-encoded images. Runs on the CPU in CI and on the GPU wher
 (device="auto"); DALI runs CPU-only without a GPU.
 
 Pipelines that decode JPEG are compared with the same JPEG bytes decoded by PIL. Tolerance:
-decoders differ in IDCT and chroma upsampling, by a few levels at edges (nvJPEG vs libjpeg-turbo),
-so per image at most JPEG_MAX_LEVELS and on average JPEG_MEAN_LEVELS (of 255). Raw pixels: exact.
+decoders differ in IDCT and chroma upsampling by a few levels at edges: nvJPEG on an H100 against
+PIL (libjpeg-turbo) measured at most 5 and on average 1.17 levels on this data, so per image at
+most JPEG_MAX_LEVELS and on average JPEG_MEAN_LEVELS (of 255). Raw pixels: exact.
 """
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from pipelines.config import MEAN, PAD, STD, PipelineConfig
 
 from conftest import COL0, COL_STEP, DIGIT, LEVEL
 
-JPEG_MAX_LEVELS, JPEG_MEAN_LEVELS = 8, 1.0
+JPEG_MAX_LEVELS, JPEG_MEAN_LEVELS = 8, 1.5
 VARIANTS = [(name, {}) for name in pipelines.names()] + [
-    ("dataloader", {"encoding": "jpeg"}), ("dali", {"dali_reader": "file"})]
+    ("dataloader", {"encoding": "jpeg"}), ("dali", {"dali_reader": "external"}), ("dali", {"dali_reader": "file"})]
 IDS = [name + "".join(f"-{v}" for v in changes.values()) for name, changes in VARIANTS]
 N = 1000   # samples used by most tests (the first N of the train split)
 
