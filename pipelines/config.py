@@ -28,7 +28,7 @@ ENCODINGS = ("raw", "jpeg")
 SPLITS = ("train", "test")
 DTYPES = ("float32", "bfloat16")
 LAST_BATCH = ("partial", "drop")
-DALI_READERS = ("parallel", "external", "file")
+DALI_READERS = ("external", "parallel", "file")
 
 
 def default_data_root() -> str:
@@ -74,8 +74,8 @@ class PipelineConfig:
     non_blocking: bool = False
     prefetch_depth: int = 2       # batches kept in flight ahead of the consumer
     # NVIDIA DALI (`dali`, `dali-raw`); defaults chosen by the tuning sweep in results/
-    dali_reader: str = "parallel"     # parallel / external: the epoch plan through external_source,
-                                      # in num_workers processes / in DALI's thread; file: fn.readers.file
+    dali_reader: str = "external"     # external / parallel: the epoch plan through external_source,
+                                      # in DALI's thread / in num_workers processes; file: fn.readers.file
     dali_threads: int = 8             # DALI CPU worker threads
     dali_queue_depth: int = 2         # DALI prefetch queue depth (batches)
     dali_hw_decoder_load: float = 0.0   # share of JPEG decoding sent to the hardware decoder

@@ -4,10 +4,11 @@ uint8 pixels, no decode, so decode cost and DALI's framework cost can be told ap
 Bytes: the packed JPEG copy (`dali`) or the uint8 arrays (`dali-raw`) in host memory -> each
 batch handed to DALI by a batch-mode `fn.external_source` in the shared epoch plan's order, with
 that batch's crop offsets and flips (so every pipeline sees the same batches and `set_epoch` is
-exact); with `dali_reader="parallel"` (default) the source runs in `num_workers` spawned
-processes (DALI's parallel external source), because a source run in DALI's own thread needs the
-GIL, which a training loop's main thread holds while it launches kernels: measured on the H100,
-the serial source stopped producing while the model step ran -> `fn.decoders.image(device="mixed")` (nvJPEG; `dali_hw_decoder_load` of it on the
+exact). The source runs in DALI's own thread (`dali_reader="external"`, default) or in
+`num_workers` spawned processes (`"parallel"`, DALI's parallel external source). Measured on the
+H100 (results/2026-11-21-h100-dali): the serial source needs the GIL, which a training loop's main
+thread holds while it launches kernels, so it produces little while the model step runs; the
+parallel source avoids that but spent minutes starting 15 workers and ran slower per batch -> `fn.decoders.image(device="mixed")` (nvJPEG; `dali_hw_decoder_load` of it on the
 hardware JPEG engine) -> `fn.slice` with `out_of_bounds_policy="pad"` (the random 32x32 crop of
 the zero-padded image) -> `fn.crop_mirror_normalize` (flip, normalize, CHW or HWC layout,
 float32) -> DALI's PyTorch iterator, outputs handed over without an extra copy. HWC output is

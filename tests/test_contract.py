@@ -23,7 +23,7 @@ from conftest import COL0, COL_STEP, DIGIT, LEVEL
 
 JPEG_MAX_LEVELS, JPEG_MEAN_LEVELS = 8, 1.5
 VARIANTS = [(name, {}) for name in pipelines.names()] + [
-    ("dataloader", {"encoding": "jpeg"}), ("dali", {"dali_reader": "external"}), ("dali", {"dali_reader": "file"})]
+    ("dataloader", {"encoding": "jpeg"}), ("dali", {"dali_reader": "parallel"}), ("dali", {"dali_reader": "file"})]
 IDS = [name + "".join(f"-{v}" for v in changes.values()) for name, changes in VARIANTS]
 N = 1000   # samples used by most tests (the first N of the train split)
 
