@@ -72,8 +72,7 @@ def _compare_parser(sub) -> None:
     defaults = PipelineConfig
     p.add_argument("--dali-reader", choices=DALI_READERS, default=defaults.dali_reader,
                    help="dali: external_source in the shared epoch plan, or fn.readers.file (default: %(default)s)")
-    p.add_argument("--dali-threads", type=int, default=defaults.dali_threads,
-                   help="dali: CPU threads (default: %(default)s)")
+    p.add_argument("--dali-threads", type=int, help="dali: CPU threads (default: cores - 1)")
     p.add_argument("--dali-queue-depth", type=int, default=defaults.dali_queue_depth,
                    help="dali: prefetch queue depth (default: %(default)s)")
     p.add_argument("--dali-hw-decoder-load", type=float, default=defaults.dali_hw_decoder_load,
@@ -116,9 +115,10 @@ def specs_for(args, device: torch.device) -> list[harness.RunSpec]:
         seed=args.seed, device=str(device), dtype=args.dtype or ("bfloat16" if cuda else "float32"),
         channels_last=cuda if args.channels_last is None else args.channels_last,
         pin_memory=args.pin_memory, non_blocking=args.non_blocking, prefetch_depth=args.prefetch_depth,
-        dali_reader=args.dali_reader, dali_threads=args.dali_threads, dali_queue_depth=args.dali_queue_depth,
+        dali_reader=args.dali_reader, dali_queue_depth=args.dali_queue_depth,
         dali_hw_decoder_load=args.dali_hw_decoder_load,
-        **({} if args.workers is None else {"num_workers": args.workers}))
+        **({} if args.workers is None else {"num_workers": args.workers}),
+        **({} if args.dali_threads is None else {"dali_threads": args.dali_threads}))
     timing = dict(steps=args.steps or (None if cuda else 3),
                   warmup=args.warmup if args.warmup is not None else (10 if cuda else 1),
                   repeats=args.repeats or (5 if cuda else 2))

@@ -5,9 +5,9 @@
 #      the external_source and file readers, since a reader's cost shows only next to a training
 #      step (the file reader runs no Python per batch: the control)        -> OUT/tuning/
 #      (the parallel external_source is left out: see aborted-parallel-source-run.log)
-#   2. the reader with the highest median e2e img/s, and for it the knobs with the highest median
-#      loader-only img/s at batch 512, are used for a full comparison (loader / model-only / e2e)
-#      of dali, dali-raw and tvjpeg                                          -> OUT/comparison/
+#   2. the knobs with the highest median loader-only img/s at batch 512 (external_source reader,
+#      which dali-raw shares) are used for a full comparison (loader / model-only / e2e) of dali,
+#      dali-raw and tvjpeg, plus dali with the file reader               -> OUT/comparison/
 # Every invocation appends its exact command to the folder's COMMAND.txt.
 # usage: bash bench/tune_dali.sh OUT     (PIPEBENCH="python3 -m bench.cli" where not installed)
 set -euo pipefail
@@ -15,8 +15,8 @@ out=${1:?usage: bash bench/tune_dali.sh OUT}
 pb=${PIPEBENCH:-pipebench}
 tune() { $pb compare --pipelines dali --modes loader --repeats 3 --out "$out/tuning" "$@" >/dev/null; }
 for bs in 512 256 1024; do tune --batch-size "$bs"; done
-for threads in 4 12 15; do tune --dali-threads "$threads"; done
-for depth in 3 4; do tune --dali-queue-depth "$depth"; done
+for threads in 4 8 12; do tune --dali-threads "$threads"; done
+for depth in 2 3; do tune --dali-queue-depth "$depth"; done
 tune --dali-hw-decoder-load 0.65
 for reader in external file; do tune --dali-reader "$reader"; done
 for reader in external file; do
@@ -27,12 +27,12 @@ import sys
 import pandas as pd
 df = pd.read_csv(sys.argv[1])
 df = df[(df.status == "ok") & (df.batch_size == 512)]
-e2e, loader = df[df["mode"] == "e2e"], df[df["mode"] == "loader"]
-reader = e2e.groupby("dali_reader").img_per_s.median().idxmax()
+loader = df[(df["mode"] == "loader") & (df.dali_reader == "external")]
 knobs = ["dali_threads", "dali_queue_depth", "dali_hw_decoder_load"]
-best = loader[loader.dali_reader == reader].groupby(knobs).img_per_s.median().idxmax()
-print(f"--dali-reader {reader} " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in zip(knobs, best)))
+best = loader.groupby(knobs).img_per_s.median().idxmax()
+print(" ".join(f"--{k.replace('_', '-')} {v}" for k, v in zip(knobs, best)))
 PY
 )
 echo "best at batch 512: $best"
 $pb compare --pipelines dali,dali-raw,tvjpeg --out "$out/comparison" $best
+$pb compare --pipelines dali --modes loader,e2e --dali-reader file --out "$out/comparison" $best

@@ -73,11 +73,11 @@ class PipelineConfig:
     pin_memory: bool = False
     non_blocking: bool = False
     prefetch_depth: int = 2       # batches kept in flight ahead of the consumer
-    # NVIDIA DALI (`dali`, `dali-raw`); defaults chosen by the tuning sweep in results/
+    # NVIDIA DALI (`dali`, `dali-raw`); defaults from the tuning runs in results/2026-11-21-h100-dali
     dali_reader: str = "external"     # external / parallel: the epoch plan through external_source,
                                       # in DALI's thread / in num_workers processes; file: fn.readers.file
-    dali_threads: int = 8             # DALI CPU worker threads
-    dali_queue_depth: int = 2         # DALI prefetch queue depth (batches)
+    dali_threads: int = field(default_factory=default_num_workers)   # DALI CPU threads: cores - 1
+    dali_queue_depth: int = 4         # DALI prefetch queue depth (batches)
     dali_hw_decoder_load: float = 0.0   # share of JPEG decoding sent to the hardware decoder
     rank: int = 0
     world_size: int = 1
