@@ -178,14 +178,14 @@ class DaliRawPipeline(DaliPipeline):
     name = "dali-raw"
     encoding = "raw"
 
-    def samples(self):
-        return self.data.images
-
-    def decode(self, samples):
-        return samples.gpu() if self.cuda else samples
-
     def __init__(self, config, data=None):
         if config.dali_reader == "file":
             raise ValueError("PipelineConfig.dali_reader='file': dali-raw reads raw pixels through "
                              "external_source only")
         super().__init__(config, data)
+
+    def samples(self):
+        return self.data.images
+
+    def decode(self, samples):
+        return samples.gpu() if self.cuda else samples
