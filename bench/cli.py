@@ -1,6 +1,7 @@
 """`pipebench`: the command line. Parsing lives here and nowhere else.
 
     pipebench compare            # every available pipeline, loader / model / e2e, on the default data
+    pipebench sweep --out DIR    # a grid (lists or --config FILE.json), resumable in DIR
     pipebench prepare            # generate the default data and its JPEG copy ahead of time
     pipebench download --root D  # fetch the genuine CIFAR-10 (network) into D/cifar-10-batches-py
     pipebench list               # registered pipelines and whether each can run here
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gc
 import json
 import shlex
 import sys
@@ -25,7 +27,7 @@ from pipelines.config import (DALI_READERS, DTYPES, ENCODINGS, LAST_BATCH, SOURC
                               default_data_root)
 
 from . import harness, results
-from .models import MODELS
+from .models import check_model
 
 
 def _csv_list(allowed):
@@ -38,6 +40,23 @@ def _csv_list(allowed):
     return parse
 
 
+def _int_list(text: str) -> list[int]:
+    try:
+        items = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        items = []
+    if not items:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list of integers")
+    return items
+
+
+def _model_list(text: str) -> list[str]:
+    try:
+        return [check_model(t.strip()) for t in text.split(",") if t.strip()]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-root", default=default_data_root(),
                    help="folder holding cifar-10-batches-py/ or the synthetic cache (default: %(default)s, "
@@ -47,23 +66,29 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic set (default: 0)")
 
 
-def _compare_parser(sub) -> None:
-    p = sub.add_parser("compare", help="time every pipeline loader-only, model-only and end-to-end",
-                       description="Run each pipeline loader-only and end-to-end and the model on a "
-                                   "synthetic batch (model-only), append one CSV row per repeat to "
-                                   "OUT/results.csv, and print a summary. Defaults adapt to the device: "
-                                   "on CUDA bs 512, bf16, channels_last, one epoch per repeat; on CPU "
-                                   "bs 64, float32, a few steps per repeat.")
+RUN_HELP = ("Run each pipeline loader-only and end-to-end and each model on a synthetic batch "
+            "(model-only), for every combination of the listed batch sizes, worker counts, models "
+            "and dtypes; append one CSV row per repeat to OUT/results.csv and print a summary. "
+            "Defaults adapt to the device: on CUDA bs 512, bf16, channels_last, one epoch per "
+            "repeat; on CPU bs 64, float32, a few steps per repeat.")
+
+
+def _run_parser(sub, name: str, help: str, description: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=help, description=description)
     p.add_argument("--pipelines", type=_csv_list(pipelines.names()), default=pipelines.names(),
                    help=f"comma-separated, from {pipelines.names()} (default: all)")
     p.add_argument("--modes", type=_csv_list(harness.MODES), default=list(harness.MODES),
                    help="comma-separated, from loader,model,e2e (default: all)")
-    p.add_argument("--models", type=_csv_list(MODELS[:-1]), default=["resnet18"],
-                   help="models for model-only and e2e: resnet18,resnet9 (default: resnet18)")
+    p.add_argument("--models", type=_model_list, default=["resnet18"],
+                   help="models for model-only and e2e: resnet18, resnet9, resnet9-w<F> (width x F, "
+                        "the compute knob) (default: resnet18)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
-    p.add_argument("--batch-size", type=int, help="default: 512 on CUDA, 64 on CPU")
-    p.add_argument("--workers", type=int, help="DataLoader workers / prefetch threads (default: cores - 1)")
-    p.add_argument("--dtype", choices=DTYPES, help="batch dtype and autocast (default: bfloat16 on CUDA)")
+    p.add_argument("--batch-size", type=_int_list, help="list; default: 512 on CUDA, 64 on CPU")
+    p.add_argument("--workers", type=_int_list,
+                   help="list; DataLoader workers / prefetch threads / parallel DALI sources "
+                        "(default: cores - 1)")
+    p.add_argument("--dtype", type=_csv_list(DTYPES), help="list; batch dtype and autocast (default: "
+                                                           "bfloat16 on CUDA, float32 on CPU)")
     p.add_argument("--channels-last", action=argparse.BooleanOptionalAction,
                    help="channels_last batches and model (default: on for CUDA)")
     p.add_argument("--pin-memory", action="store_true", help="dataloader: DataLoader(pin_memory=True)")
@@ -88,6 +113,7 @@ def _compare_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="shuffle / augmentation seed (default: 0)")
     p.add_argument("--out", type=Path, help="output folder (default: runs/<UTC time>-<device>)")
     _add_data_args(p)
+    return p
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,7 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n\n", 1)[1])
     sub = parser.add_subparsers(dest="command", required=True)
-    _compare_parser(sub)
+    _run_parser(sub, "compare", "time every pipeline loader-only, model-only and end-to-end", RUN_HELP)
+    p = _run_parser(sub, "sweep", "run a grid of configurations, resumable",
+                    RUN_HELP + " A sweep resumes: configurations that already have --repeats ok rows "
+                    "for this environment in OUT/results.csv are skipped.")
+    p.add_argument("--config", type=Path, help="JSON file whose keys are these options' names "
+                   "(e.g. {\"batch_size\": [256, 512], \"models\": [\"resnet9-w0.5\"]}); "
+                   "options given on the command line win")
     p = sub.add_parser("prepare", help="generate/validate the data and write its JPEG copy")
     _add_data_args(p)
     p.add_argument("--jpeg-quality", type=int, default=90, help="JPEG quality (default: 90)")
@@ -107,45 +139,59 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def specs_for(args, device: torch.device) -> list[harness.RunSpec]:
+    """Every configuration of the grid, loader-only first, then per model: model-only, e2e."""
     cuda = device.type == "cuda"
-    config = PipelineConfig(
+    base = PipelineConfig(
         data_root=args.data_root, source=args.source, data_seed=args.data_seed, encoding=args.encoding,
-        batch_size=args.batch_size or (512 if cuda else 64), last_batch=args.last_batch,
-        max_samples=args.max_samples,
-        seed=args.seed, device=str(device), dtype=args.dtype or ("bfloat16" if cuda else "float32"),
+        last_batch=args.last_batch, max_samples=args.max_samples, seed=args.seed, device=str(device),
         channels_last=cuda if args.channels_last is None else args.channels_last,
         pin_memory=args.pin_memory, non_blocking=args.non_blocking, prefetch_depth=args.prefetch_depth,
         dali_reader=args.dali_reader, dali_queue_depth=args.dali_queue_depth,
         dali_hw_decoder_load=args.dali_hw_decoder_load,
-        **({} if args.workers is None else {"num_workers": args.workers}),
         **({} if args.dali_threads is None else {"dali_threads": args.dali_threads}))
     timing = dict(steps=args.steps or (None if cuda else 3),
                   warmup=args.warmup if args.warmup is not None else (10 if cuda else 1),
                   repeats=args.repeats or (5 if cuda else 2))
+    grid = [(dtype, bs, workers)
+            for dtype in args.dtype or ["bfloat16" if cuda else "float32"]
+            for bs in args.batch_size or [512 if cuda else 64]
+            for workers in args.workers or [base.num_workers]]
+    configs = [base.replace(dtype=dtype, batch_size=bs, num_workers=workers) for dtype, bs, workers in grid]
     specs = []
     if "loader" in args.modes:
-        specs += [harness.RunSpec(p, "loader", "none", config, **timing) for p in args.pipelines]
+        specs += [harness.RunSpec(p, "loader", "none", c, **timing) for c in configs for p in args.pipelines]
     for model in args.models:
-        if "model" in args.modes:
-            specs.append(harness.RunSpec("none", "model", model, config, **timing))
+        if "model" in args.modes:   # no pipeline: once per dtype and batch size
+            seen = {(c.dtype, c.batch_size): c for c in configs}
+            specs += [harness.RunSpec("none", "model", model, c, **timing) for c in seen.values()]
         if "e2e" in args.modes:
-            specs += [harness.RunSpec(p, "e2e", model, config, **timing) for p in args.pipelines]
+            specs += [harness.RunSpec(p, "e2e", model, c, **timing) for c in configs for p in args.pipelines]
     return specs
 
 
-def compare(args, argv: list[str]) -> Path:
+def run_grid(args, argv: list[str]) -> Path:
     device = resolve_device(args.device)
     try:
         specs = specs_for(args, device)
     except ValueError as e:
-        raise SystemExit(f"pipebench compare: {e}")
+        raise SystemExit(f"pipebench {args.command}: {e}")
     out = args.out or Path("runs") / f"{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}-{device.type}"
     out.mkdir(parents=True, exist_ok=True)
     env = results.environment()
     (out / "environment.json").write_text(json.dumps(env, indent=2) + "\n")
     with open(out / "COMMAND.txt", "a") as f:
         f.write(shlex.join(["pipebench", *argv]) + "\n")
+    if getattr(args, "config", None) is not None:   # the command names it: keep a copy beside
+        (out / args.config.name).write_text(args.config.read_text())
     writer = results.CsvWriter(out / "results.csv", env, run_id=out.name)
+    if args.command == "sweep":
+        done = results.completed(out / "results.csv", env)
+        todo = [s for s in specs if done.get(results.config_key(s), 0) < s.repeats]
+        print(f"resume: {len(specs) - len(todo)} of {len(specs)} configurations already done", file=sys.stderr)
+        specs = todo
+        if not specs:
+            print(summary(out / "results.csv"))
+            return out
 
     # Data generation and JPEG encoding happen here, outside every timer.
     source, folder = sources.resolve_folder(specs[0].config)
@@ -155,7 +201,7 @@ def compare(args, argv: list[str]) -> Path:
     print(f"data: {source} ({folder}); device: {device}; output: {out}/results.csv", file=sys.stderr)
 
     reasons = pipelines.available()
-    with tqdm(total=sum(s.repeats for s in specs), unit="window", desc="compare") as bar:
+    with tqdm(total=sum(s.repeats for s in specs), unit="window", desc=args.command) as bar:
         for spec in specs:
             bar.set_description(f"{spec.pipeline} {spec.mode} {spec.model}")
             if reasons.get(spec.pipeline):
@@ -172,7 +218,8 @@ def compare(args, argv: list[str]) -> Path:
             except Exception as e:   # one failing config becomes a row; the comparison goes on
                 writer.write(results.failed_row(spec, "error", f"{type(e).__name__}: {e}"))
                 bar.update(spec.repeats - done)
-            finally:
+            finally:   # drop what a failed config still references before the next one
+                gc.collect()
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
     print(summary(out / "results.csv"))
@@ -184,7 +231,7 @@ def summary(csv: Path) -> str:
     import pandas as pd
     df = pd.read_csv(csv)
     ok = df[df.status == "ok"]
-    table = (ok.groupby(["mode", "pipeline", "model"], sort=False)["img_per_s"]
+    table = (ok.groupby(["mode", "pipeline", "model", "batch_size", "num_workers", "dtype"], sort=False)["img_per_s"]
              .agg(["median", "min", "max", "count"]).round(0).astype(int)
              .rename(columns={"median": "img/s median", "count": "repeats"}))
     lines = [f"\n{csv}", table.to_string()]
@@ -193,11 +240,33 @@ def summary(csv: Path) -> str:
     return "\n".join(lines)
 
 
+def config_tokens(path: Path) -> list[str]:
+    """A sweep --config JSON file as command-line tokens: lists joined by commas, true booleans
+    as bare flags (false ones left out), everything else as text."""
+    try:
+        values = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise SystemExit(f"pipebench sweep: --config {path}: {e}")
+    if not isinstance(values, dict):
+        raise SystemExit(f"pipebench sweep: --config {path}: expected a JSON object")
+    tokens = []
+    for key, value in values.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            tokens.append(flag)
+        elif value is not False:
+            tokens += [flag, ",".join(map(str, value)) if isinstance(value, list) else str(value)]
+    return tokens
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser().parse_args(argv)
-    if args.command == "compare":
-        compare(args, argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "config", None) is not None:   # the file's options first: typed ones win
+        args = parser.parse_args([argv[0], *config_tokens(args.config), *argv[1:]])
+    if args.command in ("compare", "sweep"):
+        run_grid(args, argv)
     elif args.command == "prepare":
         config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed)
         source, folder = sources.resolve_folder(config)

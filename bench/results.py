@@ -29,6 +29,8 @@ CONFIG_COLUMNS = ["pipeline", "mode", "model", "batch_size", "num_workers", "dty
 MEASURE_COLUMNS = ["repeat", "steps", "warmup", "images", "epochs", "seconds", "img_per_s",
                    "wait_ms_p50", "wait_ms_p95", "wait_frac", "step_ms_p50", "step_ms_p95",
                    "peak_gpu_mem_mb", "setup_s", "upload_s"]
+# What must match for a sweep to count an earlier row as this environment's (not the git commit).
+SAME_ENVIRONMENT = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "cpu_count", "hostname"]
 ENV_COLUMNS = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "python", "cpu_count",
                "platform", "hostname", "git_commit"]
 COLUMNS = (["run_id", "timestamp", *CONFIG_COLUMNS, "device", "data_source", "samples",
@@ -78,6 +80,23 @@ def _config_fields(spec: RunSpec) -> dict[str, object]:
     fields = {name: getattr(c, name) for name in CONFIG_COLUMNS if hasattr(c, name)}
     fields.update(pipeline=spec.pipeline, mode=spec.mode, model=spec.model, warmup=spec.warmup)
     return fields
+
+
+def config_key(spec: RunSpec) -> tuple[str, ...]:
+    """A configuration's identity: its config columns, as text (as a CSV holds them)."""
+    fields = _config_fields(spec)
+    return tuple(str(fields[c]) for c in CONFIG_COLUMNS)
+
+
+def completed(path: str | Path, env: dict[str, object]) -> dict[tuple[str, ...], int]:
+    """config_key -> number of ok rows already in the CSV for this environment."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return {}
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    mine = df[(df.status == "ok") & (df[SAME_ENVIRONMENT] == pd.Series(
+        {k: str(env[k]) for k in SAME_ENVIRONMENT})).all(axis=1)]
+    return {tuple(key): n for key, n in mine.groupby(CONFIG_COLUMNS).size().items()}
 
 
 def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window) -> dict[str, object]:
