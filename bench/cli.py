@@ -2,6 +2,7 @@
 
     pipebench compare            # every available pipeline, loader / model / e2e, on the default data
     pipebench sweep --out DIR    # a grid (lists or --config FILE.json), resumable in DIR
+    pipebench report CSV... --out DIR   # REPORT.md + plots from result CSVs
     pipebench prepare            # generate the default data and its JPEG copy ahead of time
     pipebench download --root D  # fetch the genuine CIFAR-10 (network) into D/cifar-10-batches-py
     pipebench list               # registered pipelines and whether each can run here
@@ -26,7 +27,7 @@ from pipelines.base import resolve_device
 from pipelines.config import (DALI_READERS, DTYPES, ENCODINGS, LAST_BATCH, SOURCES, PipelineConfig,
                               default_data_root)
 
-from . import harness, results
+from . import harness, report, results
 from .models import check_model
 
 
@@ -128,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", type=Path, help="JSON file whose keys are these options' names "
                    "(e.g. {\"batch_size\": [256, 512], \"models\": [\"resnet9-w0.5\"]}); "
                    "options given on the command line win")
+    p = sub.add_parser("report", help="write REPORT.md and plots from result CSVs")
+    p.add_argument("csv", nargs="+", type=Path, help="results.csv files")
+    p.add_argument("--out", type=Path, required=True, help="folder for REPORT.md and the PNGs")
     p = sub.add_parser("prepare", help="generate/validate the data and write its JPEG copy")
     _add_data_args(p)
     p.add_argument("--jpeg-quality", type=int, default=90, help="JPEG quality (default: 90)")
@@ -267,6 +271,11 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args([argv[0], *config_tokens(args.config), *argv[1:]])
     if args.command in ("compare", "sweep"):
         run_grid(args, argv)
+    elif args.command == "report":
+        missing = [p for p in args.csv if not p.is_file()]
+        if missing:
+            raise SystemExit(f"pipebench report: no such file: {', '.join(map(str, missing))}")
+        print(report.write(args.csv, args.out))
     elif args.command == "prepare":
         config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed)
         source, folder = sources.resolve_folder(config)
