@@ -275,7 +275,10 @@ def main(argv: list[str] | None = None) -> int:
         missing = [p for p in args.csv if not p.is_file()]
         if missing:
             raise SystemExit(f"pipebench report: no such file: {', '.join(map(str, missing))}")
-        print(report.write(args.csv, args.out))
+        path = report.write(args.csv, args.out)
+        with open(args.out / "COMMAND.txt", "a") as f:
+            f.write(shlex.join(["pipebench", *argv]) + "\n")
+        print(path)
     elif args.command == "prepare":
         config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed)
         source, folder = sources.resolve_folder(config)

@@ -90,26 +90,32 @@ def pipeline_table(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 
 def crossover(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """Per pipeline: the largest model-only rate it keeps fed at >= FED, and the smallest it does not."""
+    """Per pipeline: the largest model-only rate it keeps fed at >= FED. A model it does not keep
+    fed is input-starved where the loader-only rate is below the model-only rate, else contention."""
     m = medians(df)
+    loaders = m[m["mode"] == "loader"].set_index("pipeline").img_per_s
     models = m[m["mode"] == "model"].set_index("model").img_per_s
     rows, sentences = [], []
     for pipeline, e2e in m[m["mode"] == "e2e"].groupby("pipeline"):
         share = {r.model: r.img_per_s / models[r.model] for r in e2e.itertuples() if r.model in models}
-        fed = [models[k] for k, v in share.items() if v >= FED]
-        starved = [models[k] for k, v in share.items() if v < FED]
-        top = max(fed) if fed else None
-        first_starved = min(starved) if starved else None
+        top = max((models[k] for k, v in share.items() if v >= FED), default=None)
+        starved = sorted((models[k], k, v) for k, v in share.items() if v < FED)
+        loader = loaders.get(pipeline, float("inf"))
+        input_bound = [x for x in starved if loader < x[0]]
+        contention = [x for x in starved if loader >= x[0]]
         rows.append({"pipeline": pipeline, "models measured": len(share),
                      "fastest model kept fed (model-only img/s)": f"{top:,.0f}" if top else "none",
-                     "slowest model not kept fed (model-only img/s)": f"{first_starved:,.0f}" if first_starved else "none"})
-        if top and first_starved:
-            sentences.append(f"- `{pipeline}` keeps models up to {top:,.0f} img/s fed at ≥ {FED:.0%}; at "
-                             f"{first_starved:,.0f} img/s and beyond the input pipeline is the bottleneck.")
-        elif top:
-            sentences.append(f"- `{pipeline}` keeps every measured model fed at ≥ {FED:.0%} (up to {top:,.0f} img/s).")
-        else:
-            sentences.append(f"- `{pipeline}` keeps none of the measured models fed at ≥ {FED:.0%}.")
+                     "not fed: loader-only below model-only": ", ".join(f"{k} ({r:,.0f})" for r, k, _ in input_bound) or "—",
+                     "not fed: contention": ", ".join(f"{k} ({r:,.0f})" for r, k, _ in contention) or "—"})
+        sentence = (f"- `{pipeline}` keeps models up to {top:,.0f} img/s fed at ≥ {FED:.0%}" if top else
+                    f"- `{pipeline}` keeps none of the measured models fed at ≥ {FED:.0%}")
+        if input_bound:
+            sentence += (f"; from {input_bound[0][0]:,.0f} img/s up its loader-only rate ({loader:,.0f}) "
+                         "is the bottleneck")
+        if contention:
+            sentence += ("; " + ", ".join(f"{k} ({r:,.0f} img/s) reaches only {v:.0%}" for r, k, v in contention)
+                         + " although the loader alone is faster: contention, not the input rate")
+        sentences.append(sentence + ".")
     return pd.DataFrame(rows), sentences
 
 
@@ -133,7 +139,8 @@ def roofline(df: pd.DataFrame, path: Path, title: str) -> None:
     if xs:
         ax.plot(xs, xs, ":", color="grey", label="e2e = model-only")
     ax.set(xscale="log", yscale="log", xlabel="model-only img/s (one point per model)",
-           ylabel="end-to-end img/s", title=title)
+           ylabel="end-to-end img/s")
+    ax.set_title(title.replace(": ", "\n", 1), fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, title="dashed: min(loader-only, model-only)", title_fontsize=7)
     fig.tight_layout()
