@@ -38,10 +38,14 @@ def compare(tmp_path, root, *extra) -> pd.DataFrame:
 def test_compare_writes_tidy_rows_for_every_pipeline_and_mode(tmp_path, synthetic_root):
     df = compare(tmp_path, synthetic_root)
     assert list(df.columns) == results.COLUMNS
-    assert (df.status == "ok").all(), df.error.tolist()
     expected = {(p, "loader", "none") for p in pipelines.names()} | {("none", "model", "resnet9")} \
         | {(p, "e2e", "resnet9") for p in pipelines.names()}
     assert set(zip(df.pipeline, df["mode"], df.model)) == expected
+    unavailable = {name for name, reason in pipelines.available().items() if reason}
+    skipped = df[df.pipeline.isin(unavailable)]
+    assert (skipped.status == "skipped").all() and skipped.error.astype(str).str.contains("pip install").all()
+    df = df[~df.pipeline.isin(unavailable)]
+    assert (df.status == "ok").all(), df.error.tolist()
     assert df.groupby(["pipeline", "mode"]).size().eq(2).all()   # one row per repeat
     assert (df.images == 3 * 32).all() and (df.img_per_s > 0).all() and (df.step_ms_p50 > 0).all()
     assert (df[df["mode"] != "model"].data_source == "synthetic-seed0").all()
