@@ -161,15 +161,23 @@ def specs_for(args, device: torch.device) -> list[harness.RunSpec]:
             for bs in args.batch_size or [512 if cuda else 64]
             for workers in args.workers or [base.num_workers]]
     configs = [base.replace(dtype=dtype, batch_size=bs, num_workers=workers) for dtype, bs, workers in grid]
+    reasons = pipelines.available()
+
+    def spec(pipeline: str, mode: str, model: str, config: PipelineConfig) -> harness.RunSpec:
+        """Rows record, and resume matches, the config a pipeline really runs with."""
+        if not reasons.get(pipeline):
+            config = pipelines.resolve_config(pipeline, config)
+        return harness.RunSpec(pipeline, mode, model, config, **timing)
+
     specs = []
     if "loader" in args.modes:
-        specs += [harness.RunSpec(p, "loader", "none", c, **timing) for c in configs for p in args.pipelines]
+        specs += [spec(p, "loader", "none", c) for c in configs for p in args.pipelines]
     for model in args.models:
         if "model" in args.modes:   # no pipeline: once per dtype and batch size
             seen = {(c.dtype, c.batch_size): c for c in configs}
             specs += [harness.RunSpec("none", "model", model, c, **timing) for c in seen.values()]
         if "e2e" in args.modes:
-            specs += [harness.RunSpec(p, "e2e", model, c, **timing) for c in configs for p in args.pipelines]
+            specs += [spec(p, "e2e", model, c) for c in configs for p in args.pipelines]
     return specs
 
 
@@ -197,10 +205,11 @@ def run_grid(args, argv: list[str]) -> Path:
             print(summary(out / "results.csv"))
             return out
 
-    # Data generation and JPEG encoding happen here, outside every timer.
+    # Data generation and JPEG encoding happen here, outside every timer, and only where read.
     source, folder = sources.resolve_folder(specs[0].config)
-    sources.prepare_jpeg(folder, specs[0].config.jpeg_quality)
-    if args.dali_reader == "file":
+    if any(s.config.encoding == "jpeg" for s in specs):
+        sources.prepare_jpeg(folder, specs[0].config.jpeg_quality)
+    if any(s.pipeline == "dali" and s.config.dali_reader == "file" for s in specs):
         sources.prepare_jpeg_tree(folder, specs[0].config.jpeg_quality)
     print(f"data: {source} ({folder}); device: {device}; output: {out}/results.csv", file=sys.stderr)
 

@@ -179,7 +179,7 @@ def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
             t0 = time.perf_counter()
             pipeline = pipelines.build(spec.pipeline, config)
             facts["setup_s"] = time.perf_counter() - t0
-            facts.update(data_source=pipeline.data_source, steps_per_epoch=len(pipeline),
+            facts.update(data_source=pipeline.data.source, steps_per_epoch=len(pipeline),
                          samples=len(pipeline.data), **pipeline.info)
             batches = endless(pipeline)
             steps = spec.steps or len(pipeline)

@@ -36,8 +36,8 @@ def load(paths: list[str | Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def rate(group: pd.Series) -> str:
-    return f"{group.median():,.0f} [{group.min():,.0f}–{group.max():,.0f}]"
+def rate(row) -> str:
+    return f"{row.img_per_s:,.0f} [{row.low:,.0f}–{row.high:,.0f}]"
 
 
 def verdict(loader: float, model: float, e2e: float) -> tuple[str, str]:
@@ -64,26 +64,26 @@ def label_variants(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def medians(df: pd.DataFrame) -> pd.DataFrame:
+    """Per (mode, pipeline, model): median img/s with its min (low) and max (high), median stall."""
     ok = df[df.status == "ok"]
     return ok.groupby(["mode", "pipeline", "model"], sort=True).agg(
-        img_per_s=("img_per_s", "median"), stall=("wait_frac", "median")).reset_index()
+        img_per_s=("img_per_s", "median"), low=("img_per_s", "min"), high=("img_per_s", "max"),
+        stall=("wait_frac", "median")).reset_index()
 
 
 def pipeline_table(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     m = medians(df)
-    loaders = m[m["mode"] == "loader"].set_index("pipeline").img_per_s
-    models = m[m["mode"] == "model"].set_index("model").img_per_s
-    ok = df[df.status == "ok"]
+    loaders = m[m["mode"] == "loader"].set_index("pipeline")
+    models = m[m["mode"] == "model"].set_index("model")
     rows, sentences = [], []
     for e in m[m["mode"] == "e2e"].itertuples():
-        if e.pipeline not in loaders or e.model not in models:
+        if e.pipeline not in loaders.index or e.model not in models.index:
             continue
-        label, why = verdict(loaders[e.pipeline], models[e.model], e.img_per_s)
-        pick = ok[(ok.pipeline == e.pipeline) & (ok.model == e.model) & (ok["mode"] == "e2e")]
-        rows.append({"pipeline": e.pipeline, "model": e.model,
-                     "loader-only img/s": rate(ok[(ok.pipeline == e.pipeline) & (ok["mode"] == "loader")].img_per_s),
-                     "model-only img/s": rate(ok[(ok.model == e.model) & (ok["mode"] == "model")].img_per_s),
-                     "e2e img/s": rate(pick.img_per_s), "e2e / model": f"{e.img_per_s / models[e.model]:.0%}",
+        loader, model = loaders.loc[e.pipeline], models.loc[e.model]
+        label, why = verdict(loader.img_per_s, model.img_per_s, e.img_per_s)
+        rows.append({"pipeline": e.pipeline, "model": e.model, "loader-only img/s": rate(loader),
+                     "model-only img/s": rate(model), "e2e img/s": rate(e),
+                     "e2e / model": f"{e.img_per_s / model.img_per_s:.0%}",
                      "stall": f"{e.stall:.0%}", "verdict": label})
         sentences.append(f"- `{e.pipeline}` with {e.model}: **{label}** — {why}.")
     return pd.DataFrame(rows), sentences

@@ -28,7 +28,7 @@ _REGISTRY = {
     "tvjpeg": ("pipelines.tvjpeg", "TorchvisionJpegPipeline"),
 }
 
-__all__ = ["Pipeline", "PipelineConfig", "available", "build", "names"]
+__all__ = ["Pipeline", "PipelineConfig", "available", "build", "names", "resolve_config"]
 
 
 def names() -> list[str]:
@@ -52,6 +52,11 @@ def available() -> dict[str, str | None]:
         except ImportError as e:
             reasons[name] = str(e)
     return reasons
+
+
+def resolve_config(name: str, config: PipelineConfig) -> PipelineConfig:
+    """The config pipeline `name` would run with (e.g. the encoding it always reads)."""
+    return _pipeline_class(name).resolve(config)
 
 
 def build(name: str, config: PipelineConfig | None = None, **changes) -> Pipeline:

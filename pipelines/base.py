@@ -8,7 +8,7 @@ Contract (`Pipeline`):
   - `set_epoch(e)` selects epoch e's shuffle and augmentation draws, deterministically from
     (config.seed, e), like `DistributedSampler.set_epoch`: call it before each epoch.
   - `close()` releases workers, streams and buffers; pipelines are also context managers.
-  - `info`: facts for result rows (e.g. the resident upload time), `data_source`: where data came from.
+  - `info`: facts for result rows (e.g. the resident upload time); `data.source`: where data came from.
 
 Shared here so every pipeline has the same semantics: the epoch plan (`epoch_batches`),
 augmentation draws and the crop/flip gather (`crop_grid`, `gather_crops`; torch, any device), and normalization
@@ -92,8 +92,8 @@ _AFFINE: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
 def normalize(images: torch.Tensor, config: PipelineConfig) -> torch.Tensor:
     """uint8 B x H x W x C (any device) -> contract images: (x/255 - mean)/std as B x C x H x W.
 
-    The permute is free and already channels_last-strided; one fused multiply-add in float32,
-    then the cast to config.dtype.
+    One kernel: a fused multiply-add computed in float32, written straight into a tensor of
+    config.dtype in the requested memory format (the permute itself is a free view).
     """
     if images.device not in _AFFINE:
         std = torch.tensor(STD, dtype=torch.float64)
@@ -101,10 +101,10 @@ def normalize(images: torch.Tensor, config: PipelineConfig) -> torch.Tensor:
         shift = (-torch.tensor(MEAN, dtype=torch.float64) / std).view(1, 3, 1, 1)
         _AFFINE[images.device] = (scale.float().to(images.device), shift.float().to(images.device))
     scale, shift = _AFFINE[images.device]
-    x = torch.addcmul(shift, images.permute(0, 3, 1, 2), scale)   # promotes uint8 to float32
-    x = x.to(getattr(torch, config.dtype))
-    fmt = torch.channels_last if config.channels_last else torch.contiguous_format
-    return x.contiguous(memory_format=fmt)
+    x = images.permute(0, 3, 1, 2)
+    out = torch.empty(x.shape, dtype=getattr(torch, config.dtype), device=x.device,
+                      memory_format=torch.channels_last if config.channels_last else torch.contiguous_format)
+    return torch.addcmul(shift, x, scale, out=out)
 
 
 class Pipeline(abc.ABC):
@@ -114,14 +114,16 @@ class Pipeline(abc.ABC):
     encoding: str | None = None   # what the pipeline reads if fixed ("raw" / "jpeg"), else config's
 
     def __init__(self, config: PipelineConfig, data: Split | None = None):
-        if self.encoding is not None:
-            config = config.replace(encoding=self.encoding)
-        self.config = config
+        self.config = config = self.resolve(config)
         self.device = resolve_device(config.device)
         self.data = data if data is not None else open_split(config)
-        self.data_source = self.data.source
         self.epoch = 0
-        self.info: dict[str, object] = {"encoding": config.encoding}
+        self.info: dict[str, object] = {}
+
+    @classmethod
+    def resolve(cls, config: PipelineConfig) -> PipelineConfig:
+        """The config this pipeline runs with: its own encoding where it reads a fixed one."""
+        return config.replace(encoding=cls.encoding) if cls.encoding else config
 
     def set_epoch(self, epoch: int) -> None:
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:

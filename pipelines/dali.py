@@ -59,8 +59,7 @@ class _EpochSource:
             raise StopIteration
         index = self.plan[info.iteration]
         if isinstance(self.samples, sources.JpegSet):
-            data, offsets = self.samples.data, self.samples.offsets
-            encoded = [data[offsets[i]:offsets[i + 1]] for i in index]
+            encoded = [self.samples[i] for i in index]   # zero-copy views of each file
         else:
             encoded = self.samples[index]   # one dense uint8 batch, B x 32 x 32 x 3
         batch = [encoded, self.labels[index]]
@@ -79,7 +78,6 @@ class DaliPipeline(Pipeline):
         super().__init__(config, data)
         self.cuda = self.device.type == "cuda"
         self.file_reader = config.dali_reader == "file"
-        self.info["dali_reader"] = config.dali_reader
         self.iterator = None
         self._start(first_epoch=0)
 

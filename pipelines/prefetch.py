@@ -39,6 +39,7 @@ class _Slot:
 
 class PrefetchPipeline(Pipeline):
     name = "prefetch"
+    encoding = "raw"
 
     def __init__(self, config, data=None):
         super().__init__(config, data)

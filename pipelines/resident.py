@@ -20,6 +20,7 @@ from .base import Pipeline, crop_grid, draw_augmentation, gather_crops, normaliz
 
 class ResidentPipeline(Pipeline):
     name = "resident"
+    encoding = "raw"
 
     def __init__(self, config, data=None):
         super().__init__(config, data)

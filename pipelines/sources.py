@@ -274,8 +274,9 @@ class JpegSet:
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
-    def __getitem__(self, i: int) -> memoryview:
-        return memoryview(self.data)[self.offsets[i]:self.offsets[i + 1]]
+    def __getitem__(self, i: int) -> np.ndarray:
+        """File i's bytes as a uint8 view (a buffer for PIL / io.BytesIO, an array for DALI)."""
+        return self.data[self.offsets[i]:self.offsets[i + 1]]
 
 
 def encode_jpeg(image: np.ndarray, quality: int) -> bytes:

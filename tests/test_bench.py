@@ -152,3 +152,12 @@ def test_width_knob_scales_the_small_net():
              for m in ("resnet9-w0.25", "resnet9-w0.5", "resnet9", "resnet9-w2")]
     assert sizes == sorted(sizes) and sizes[-1] > 30 * sizes[0]
     assert build_model("resnet9-w0.5")(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+
+
+def test_sweep_resumes_pipelines_that_fix_their_own_encoding(tmp_path, synthetic_root, capsys):
+    grid = ["--pipelines", "tvjpeg,resident", "--modes", "loader", "--workers", "1", "--encoding", "jpeg"]
+    df = sweep(tmp_path, synthetic_root, *grid)
+    assert dict(zip(df.pipeline, df.encoding)) == {"tvjpeg": "jpeg", "resident": "raw"}
+    capsys.readouterr()
+    assert len(sweep(tmp_path, synthetic_root, *grid)) == len(df)
+    assert "2 of 2 configurations already done" in capsys.readouterr().err

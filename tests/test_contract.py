@@ -4,7 +4,8 @@ differently), on index-encoded images. Runs on the CPU in CI and on the GPU wher
 
 Pipelines that decode JPEG are compared with the same JPEG bytes decoded by PIL. Tolerance:
 decoders differ in IDCT and chroma upsampling by a few levels at edges: nvJPEG on an H100 against
-PIL (libjpeg-turbo) measured at most 5 and on average 1.17 levels on this data, so per image at
+PIL (libjpeg-turbo) measured at most 5 and on average 1.17 levels on this data
+(results/2026-11-21-h100-dali/lease-a-pytest-on-gpu.txt), so per image at
 most JPEG_MAX_LEVELS and on average JPEG_MEAN_LEVELS (of 255). Raw pixels: exact.
 """
 from __future__ import annotations
