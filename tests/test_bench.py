@@ -155,7 +155,8 @@ def test_width_knob_scales_the_small_net():
 
 
 def test_sweep_resumes_pipelines_that_fix_their_own_encoding(tmp_path, synthetic_root, capsys):
-    grid = ["--pipelines", "tvjpeg,resident", "--modes", "loader", "--workers", "1", "--encoding", "jpeg"]
+    grid = ["--pipelines", "tvjpeg,resident", "--modes", "loader", "--workers", "1", "--batch-size", "32",
+            "--encoding", "jpeg"]
     df = sweep(tmp_path, synthetic_root, *grid)
     assert dict(zip(df.pipeline, df.encoding)) == {"tvjpeg": "jpeg", "resident": "raw"}
     capsys.readouterr()
