@@ -67,9 +67,10 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic set (default: 0)")
 
 
-RUN_HELP = ("Run each pipeline loader-only and end-to-end and each model on a synthetic batch "
-            "(model-only), for every combination of the listed batch sizes, worker counts, models "
-            "and dtypes; append one CSV row per repeat to OUT/results.csv and print a summary. "
+RUN_HELP = ("Run each pipeline loader-only, stage by stage and end-to-end and each model on a "
+            "synthetic batch (model-only), for every combination of the listed image sizes, batch "
+            "sizes, worker counts, models and dtypes; append one CSV row per repeat to "
+            "OUT/results.csv and print a summary. "
             "Defaults adapt to the device: on CUDA bs 512, bf16, channels_last, one epoch per "
             "repeat; on CPU bs 64, float32, a few steps per repeat.")
 
@@ -79,11 +80,15 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
     p.add_argument("--pipelines", type=_csv_list(pipelines.names()), default=pipelines.names(),
                    help=f"comma-separated, from {pipelines.names()} (default: all)")
     p.add_argument("--modes", type=_csv_list(harness.MODES), default=list(harness.MODES),
-                   help="comma-separated, from loader,model,e2e (default: all)")
+                   help="comma-separated, from loader,model,e2e,stage (default: all)")
+    p.add_argument("--stages", type=_csv_list(harness.STAGES), default=list(harness.STAGES),
+                   help=f"stage mode: which of {','.join(harness.STAGES)} (default: all)")
     p.add_argument("--models", type=_model_list, default=["resnet18"],
                    help="models for model-only and e2e: resnet18, resnet9, resnet9-w<F> (width x F, "
                         "the compute knob) (default: resnet18)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
+    p.add_argument("--image-size", type=_int_list, default=[32],
+                   help="list; px per side, multiples of 32: the set upscaled (default: 32)")
     p.add_argument("--batch-size", type=_int_list, help="list; default: 512 on CUDA, 64 on CPU")
     p.add_argument("--workers", type=_int_list,
                    help="list; DataLoader workers / prefetch threads / parallel DALI sources "
@@ -156,25 +161,29 @@ def specs_for(args, device: torch.device) -> list[harness.RunSpec]:
     timing = dict(steps=args.steps or (None if cuda else 3),
                   warmup=args.warmup if args.warmup is not None else (10 if cuda else 1),
                   repeats=args.repeats or (5 if cuda else 2))
-    grid = [(dtype, bs, workers)
+    grid = [(size, dtype, bs, workers)
+            for size in args.image_size
             for dtype in args.dtype or ["bfloat16" if cuda else "float32"]
             for bs in args.batch_size or [512 if cuda else 64]
             for workers in args.workers or [base.num_workers]]
-    configs = [base.replace(dtype=dtype, batch_size=bs, num_workers=workers) for dtype, bs, workers in grid]
+    configs = [base.replace(image_size=size, dtype=dtype, batch_size=bs, num_workers=workers)
+               for size, dtype, bs, workers in grid]
     reasons = pipelines.available()
 
-    def spec(pipeline: str, mode: str, model: str, config: PipelineConfig) -> harness.RunSpec:
+    def spec(pipeline: str, mode: str, model: str, config: PipelineConfig, stage: str = "") -> harness.RunSpec:
         """Rows record, and resume matches, the config a pipeline really runs with."""
         if not reasons.get(pipeline):
             config = pipelines.resolve_config(pipeline, config)
-        return harness.RunSpec(pipeline, mode, model, config, **timing)
+        return harness.RunSpec(pipeline, mode, model, config, stage=stage, **timing)
 
     specs = []
     if "loader" in args.modes:
         specs += [spec(p, "loader", "none", c) for c in configs for p in args.pipelines]
+    if "stage" in args.modes:
+        specs += [spec(p, "stage", "none", c, s) for c in configs for p in args.pipelines for s in args.stages]
     for model in args.models:
-        if "model" in args.modes:   # no pipeline: once per dtype and batch size
-            seen = {(c.dtype, c.batch_size): c for c in configs}
+        if "model" in args.modes:   # no pipeline: once per image size, dtype and batch size
+            seen = {(c.image_size, c.dtype, c.batch_size): c for c in configs}
             specs += [harness.RunSpec("none", "model", model, c, **timing) for c in seen.values()]
         if "e2e" in args.modes:
             specs += [spec(p, "e2e", model, c) for c in configs for p in args.pipelines]
@@ -207,16 +216,18 @@ def run_grid(args, argv: list[str]) -> Path:
 
     # Data generation and JPEG encoding happen here, outside every timer, and only where read.
     source, folder = sources.resolve_folder(specs[0].config)
-    if any(s.config.encoding == "jpeg" for s in specs):
-        sources.prepare_jpeg(folder, specs[0].config.jpeg_quality)
-    if any(s.pipeline == "dali" and s.config.dali_reader == "file" for s in specs):
-        sources.prepare_jpeg_tree(folder, specs[0].config.jpeg_quality)
+    quality = specs[0].config.jpeg_quality
+    for size in sorted({s.config.image_size for s in specs if s.config.encoding == "jpeg"}):
+        sources.prepare_jpeg(folder, quality, size)
+    for size in sorted({s.config.image_size for s in specs
+                        if s.pipeline == "dali" and s.config.dali_reader == "file"}):
+        sources.prepare_jpeg_tree(folder, quality, size)
     print(f"data: {source} ({folder}); device: {device}; output: {out}/results.csv", file=sys.stderr)
 
     reasons = pipelines.available()
     with tqdm(total=sum(s.repeats for s in specs), unit="window", desc=args.command) as bar:
         for spec in specs:
-            bar.set_description(f"{spec.pipeline} {spec.mode} {spec.model}")
+            bar.set_description(f"{spec.pipeline} {spec.stage or spec.mode} {spec.model} {spec.config.image_size}px")
             if reasons.get(spec.pipeline):
                 writer.write(results.failed_row(spec, "skipped", reasons[spec.pipeline]))
                 bar.update(spec.repeats)
@@ -228,6 +239,9 @@ def run_grid(args, argv: list[str]) -> Path:
                     done += 1
                     bar.update(1)
                     bar.set_postfix(img_per_s=f"{window.images / window.seconds:,.0f}")
+            except harness.NotApplicable as e:
+                writer.write(results.failed_row(spec, "not-applicable", str(e)))
+                bar.update(spec.repeats - done)
             except Exception as e:   # one failing config becomes a row; the comparison goes on
                 writer.write(results.failed_row(spec, "error", f"{type(e).__name__}: {e}"))
                 bar.update(spec.repeats - done)
@@ -242,13 +256,14 @@ def run_grid(args, argv: list[str]) -> Path:
 def summary(csv: Path) -> str:
     """Median img/s per configuration with its min-max over repeats, plus failures."""
     import pandas as pd
-    df = pd.read_csv(csv)
+    df = pd.read_csv(csv, dtype={"stage": str}, keep_default_na=False, na_values=[""]).fillna({"stage": ""})
     ok = df[df.status == "ok"]
-    table = (ok.groupby(["mode", "pipeline", "model", "batch_size", "num_workers", "dtype"], sort=False)["img_per_s"]
+    keys = ["mode", "stage", "pipeline", "model", "image_size", "batch_size", "num_workers", "dtype"]
+    table = (ok.groupby(keys, sort=False)["img_per_s"]
              .agg(["median", "min", "max", "count"]).round(0).astype(int)
              .rename(columns={"median": "img/s median", "count": "repeats"}))
     lines = [f"\n{csv}", table.to_string()]
-    for _, row in df[df.status != "ok"].iterrows():
+    for _, row in df[~df.status.isin(["ok", "not-applicable"])].iterrows():
         lines.append(f"{row.status}: {row.pipeline} {row['mode']} {row.model}: {row.error}")
     return "\n".join(lines)
 

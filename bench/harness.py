@@ -6,6 +6,15 @@ Modes (what each timer includes):
   - model:  the same training step as e2e on one synthetic batch already on the device, no
     pipeline. Compute ceiling.
   - e2e:    the training step (forward, cross-entropy, backward, SGD) on the pipeline's batches.
+  - stage:  one stage of the pipeline alone (`Pipeline.stages()`), batch after batch:
+      host          the pipeline's host-side producer (its workers / threads), no copy;
+      pin           copying one batch's payload into freshly pinned memory (`Tensor.pin_memory`),
+                    measured only for pipelines that do this per batch;
+      h2d-pageable  `.to(device)` of the batch's payload from pageable memory (blocking);
+      h2d-pinned    `.to(device, non_blocking=True)` of it from pinned memory, back to back;
+      device        the device-side work (convert / decode / augment / normalize) on one
+                    fixed batch. The model step's ceiling is model mode.
+    A stage a pipeline does not have becomes a `not-applicable` row (NotApplicable).
 Each config runs `warmup` untimed steps, then `repeats` timed windows of `steps` steps each
 (continuing across epoch boundaries, `set_epoch` called at every new epoch). A window starts and
 ends with a device synchronize and is timed with the host clock; `seconds` covers exactly the
@@ -15,6 +24,7 @@ Pipeline construction (`setup_s`, including a resident upload) is outside every 
 """
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass, field
@@ -25,16 +35,21 @@ import torch
 import torch.nn.functional as F
 
 import pipelines
-from pipelines.config import CHANNELS, IMAGE_SIZE, NUM_CLASSES, PipelineConfig
+from pipelines.config import CHANNELS, NUM_CLASSES, PipelineConfig
 
 from .models import build_model
 
-MODES = ("loader", "model", "e2e")
+MODES = ("loader", "model", "e2e", "stage")
+STAGES = ("host", "pin", "h2d-pageable", "h2d-pinned", "device")
+
+
+class NotApplicable(Exception):
+    """The measured pipeline has no such stage (or this machine cannot run it)."""
 
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One measured configuration: a pipeline (or none, for model-only) in one mode."""
+    """One measured configuration: a pipeline (or none, for model-only) in one mode (and stage)."""
     pipeline: str
     mode: str
     model: str
@@ -42,13 +57,17 @@ class RunSpec:
     steps: int | None = None   # timed steps per repeat; None = one epoch
     warmup: int = 10
     repeats: int = 3
+    stage: str = ""            # stage mode only: one of STAGES
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"mode={self.mode!r}: expected one of {MODES}")
-        if (self.mode == "loader") != (self.model == "none"):
-            raise ValueError(f"mode={self.mode!r} with model={self.model!r}: loader mode runs "
+        if (self.mode in ("loader", "stage")) != (self.model == "none"):
+            raise ValueError(f"mode={self.mode!r} with model={self.model!r}: loader and stage modes run "
                              "model 'none', the other modes need a model")
+        if (self.mode == "stage") != (self.stage in STAGES):
+            raise ValueError(f"mode={self.mode!r} with stage={self.stage!r}: stage mode needs one of "
+                             f"{STAGES}, the other modes none")
         if self.steps is not None and self.steps < 1:
             raise ValueError(f"steps={self.steps!r}: expected None (one epoch) or >= 1")
         if self.warmup < 0 or self.repeats < 1:
@@ -97,13 +116,14 @@ class _Touch:
         self.acc.add_(labels[-1])
 
 
-def endless(pipeline: pipelines.Pipeline) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """The pipeline's batches epoch after epoch, calling `set_epoch` before each."""
+def endless(pipeline: pipelines.Pipeline, one_epoch: Callable[[], Iterator] | None = None) -> Iterator:
+    """The pipeline's batches (or what `one_epoch()` yields) epoch after epoch, calling
+    `set_epoch` before each."""
     epoch = 0
     while True:
         pipeline.set_epoch(epoch)
         count = 0
-        for batch in pipeline:
+        for batch in (one_epoch or pipeline.__iter__)():
             count += 1
             yield batch
         if count == 0:
@@ -115,7 +135,7 @@ def endless(pipeline: pipelines.Pipeline) -> Iterator[tuple[torch.Tensor, torch.
 def synthetic_batches(config: PipelineConfig, device: torch.device):
     """The same on-device batch forever (model-only mode)."""
     g = torch.Generator(device="cpu").manual_seed(config.seed)
-    images = torch.randn(config.batch_size, CHANNELS, IMAGE_SIZE, IMAGE_SIZE, generator=g)
+    images = torch.randn(config.batch_size, CHANNELS, config.image_size, config.image_size, generator=g)
     labels = torch.randint(0, NUM_CLASSES, (config.batch_size,), generator=g)
     fmt = torch.channels_last if config.channels_last else torch.contiguous_format
     images = images.to(device, getattr(torch, config.dtype)).contiguous(memory_format=fmt)
@@ -163,6 +183,34 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
     return Window(images, seconds, wait * 1e3, step_ms, peak)
 
 
+def stage_workload(spec: RunSpec, pipeline: pipelines.Pipeline, device: torch.device):
+    """(batches, step, facts) that run one stage of `pipeline` alone; see the module docstring."""
+    stages = pipeline.stages()
+    payload = stages.payload
+    facts = {"copy": stages.copy, "batch_bytes": sum(t.nbytes for t in payload)}
+    n = len(pipeline.batches()[0])
+    fixed = itertools.repeat((None, range(n)))   # time_window counts len(labels) images per step
+    name = spec.stage
+    if name == "host":
+        if stages.host is None:
+            raise NotApplicable(f"{spec.pipeline}: no host-side work per step")
+        return endless(pipeline, stages.host), lambda x, y: None, facts
+    if name == "device":
+        return fixed, lambda x, y: stages.device(), facts
+    if device.type != "cuda" or not payload:
+        raise NotApplicable(f"{spec.pipeline}: no host-to-device copy per step" if device.type == "cuda"
+                            else "no CUDA device: nothing is copied or pinned")
+    if name == "pin":
+        if not stages.pins:
+            raise NotApplicable(f"{spec.pipeline}: does not pin each batch")
+        return fixed, lambda x, y: [t.pin_memory() for t in payload], facts
+    if name == "h2d-pageable":
+        pageable = [torch.empty(t.shape, dtype=t.dtype).copy_(t) for t in payload]
+        return fixed, lambda x, y: [t.to(device) for t in pageable], facts
+    pinned = [t.pin_memory() for t in payload]
+    return fixed, lambda x, y: [t.to(device, non_blocking=True) for t in pinned], facts
+
+
 def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
     """Measure one spec, yielding (facts about the run, Window) after each repeat so the caller
     can persist rows as they come. The pipeline is closed however the generator ends."""
@@ -183,8 +231,13 @@ def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
                          samples=len(pipeline.data), **pipeline.info)
             batches = endless(pipeline)
             steps = spec.steps or len(pipeline)
-        step = _Touch(device) if spec.mode == "loader" else Trainer(
-            spec.model, device, config.dtype, config.channels_last)
+        if spec.mode == "stage":
+            batches, step, stage_facts = stage_workload(spec, pipeline, device)
+            facts.update(stage_facts)
+        elif spec.mode == "loader":
+            step = _Touch(device)
+        else:
+            step = Trainer(spec.model, device, config.dtype, config.channels_last)
         for _ in range(spec.warmup):
             step(*next(batches))
         for _ in range(spec.repeats):

@@ -1,10 +1,14 @@
 """Turn result CSVs into REPORT.md plus PNG plots, reproducibly (same CSVs -> same bytes).
 
-For each setting (GPU, batch size, dtype, workers) the report gives, per pipeline: the loader-only
-ceiling, model-only ceiling per model, end-to-end rate, stall fraction (share of the e2e window
-spent blocked waiting for the next batch) and a verdict; a crossover table (the fastest model each
-pipeline keeps fed at >= 95% of its model-only rate); and a roofline plot (x = model-only img/s,
-y = e2e img/s, one line per pipeline, the ideal min(loader, model) dashed). Every sentence is
+For each setting (GPU, image size, batch size, dtype, workers) the report gives, per pipeline: the
+loader-only ceiling, model-only ceiling per model, end-to-end rate, stall fraction (share of the
+e2e window spent blocked waiting for the next batch), host-transfer share (the share of the e2e
+step time its per-batch copy takes at the measured copy rate) and a verdict; the stage ceilings
+(host, pin, host-to-device pageable / pinned, device, model) with the slowest stage as the
+predicted bottleneck, checked against e2e; a crossover table (the fastest model each pipeline
+keeps fed at >= 95% of its model-only rate); and a roofline plot (x = model-only img/s, y = e2e
+img/s, one line per pipeline, the ideal min(loader, model) dashed). Across image sizes of one run:
+copy time as a share of the model step vs bytes per image, pageable vs pinned. Every sentence is
 generated from the numbers. Rates are medians over repeats with [min-max].
 """
 from __future__ import annotations
@@ -18,7 +22,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 FED = 0.95   # e2e / model-only at or above this: the pipeline keeps the model fed
-SETTING = ["run_id", "gpu", "batch_size", "dtype", "num_workers"]   # never pools across runs
+AGREE = 0.85   # e2e / slowest stage's ceiling at or above this: the prediction holds
+RUN = ["run_id", "gpu", "batch_size", "dtype", "num_workers"]   # never pools across runs
+SETTING = [*RUN, "image_size"]
+STAGE_ORDER = ["host", "pin", "h2d-pageable", "h2d-pinned", "device"]
 # Options that make two rows of the same pipeline different configurations: named when they vary.
 VARIANT = ["encoding", "augment", "channels_last", "pin_memory", "non_blocking", "prefetch_depth",
            "dali_reader", "dali_threads", "dali_queue_depth", "dali_hw_decoder_load"]
@@ -28,12 +35,23 @@ synchronize and covers exactly its steps; warm-up steps and pipeline constructio
 resident upload, `upload_s`) are outside. **loader**: iterate the pipeline, one tiny kernel per
 batch reading it, no model. **model**: the training step on one batch already on the device.
 **e2e**: the training step on the pipeline's batches. **stall**: host time blocked in `next()` over
-the window time."""
+the window time. **stage** (one at a time, the rest idle): **host** the pipeline's own producer
+(workers / threads) with no copy; **pin** copying a batch into new pinned memory (only where the
+pipeline does it per batch); **h2d-pageable** / **h2d-pinned** the batch's bytes copied to the
+device from pageable (blocking) / pinned (`non_blocking`) memory; **device** its device-side work
+on one fixed batch; the model step's ceiling is model-only. **transfer share**: e2e img/s over
+the copy's img/s (the copy the pipeline makes), i.e. the share of each step the copy takes."""
 
 
 def load(paths: list[str | Path]) -> pd.DataFrame:
-    frames = [pd.read_csv(p) for p in paths]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    frames = [pd.read_csv(p, keep_default_na=False, na_values=[""], dtype={"stage": str, "copy": str})
+              for p in paths]
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    defaults = {"stage": "", "image_size": 32, "copy": "", "batch_bytes": float("nan")}
+    for column, value in defaults.items():   # CSVs written before these columns existed
+        df[column] = df[column].fillna(value) if column in df else value
+    df["image_size"] = df["image_size"].astype(int)
+    return df
 
 
 def rate(row) -> str:
@@ -64,29 +82,93 @@ def label_variants(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def medians(df: pd.DataFrame) -> pd.DataFrame:
-    """Per (mode, pipeline, model): median img/s with its min (low) and max (high), median stall."""
-    ok = df[df.status == "ok"]
-    return ok.groupby(["mode", "pipeline", "model"], sort=True).agg(
+    """Per (mode, stage, pipeline, model): median img/s with its min (low) and max (high), median
+    stall, the copy kind and the median bytes per image copied."""
+    ok = df[df.status == "ok"].assign(bytes_per_image=lambda d: d.batch_bytes * d.steps / d.images)
+    return ok.groupby(["mode", "stage", "pipeline", "model"], sort=True).agg(
         img_per_s=("img_per_s", "median"), low=("img_per_s", "min"), high=("img_per_s", "max"),
-        stall=("wait_frac", "median")).reset_index()
+        stall=("wait_frac", "median"), copy=("copy", "first"),
+        bytes_per_image=("bytes_per_image", "median")).reset_index()
+
+
+def stage_ceilings(m: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """pipeline -> {stage: median img/s} for the stages measured in this setting."""
+    stages = m[m["mode"] == "stage"]
+    return {p: dict(zip(rows.stage, rows.img_per_s)) for p, rows in stages.groupby("pipeline")}
+
+
+def copy_kind(m: pd.DataFrame, pipeline: str) -> str:
+    """How the pipeline copies its batches ("pageable" / "pinned" / "none"), from its stage rows."""
+    kinds = m[(m["mode"] == "stage") & (m.pipeline == pipeline)]["copy"].dropna()
+    return kinds.iloc[0] if len(kinds) else ""
+
+
+def bottleneck(ceilings: dict[str, float], copy: str, model_rate: float) -> dict[str, float]:
+    """The stages one step of this pipeline passes through, with their ceilings (img/s)."""
+    used = {s: ceilings[s] for s in ("host", "pin", "device") if s in ceilings}
+    if f"h2d-{copy}" in ceilings:
+        used[f"h2d-{copy}"] = ceilings[f"h2d-{copy}"]
+    return {**used, "model": model_rate}
+
+
+def prediction(e2e: float, stages: dict[str, float]) -> tuple[str, str, str]:
+    """(slowest stage, check, sentence) for one pipeline and model."""
+    slowest = min(stages, key=stages.get)
+    ceiling = stages[slowest]
+    serial = 1 / sum(1 / r for r in stages.values())
+    ratio = e2e / ceiling
+    if ratio >= AGREE:
+        check = "agrees"
+        why = f"e2e ({e2e:,.0f}) is {ratio:.0%} of it"
+    else:
+        check = "**disagrees**"
+        why = (f"but e2e ({e2e:,.0f}) reaches only {ratio:.0%} of it: the stages do not overlap "
+               f"fully or slow each other down (run one after another they would give {serial:,.0f})")
+    return slowest, check, f"the slowest stage is **{slowest}** ({ceiling:,.0f} img/s); {why}"
 
 
 def pipeline_table(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     m = medians(df)
     loaders = m[m["mode"] == "loader"].set_index("pipeline")
     models = m[m["mode"] == "model"].set_index("model")
+    ceilings = stage_ceilings(m)
     rows, sentences = [], []
     for e in m[m["mode"] == "e2e"].itertuples():
         if e.pipeline not in loaders.index or e.model not in models.index:
             continue
         loader, model = loaders.loc[e.pipeline], models.loc[e.model]
         label, why = verdict(loader.img_per_s, model.img_per_s, e.img_per_s)
-        rows.append({"pipeline": e.pipeline, "model": e.model, "loader-only img/s": rate(loader),
-                     "model-only img/s": rate(model), "e2e img/s": rate(e),
-                     "e2e / model": f"{e.img_per_s / model.img_per_s:.0%}",
-                     "stall": f"{e.stall:.0%}", "verdict": label})
-        sentences.append(f"- `{e.pipeline}` with {e.model}: **{label}** — {why}.")
+        copy = copy_kind(m, e.pipeline)
+        copy_rate = ceilings.get(e.pipeline, {}).get(f"h2d-{copy}")
+        row = {"pipeline": e.pipeline, "model": e.model, "loader-only img/s": rate(loader),
+               "model-only img/s": rate(model), "e2e img/s": rate(e),
+               "e2e / model": f"{e.img_per_s / model.img_per_s:.0%}", "stall": f"{e.stall:.0%}",
+               "transfer share": (f"{e.img_per_s / copy_rate:.1%} ({copy})" if copy_rate else
+                                  "none" if copy == "none" else "—"),
+               "verdict": label}
+        sentence = f"- `{e.pipeline}` with {e.model}: **{label}** — {why}"
+        if e.pipeline in ceilings:
+            slowest, check, said = prediction(e.img_per_s, bottleneck(ceilings[e.pipeline], copy, model.img_per_s))
+            row.update({"slowest stage (predicted)": slowest, "prediction": check})
+            sentence += f"; {said}"
+        rows.append(row)
+        sentences.append(sentence + ".")
     return pd.DataFrame(rows), sentences
+
+
+def stage_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per pipeline: each stage's ceiling (median img/s [min-max]), copy kind, bytes per image."""
+    m = medians(df)
+    stages = m[m["mode"] == "stage"]
+    rows = []
+    for pipeline, group in stages.groupby("pipeline"):
+        by_stage = group.set_index("stage")
+        row = {"pipeline": pipeline, "copy": group["copy"].iloc[0],
+               "bytes / image": f"{group.bytes_per_image.max():,.0f}"}
+        for stage in STAGE_ORDER:
+            row[stage] = rate(by_stage.loc[stage]) if stage in by_stage.index else "—"
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def crossover(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
@@ -148,6 +230,59 @@ def roofline(df: pd.DataFrame, path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def transfer_points(df: pd.DataFrame) -> pd.DataFrame:
+    """One run, any image sizes: per (bytes per image, copy kind, model) the copy's time as a share
+    of the model step (model-only img/s over the copy's img/s)."""
+    rows = []
+    for size, group in df.groupby("image_size", sort=True):
+        m = medians(group)
+        copies = m[(m["mode"] == "stage") & m.stage.isin(["h2d-pageable", "h2d-pinned"])]
+        for c in copies.itertuples():
+            for r in m[m["mode"] == "model"].itertuples():
+                rows.append({"image_size": size, "bytes_per_image": c.bytes_per_image,
+                             "copy": c.stage.removeprefix("h2d-"), "copy_us": 1e6 / c.img_per_s,
+                             "model": r.model, "step_us": 1e6 / r.img_per_s})
+    if not rows:
+        return pd.DataFrame()
+    points = pd.DataFrame(rows).groupby(["model", "copy", "bytes_per_image", "image_size"], sort=True).median()
+    return points.reset_index().assign(share=lambda d: d.copy_us / d.step_us)
+
+
+def transfer_section(points: pd.DataFrame, path: Path, title: str) -> list[str]:
+    fig, ax = plt.subplots(figsize=(7, 5), dpi=100)
+    sentences = []
+    for i, (model, group) in enumerate(points.groupby("model", sort=True)):
+        for kind, style in (("pageable", "o--"), ("pinned", "s-")):
+            line = group[group["copy"] == kind].sort_values("bytes_per_image")
+            if line.empty:
+                continue
+            ax.plot(line.bytes_per_image, line.share, style, color=f"C{i}", label=f"{model}, {kind}")
+            over = line[line.share >= 1]
+            top = line.loc[line.share.idxmax()]
+            sentences.append(
+                f"- {model}, {kind} copies: the copy takes {top.share:.0%} of the model step at "
+                f"{top.bytes_per_image:,.0f} B/image ({top.image_size:.0f} px)" +
+                (f"; from {over.bytes_per_image.iloc[0]:,.0f} B/image ({over.image_size.iloc[0]:.0f} px) it "
+                 "is as long as the step: the bus alone is the limit, even fully overlapped." if len(over) else
+                 "; below 100% everywhere measured: the bus is not the limit for this model."))
+    ax.axhline(1.0, color="grey", linestyle=":", label="copy = model step")
+    ax.set(xscale="log", yscale="log", xlabel="bytes per image copied to the device",
+           ylabel="copy time / model step time")
+    ax.set_title(title.replace(": ", "\n", 1), fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+    table = points.assign(**{
+        "bytes / image": points.bytes_per_image.map("{:,.0f}".format),
+        "copy µs / image": points.copy_us.map("{:.2f}".format),
+        "model step µs / image": points.step_us.map("{:.2f}".format),
+        "copy / step": points.share.map("{:.1%}".format)})[
+        ["image_size", "bytes / image", "copy", "copy µs / image", "model", "model step µs / image", "copy / step"]]
+    return [table.to_markdown(index=False), "", *sentences, "", f"![transfer share]({path.name})", ""]
+
+
 def environment(df: pd.DataFrame) -> str:
     cols = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "cpu_count", "git_commit", "run_id"]
     lines = []
@@ -166,24 +301,37 @@ def write(paths: list[str | Path], out: Path) -> Path:
     parts = ["# Report", "", "Sources: " + ", ".join(f"`{Path(p).as_posix()}`" for p in paths), "",
              "## Environment", "", environment(df), "", TIMERS, ""]
     for i, (setting, group) in enumerate(df.groupby(SETTING, sort=True, dropna=False), start=1):
-        run, gpu, bs, dtype, workers = setting
-        name = f"{run}: {gpu if isinstance(gpu, str) else 'CPU'}, batch {bs}, {dtype}, {workers} workers"
-        slug = f"{i}-bs{bs}-{dtype}-w{workers}"
+        run, gpu, bs, dtype, workers, size = setting
+        name = (f"{run}: {gpu if isinstance(gpu, str) else 'CPU'}, {size} px, batch {bs}, {dtype}, "
+                f"{workers} workers")
+        slug = f"{i}-{size}px-bs{bs}-{dtype}-w{workers}"
         group = label_variants(group)
         parts += [f"## {name}", ""]
         table, sentences = pipeline_table(group)
         if not table.empty:
             parts += ["### Per pipeline", "", table.to_markdown(index=False), "", *sentences, ""]
+        stages = stage_table(group)
+        if not stages.empty:
+            parts += ["### Stage ceilings (img/s)", "", stages.to_markdown(index=False), ""]
         cross, cross_sentences = crossover(group)
         if not cross.empty:
             plot = out / f"roofline-{slug}.png"
             roofline(group, plot, name)
             parts += ["### Crossover", "", cross.to_markdown(index=False), "", *cross_sentences, "",
                       f"![roofline]({plot.name})", ""]
-        failed = group[group.status != "ok"].drop_duplicates(["pipeline", "mode", "model", "status", "error"])
+        failed = group[~group.status.isin(["ok", "not-applicable"])].drop_duplicates(
+            ["pipeline", "mode", "stage", "model", "status", "error"])
         if not failed.empty:
             parts += ["### Not measured", ""] + [
-                f"- `{r.pipeline}` {r.mode} {r.model}: {r.status} — {r.error}" for r in failed.itertuples()] + [""]
+                f"- `{r.pipeline}` {r.stage or r.mode} {r.model}: {r.status} — {r.error}"
+                for r in failed.itertuples()] + [""]
+    for i, (setting, group) in enumerate(df.groupby(RUN, sort=True, dropna=False), start=1):
+        points = transfer_points(group)
+        if not points.empty:
+            run, gpu, bs, dtype, workers = setting
+            name = f"{run}: {gpu if isinstance(gpu, str) else 'CPU'}, batch {bs}, {dtype}, {workers} workers"
+            parts += [f"## Host transfer vs bytes per image — {name}", "",
+                      *transfer_section(points, out / f"transfer-{i}-bs{bs}-{dtype}-w{workers}.png", name)]
     report = out / "REPORT.md"
     report.write_text("\n".join(parts))
     return report

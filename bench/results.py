@@ -3,7 +3,7 @@
 Rows are appended to the CSV (through pandas) as soon as each repeat ends, so a killed run keeps
 every row already written. A configuration that fails becomes a row with `status="error"` and
 the exception in `error`; one that cannot run here (a missing optional dependency) becomes
-`status="skipped"` with the reason.
+`status="skipped"` with the reason; a stage the pipeline does not have becomes `status="not-applicable"`.
 """
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ import torch
 
 from .harness import RunSpec, Window
 
-CONFIG_COLUMNS = ["pipeline", "mode", "model", "batch_size", "num_workers", "dtype", "channels_last",
+CONFIG_COLUMNS = ["pipeline", "mode", "stage", "model", "image_size", "batch_size", "num_workers", "dtype", "channels_last",
                   "pin_memory", "non_blocking", "prefetch_depth", "encoding", "augment", "split",
-                  "last_batch", "seed", "world_size", "rank", "dali_reader", "dali_threads",
+                  "last_batch", "max_samples", "seed", "world_size", "rank", "dali_reader", "dali_threads",
                   "dali_queue_depth", "dali_hw_decoder_load"]
 MEASURE_COLUMNS = ["repeat", "steps", "warmup", "images", "epochs", "seconds", "img_per_s",
                    "wait_ms_p50", "wait_ms_p95", "wait_frac", "step_ms_p50", "step_ms_p95",
@@ -34,7 +34,7 @@ SAME_ENVIRONMENT = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "cp
 ENV_COLUMNS = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "python", "cpu_count",
                "platform", "hostname", "git_commit"]
 COLUMNS = (["run_id", "timestamp", *CONFIG_COLUMNS, "device", "data_source", "samples",
-            "steps_per_epoch", *MEASURE_COLUMNS, "status", "error", *ENV_COLUMNS])
+            "steps_per_epoch", "copy", "batch_bytes", *MEASURE_COLUMNS, "status", "error", *ENV_COLUMNS])
 
 
 def _version(package: str) -> str:
@@ -78,7 +78,7 @@ def environment() -> dict[str, object]:
 def _config_fields(spec: RunSpec) -> dict[str, object]:
     c = spec.config
     fields = {name: getattr(c, name) for name in CONFIG_COLUMNS if hasattr(c, name)}
-    fields.update(pipeline=spec.pipeline, mode=spec.mode, model=spec.model, warmup=spec.warmup)
+    fields.update(pipeline=spec.pipeline, mode=spec.mode, stage=spec.stage, model=spec.model, warmup=spec.warmup)
     return fields
 
 
@@ -88,15 +88,17 @@ def config_key(spec: RunSpec) -> tuple[str, ...]:
     return tuple(str(fields[c]) for c in CONFIG_COLUMNS)
 
 
-def completed(path: str | Path, env: dict[str, object]) -> dict[tuple[str, ...], int]:
-    """config_key -> number of ok rows already in the CSV for this environment."""
+def completed(path: str | Path, env: dict[str, object]) -> dict[tuple[str, ...], float]:
+    """config_key -> number of ok rows already in the CSV for this environment (infinite for a
+    stage found not applicable: nothing to repeat)."""
     path = Path(path)
     if not path.exists() or path.stat().st_size == 0:
         return {}
-    df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    mine = df[(df.status == "ok") & (df[SAME_ENVIRONMENT] == pd.Series(
-        {k: str(env[k]) for k in SAME_ENVIRONMENT})).all(axis=1)]
-    return {tuple(key): n for key, n in mine.groupby(CONFIG_COLUMNS).size().items()}
+    df = pd.read_csv(path, dtype=str, keep_default_na=False).reindex(columns=COLUMNS, fill_value="")
+    mine = df[(df[SAME_ENVIRONMENT] == pd.Series({k: str(env[k]) for k in SAME_ENVIRONMENT})).all(axis=1)]
+    done = {tuple(key): n for key, n in mine[mine.status == "ok"].groupby(CONFIG_COLUMNS).size().items()}
+    done.update({tuple(key): math.inf for key in mine[mine.status == "not-applicable"].groupby(CONFIG_COLUMNS).groups})
+    return done
 
 
 def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window) -> dict[str, object]:

@@ -2,13 +2,15 @@
 
 Contract (`Pipeline`):
   - `for images, labels in pipeline:` yields one epoch; both tensors already on `pipeline.device`.
-    images: N x 3 x 32 x 32, float32 or bfloat16 (config.dtype), normalized with the CIFAR-10
+    images: N x 3 x S x S (S = config.image_size, 32 by default), float32 or bfloat16 (config.dtype), normalized with the CIFAR-10
     mean/std, channels_last memory format if config.channels_last; labels: int64, N.
   - `len(pipeline)` = batches per epoch (after sharding and the last-batch policy).
   - `set_epoch(e)` selects epoch e's shuffle and augmentation draws, deterministically from
     (config.seed, e), like `DistributedSampler.set_epoch`: call it before each epoch.
   - `close()` releases workers, streams and buffers; pipelines are also context managers.
   - `info`: facts for result rows (e.g. the resident upload time); `data.source`: where data came from.
+  - `stages()`: the per-batch work split into stages that can each run alone (`Stages`), so the
+    harness can measure every stage's ceiling in isolation.
 
 Shared here so every pipeline has the same semantics: the epoch plan (`epoch_batches`),
 augmentation draws and the crop/flip gather (`crop_grid`, `gather_crops`; torch, any device), and normalization
@@ -17,12 +19,13 @@ augmentation draws and the crop/flip gather (`crop_grid`, `gather_crops`; torch,
 from __future__ import annotations
 
 import abc
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
 
-from .config import FLIP_P, IMAGE_SIZE, MEAN, PAD, STD, PipelineConfig
+from .config import FLIP_P, MEAN, STD, PipelineConfig
 from .sources import Split, open_split
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -59,30 +62,30 @@ def augmentation_generator(seed: int, epoch: int, batch: int, device: torch.devi
     return torch.Generator(device=device).manual_seed(state)
 
 
-def draw_augmentation(n: int, generator: torch.Generator, device: torch.device | str = "cpu"):
-    """Per-sample crop offsets (dy, dx in 0..2*PAD, in padded coordinates) and flips."""
-    offsets = torch.randint(0, 2 * PAD + 1, (2, n), generator=generator, device=device)
+def draw_augmentation(n: int, pad: int, generator: torch.Generator, device: torch.device | str = "cpu"):
+    """Per-sample crop offsets (dy, dx in 0..2*pad, in padded coordinates) and flips."""
+    offsets = torch.randint(0, 2 * pad + 1, (2, n), generator=generator, device=device)
     flip = torch.rand(n, generator=generator, device=device) < FLIP_P
     return offsets[0], offsets[1], flip
 
 
-def pad_images(images: torch.Tensor) -> torch.Tensor:
-    """N x 32 x 32 x C uint8 -> N x 40 x 40 x C with a zero border of PAD pixels."""
-    return torch.nn.functional.pad(images, (0, 0, PAD, PAD, PAD, PAD))
+def pad_images(images: torch.Tensor, pad: int) -> torch.Tensor:
+    """N x S x S x C uint8 -> N x (S + 2 pad) x (S + 2 pad) x C with a zero border."""
+    return torch.nn.functional.pad(images, (0, 0, pad, pad, pad, pad))
 
 
-def crop_grid(dy: torch.Tensor, dx: torch.Tensor, flip: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Row and column indices (B x 32 each) into padded images of the crops at top-left
-    (dy, dx), columns reversed where `flip`."""
-    ar = torch.arange(IMAGE_SIZE, device=dy.device)
+def crop_grid(dy: torch.Tensor, dx: torch.Tensor, flip: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row and column indices (B x size each) into padded images of the size x size crops at
+    top-left (dy, dx), columns reversed where `flip`."""
+    ar = torch.arange(size, device=dy.device)
     rows = dy[:, None] + ar
-    cols = dx[:, None] + torch.where(flip[:, None], IMAGE_SIZE - 1 - ar, ar)
+    cols = dx[:, None] + torch.where(flip[:, None], size - 1 - ar, ar)
     return rows, cols
 
 
 def gather_crops(padded: torch.Tensor, index: torch.Tensor, rows: torch.Tensor,
                  cols: torch.Tensor) -> torch.Tensor:
-    """B x 32 x 32 x C crops of padded NHWC images `padded[index]`: one indexing kernel."""
+    """B x S x S x C crops of padded NHWC images `padded[index]`: one indexing kernel."""
     return padded[index[:, None, None], rows[:, :, None], cols[:, None, :]]
 
 
@@ -105,6 +108,27 @@ def normalize(images: torch.Tensor, config: PipelineConfig) -> torch.Tensor:
     out = torch.empty(x.shape, dtype=getattr(torch, config.dtype), device=x.device,
                       memory_format=torch.channels_last if config.channels_last else torch.contiguous_format)
     return torch.addcmul(shift, x, scale, out=out)
+
+
+@dataclass
+class Stages:
+    """One pipeline's per-batch work, split so that each stage can be timed alone.
+
+    host:    one epoch of host-side batches as the pipeline produces them with its own workers
+             or threads (read + decode + augment + collate), each `(payload, labels)`; None when
+             nothing runs on the host per step.
+    payload: the host tensors one batch copies to the device per step ([] = none): their bytes
+             are what the bus carries.
+    copy:    how the pipeline copies the payload: "pageable", "pinned", or "none".
+    pins:    whether it copies each batch into pinned memory first (DataLoader's pin thread).
+    device:  the device-side work of one batch (conversion, decode, augment, normalize), run on a
+             fixed batch already handed over.
+    """
+    host: Callable[[], Iterator[tuple[list[torch.Tensor], torch.Tensor]]] | None
+    payload: list[torch.Tensor]
+    copy: str
+    pins: bool
+    device: Callable[[], object]
 
 
 class Pipeline(abc.ABC):
@@ -144,6 +168,10 @@ class Pipeline(abc.ABC):
     @abc.abstractmethod
     def __iter__(self) -> Iterator[Batch]:
         ...
+
+    @abc.abstractmethod
+    def stages(self) -> Stages:
+        """This pipeline's stages (see `Stages`), built from the first batch of the current epoch."""
 
     def close(self) -> None:
         """Release workers, streams and buffers. Safe to call twice."""

@@ -4,9 +4,14 @@
 `ValueError` naming the field and the value. Command-line parsing lives in `bench.cli`;
 nothing here reads `sys.argv`.
 
-The augmentation semantics are fixed here for every pipeline: train = random 32x32 crop of
-the image zero-padded by 4 pixels on each side (offsets uniform in 0..8 per axis) plus a
-horizontal flip with p = 0.5; eval = none. Normalization uses the CIFAR-10 channel mean/std.
+The augmentation semantics are fixed here for every pipeline: train = random S x S crop of
+the image zero-padded by S/8 pixels on each side (S = image_size; at 32 px: 4 pixels, offsets
+uniform in 0..8 per axis) plus a horizontal flip with p = 0.5; eval = none. Normalization uses the
+CIFAR-10 channel mean/std.
+
+`image_size` (the bytes-per-image knob): 32 is CIFAR-10 itself; 64, 128, 224, ... (multiples of
+32) are the 32-px set upscaled by an integer factor (nearest neighbour) when loaded, so every
+pipeline, the JPEG copy and the model see S x S images of the same content.
 """
 from __future__ import annotations
 
@@ -14,10 +19,11 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-IMAGE_SIZE = 32
+IMAGE_SIZE = 32          # CIFAR-10 as stored; PipelineConfig.image_size may upscale it
 CHANNELS = 3
 NUM_CLASSES = 10
-PAD = 4
+PAD = 4                  # crop padding at 32 px; image_size // 8 in general
+MAX_IMAGE_SIZE = 512
 FLIP_P = 0.5
 # Per-channel statistics of the CIFAR-10 training set on the [0, 1] scale.
 MEAN = (0.4914, 0.4822, 0.4465)
@@ -61,6 +67,7 @@ class PipelineConfig:
     jpeg_quality: int = 90
     split: str = "train"
     augment: bool = True
+    image_size: int = IMAGE_SIZE  # 32, or a multiple of 32: the set upscaled (bytes-per-image knob)
     shuffle: bool = True
     batch_size: int = 512
     last_batch: str = "partial"
@@ -96,6 +103,10 @@ class PipelineConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"PipelineConfig.{name}={value!r}: expected an integer >= {low}")
+        if (isinstance(self.image_size, bool) or not isinstance(self.image_size, int)
+                or self.image_size % IMAGE_SIZE or not IMAGE_SIZE <= self.image_size <= MAX_IMAGE_SIZE):
+            raise ValueError(f"PipelineConfig.image_size={self.image_size!r}: expected a multiple of "
+                             f"{IMAGE_SIZE} from {IMAGE_SIZE} to {MAX_IMAGE_SIZE}")
         if not 0.0 <= self.dali_hw_decoder_load <= 1.0:
             raise ValueError(f"PipelineConfig.dali_hw_decoder_load={self.dali_hw_decoder_load!r}: expected 0..1")
         if self.jpeg_quality > 100:
@@ -111,6 +122,11 @@ class PipelineConfig:
         for name in ("augment", "shuffle", "channels_last", "pin_memory", "non_blocking"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"PipelineConfig.{name}={getattr(self, name)!r}: expected True or False")
+
+    @property
+    def pad(self) -> int:
+        """Crop padding in pixels on each side: image_size / 8 (4 at 32 px)."""
+        return self.image_size * PAD // IMAGE_SIZE
 
     def replace(self, **changes) -> "PipelineConfig":
         """A copy with some fields changed (validated again)."""

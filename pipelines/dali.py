@@ -25,6 +25,8 @@ FIELD.md measured a plain external_source -> mixed decode -> crop_mirror_normali
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import torch
 
@@ -38,8 +40,8 @@ except ImportError as e:   # the message every caller (build, sweeps) shows
         "drivers) or pip install -e '.[dali-cu13]' (nvidia-dali-cuda130, CUDA 13)") from e
 
 from . import sources
-from .base import Pipeline, augmentation_generator, draw_augmentation, epoch_batches
-from .config import FLIP_P, IMAGE_SIZE, MEAN, PAD, STD
+from .base import Pipeline, Stages, augmentation_generator, draw_augmentation, epoch_batches
+from .config import FLIP_P, MEAN, STD
 
 
 class _EpochSource:
@@ -61,13 +63,24 @@ class _EpochSource:
         if isinstance(self.samples, sources.JpegSet):
             encoded = [self.samples[i] for i in index]   # zero-copy views of each file
         else:
-            encoded = self.samples[index]   # one dense uint8 batch, B x 32 x 32 x 3
+            encoded = self.samples[index]   # one dense uint8 batch, B x S x S x 3
         batch = [encoded, self.labels[index]]
         if self.config.augment:
             generator = augmentation_generator(self.config.seed, epoch, info.iteration)
-            dy, dx, flip = (t.numpy() for t in draw_augmentation(len(index), generator))
-            batch += [np.stack([dy, dx], axis=1).astype(np.int32) - PAD, flip.astype(np.int32)]
+            pad = self.config.pad
+            dy, dx, flip = (t.numpy() for t in draw_augmentation(len(index), pad, generator))
+            batch += [np.stack([dy, dx], axis=1).astype(np.int32) - pad, flip.astype(np.int32)]
         return batch
+
+
+class _FixedSource:
+    """external_source callback returning one batch forever (the device stage alone)."""
+
+    def __init__(self, batch):
+        self.batch = batch
+
+    def __call__(self, info):
+        return self.batch
 
 
 class DaliPipeline(Pipeline):
@@ -78,7 +91,7 @@ class DaliPipeline(Pipeline):
         super().__init__(config, data)
         self.cuda = self.device.type == "cuda"
         self.file_reader = config.dali_reader == "file"
-        self.iterator = None
+        self.iterator = self.fixed = None
         self._start(first_epoch=0)
 
     def _start(self, first_epoch: int) -> None:
@@ -101,13 +114,13 @@ class DaliPipeline(Pipeline):
                                  hw_decoder_load=self.config.dali_hw_decoder_load) if self.cuda \
             else fn.decoders.image(samples, device="cpu", output_type=types.RGB)
 
-    def _inputs(self):
+    def _inputs(self, fixed: _FixedSource | None):
         c = self.config
-        if not self.file_reader:
-            source = _EpochSource(c, self.samples(), self.data.labels, self.first_epoch)
+        if fixed is not None or not self.file_reader:
+            source = fixed or _EpochSource(c, self.samples(), self.data.labels, self.first_epoch)
             return fn.external_source(source=source, num_outputs=4 if c.augment else 2, batch=True,
-                                      batch_info=True, parallel=c.dali_reader == "parallel")
-        root = sources.prepare_jpeg_tree(self.data.folder, c.jpeg_quality)
+                                      batch_info=True, parallel=c.dali_reader == "parallel" and not fixed)
+        root = sources.prepare_jpeg_tree(self.data.folder, c.jpeg_quality, c.image_size)
         files = [sources.tree_path(c.split, i, label) for i, label in enumerate(self.data.labels)]
         samples, labels = fn.readers.file(
             file_root=str(root), files=files, labels=self.data.labels.tolist(), name="reader",
@@ -115,26 +128,26 @@ class DaliPipeline(Pipeline):
             num_shards=c.world_size, pad_last_batch=True)
         if not c.augment:
             return samples, labels
-        start = fn.random.uniform(values=list(range(-PAD, PAD + 1)), shape=[2], dtype=types.INT32)
+        start = fn.random.uniform(values=list(range(-c.pad, c.pad + 1)), shape=[2], dtype=types.INT32)
         return samples, labels, start, fn.random.coin_flip(probability=FLIP_P)
 
-    def _graph(self):
+    def _graph(self, fixed: _FixedSource | None = None):
         c = self.config
 
         parallel = dict(py_num_workers=max(1, c.num_workers), py_start_method="spawn") \
-            if c.dali_reader == "parallel" else {}
+            if c.dali_reader == "parallel" and not fixed else {}
 
         @pipeline_def(batch_size=c.batch_size, num_threads=c.dali_threads,
                       device_id=(self.device.index or 0) if self.cuda else None,
                       prefetch_queue_depth=c.dali_queue_depth, seed=c.seed, **parallel)
         def graph():
-            inputs = self._inputs()
+            inputs = self._inputs(fixed)
             images, labels = self.decode(inputs[0]), inputs[1]
             if self.cuda:
                 labels = labels.gpu()
             mirror = 0
             if c.augment:
-                images = fn.slice(images, start=inputs[2], shape=[IMAGE_SIZE, IMAGE_SIZE], axes=[0, 1],
+                images = fn.slice(images, start=inputs[2], shape=[c.image_size] * 2, axes=[0, 1],
                                   out_of_bounds_policy="pad", fill_values=0)
                 mirror = inputs[3]
             images = fn.crop_mirror_normalize(
@@ -160,16 +173,41 @@ class DaliPipeline(Pipeline):
             self.iterator.reset()
         self.next_epoch += 1
         self.in_epoch = True
-        dtype = getattr(torch, self.config.dtype)
         for out in self.iterator:
-            images, labels = out[0]["images"], out[0]["labels"]
-            if self.config.channels_last:
-                images = images.permute(0, 3, 1, 2)
-            yield images.to(dtype), labels.long().view(-1)
+            yield self._to_contract(out)
         self.in_epoch = False
 
+    def _to_contract(self, out):
+        images, labels = out[0]["images"], out[0]["labels"]
+        if self.config.channels_last:
+            images = images.permute(0, 3, 1, 2)
+        return images.to(getattr(torch, self.config.dtype)), labels.long().view(-1)
+
+    def stages(self) -> Stages:
+        """host: the external_source callback over an epoch (with readers.file: none, the reader runs
+        inside DALI); payload: the batch's encoded bytes, which DALI copies from its own pinned
+        buffers; device: the DALI graph (decode on its threads + GPU, crop, normalize) fed one
+        fixed batch forever."""
+        if self.iterator is None:
+            raise RuntimeError(f"{self.name} pipeline is closed")
+        source = _EpochSource(self.config, self.samples(), self.data.labels, self.epoch)
+
+        def host():
+            for i in range(len(epoch_batches(len(self.data), self.config, self.epoch))):
+                batch = source(SimpleNamespace(epoch_idx=0, iteration=i))
+                yield batch, torch.from_numpy(batch[1])
+
+        batch = source(SimpleNamespace(epoch_idx=0, iteration=0))
+        payload = [torch.from_numpy(np.concatenate([np.ravel(x) for x in batch[0]])), torch.from_numpy(batch[1])]
+        pipe = self._graph(_FixedSource(batch))
+        self.fixed = DALIGenericIterator([pipe], ["images", "labels"], size=-1, auto_reset=False,
+                                         prepare_first_batch=False)
+        return Stages(host=None if self.file_reader else host, payload=payload,
+                      copy="pinned" if self.cuda else "none", pins=False,
+                      device=lambda: self._to_contract(next(self.fixed)))
+
     def close(self) -> None:
-        self.iterator = self.pipe = None
+        self.iterator = self.pipe = self.fixed = None
 
 
 class DaliRawPipeline(DaliPipeline):

@@ -1,8 +1,8 @@
 """`dataloader`: what most PyTorch users write -- the baseline.
 
 Bytes: uint8 arrays in host memory -> per sample, in DataLoader worker processes, a PIL image
-(decoded from the JPEG copy when config.encoding == "jpeg") -> torchvision RandomCrop(32,
-padding=4) + RandomHorizontalFlip + ToTensor + Normalize -> default collate (float32, 4x the
+(decoded from the JPEG copy when config.encoding == "jpeg") -> torchvision RandomCrop(S,
+padding=S/8) + RandomHorizontalFlip + ToTensor + Normalize -> default collate (float32, 4x the
 uint8 bytes) -> `.to(device)` from pageable memory. `config.pin_memory` and `config.non_blocking`
 switch on DataLoader pinning and asynchronous copies for the classic ablation; bf16 and
 channels_last are applied on the device after the copy.
@@ -21,8 +21,8 @@ import torch
 from PIL import Image
 from torchvision import transforms
 
-from .base import Pipeline
-from .config import IMAGE_SIZE, MEAN, PAD, STD, FLIP_P
+from .base import Pipeline, Stages
+from .config import MEAN, STD, FLIP_P
 
 
 class _Samples(torch.utils.data.Dataset):
@@ -66,17 +66,25 @@ class DataLoaderPipeline(Pipeline):
 
     def __init__(self, config, data=None):
         super().__init__(config, data)
-        steps = [transforms.RandomCrop(IMAGE_SIZE, padding=PAD),
+        steps = [transforms.RandomCrop(config.image_size, padding=config.pad),
                  transforms.RandomHorizontalFlip(FLIP_P)] if config.augment else []
         transform = transforms.Compose(steps + [transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
         cuda = self.device.type == "cuda"
-        self.loader = torch.utils.data.DataLoader(
-            _Samples(self.data, transform), batch_sampler=_EpochPlan(self),
-            num_workers=config.num_workers, persistent_workers=config.num_workers > 0,
-            pin_memory=config.pin_memory and cuda)
+        self.samples = _Samples(self.data, transform)
+        self.loader = self._loader(pin_memory=config.pin_memory and cuda)
+        self.host_loader = None   # the same loader without pinning, built by stages()
+        self.pins = config.pin_memory and cuda
         self.non_blocking = config.non_blocking and cuda
         self.dtype = getattr(torch, config.dtype)
         self.memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
+
+    def _loader(self, pin_memory: bool) -> torch.utils.data.DataLoader:
+        workers = self.config.num_workers
+        return torch.utils.data.DataLoader(self.samples, batch_sampler=_EpochPlan(self), num_workers=workers,
+                                           persistent_workers=workers > 0, pin_memory=pin_memory)
+
+    def _on_device(self, images: torch.Tensor) -> torch.Tensor:
+        return images.to(self.dtype).contiguous(memory_format=self.memory_format)
 
     def __iter__(self):
         if self.loader is None:
@@ -84,7 +92,20 @@ class DataLoaderPipeline(Pipeline):
         for images, labels in self.loader:
             images = images.to(self.device, non_blocking=self.non_blocking)
             labels = labels.to(self.device, non_blocking=self.non_blocking)
-            yield images.to(self.dtype).contiguous(memory_format=self.memory_format), labels
+            yield self._on_device(images), labels
+
+    def stages(self) -> Stages:
+        """host: the DataLoader (same workers, no pinning); payload: the collated float32 batch;
+        device: the dtype / memory-format conversion after the copy."""
+        if self.loader is None:
+            raise RuntimeError("dataloader pipeline is closed")
+        self.host_loader = self.host_loader or self._loader(pin_memory=False)
+        keys = next(iter(_EpochPlan(self)))
+        images, labels = torch.utils.data.default_collate([self.samples[k] for k in keys])
+        on_device = images.to(self.device)
+        copy = ("pinned" if self.pins else "pageable") if self.device.type == "cuda" else "none"
+        return Stages(host=lambda: iter(self.host_loader), payload=[images, labels], copy=copy,
+                      pins=self.pins, device=lambda: self._on_device(on_device))
 
     def close(self) -> None:
-        self.loader = None   # drops the persistent worker iterator, which shuts the workers down
+        self.loader = self.host_loader = None   # drops the persistent workers, which shuts them down

@@ -25,13 +25,13 @@ import numpy as np
 import torch
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .base import Pipeline, draw_augmentation, normalize
-from .config import CHANNELS, IMAGE_SIZE, PAD
+from .base import Pipeline, Stages, draw_augmentation, normalize
+from .config import CHANNELS
 
 
 @dataclass
 class _Slot:
-    images: torch.Tensor          # B x 32 x 32 x 3 uint8, pinned when on CUDA
+    images: torch.Tensor          # B x S x S x 3 uint8, pinned when on CUDA
     labels: torch.Tensor          # B int64, pinned when on CUDA
     copied: torch.cuda.Event | None   # recorded on the side stream after the copy out of this slot
     ready: torch.cuda.Event | None    # recorded on the side stream after the batch is normalized
@@ -43,10 +43,11 @@ class PrefetchPipeline(Pipeline):
 
     def __init__(self, config, data=None):
         super().__init__(config, data)
-        if config.augment:   # windows[i, dy, dx] is the 32x32x3 crop at (dy, dx) of padded image i
-            padded = np.pad(self.data.images, ((0, 0), (PAD, PAD), (PAD, PAD), (0, 0)))
+        size, pad = config.image_size, config.pad
+        if config.augment:   # windows[i, dy, dx] is the S x S x 3 crop at (dy, dx) of padded image i
+            padded = np.pad(self.data.images, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
             self.windows = tuple(
-                sliding_window_view(p, (IMAGE_SIZE, IMAGE_SIZE), axis=(1, 2)).transpose(0, 1, 2, 4, 5, 3)
+                sliding_window_view(p, (size, size), axis=(1, 2)).transpose(0, 1, 2, 4, 5, 3)
                 for p in (padded, padded[:, :, ::-1]))   # plain, mirrored
         self.cuda = self.device.type == "cuda"
         self.stream = torch.cuda.Stream(self.device) if self.cuda else None
@@ -55,7 +56,7 @@ class PrefetchPipeline(Pipeline):
 
         def slot() -> _Slot:
             events = (torch.cuda.Event(), torch.cuda.Event()) if self.cuda else (None, None)
-            return _Slot(torch.empty((bs, IMAGE_SIZE, IMAGE_SIZE, CHANNELS), dtype=torch.uint8,
+            return _Slot(torch.empty((bs, size, size, CHANNELS), dtype=torch.uint8,
                                      pin_memory=self.cuda),
                          torch.empty(bs, dtype=torch.int64, pin_memory=self.cuda), *events)
 
@@ -70,11 +71,12 @@ class PrefetchPipeline(Pipeline):
         n = len(index)
         out = slot.images[:n].numpy()
         if self.config.augment:
-            dy, dx, flip = (t.numpy() for t in draw_augmentation(n, self.generator("cpu", batch)))
+            pad = self.config.pad
+            dy, dx, flip = (t.numpy() for t in draw_augmentation(n, pad, self.generator("cpu", batch)))
             plain, mirrored = self.windows
-            keep = ~flip   # a flipped crop at dx is the crop of the mirrored image at 2*PAD - dx
+            keep = ~flip   # a flipped crop at dx is the crop of the mirrored image at 2*pad - dx
             out[keep] = plain[index[keep], dy[keep], dx[keep]]
-            out[flip] = mirrored[index[flip], dy[flip], 2 * PAD - dx[flip]]
+            out[flip] = mirrored[index[flip], dy[flip], 2 * pad - dx[flip]]
         else:
             np.take(self.data.images, index, axis=0, out=out)
         np.take(self.data.labels, index, out=slot.labels[:n].numpy())
@@ -126,6 +128,32 @@ class PrefetchPipeline(Pipeline):
             for future in pending.values():
                 if not future.cancelled():
                     future.exception()
+
+    def stages(self) -> Stages:
+        """host: the producer threads filling pinned slots (pinning is part of the fill); payload:
+        the uint8 batch and labels; device: normalize."""
+        if self.pool is None:
+            raise RuntimeError("prefetch pipeline is closed")
+        slot = self.slots[0]
+        n = self._fill(slot, 0, self.batches()[0])
+        payload = [slot.images[:n].clone(), slot.labels[:n].clone()]
+        on_device = payload[0].to(self.device)
+        return Stages(host=self._host_batches, payload=payload, copy="pinned" if self.cuda else "none",
+                      pins=False, device=lambda: normalize(on_device, self.config))
+
+    def _host_batches(self):
+        """One epoch of filled slots, every thread busy, no copies (the host stage alone)."""
+        pending: deque = deque()
+        for b, index in enumerate(self.batches()):
+            slot = self.slots[b % len(self.slots)]   # free: the fill that used it was awaited
+            pending.append((slot, self.pool.submit(self._fill, slot, b, index)))
+            if len(pending) == len(self.slots):
+                slot, future = pending.popleft()
+                n = future.result()
+                yield [slot.images[:n], slot.labels[:n]], slot.labels[:n]
+        for slot, future in pending:
+            n = future.result()
+            yield [slot.images[:n], slot.labels[:n]], slot.labels[:n]
 
     def close(self) -> None:
         if self.pool is not None:

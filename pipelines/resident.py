@@ -15,7 +15,7 @@ import time
 import numpy as np
 import torch
 
-from .base import Pipeline, crop_grid, draw_augmentation, gather_crops, normalize, pad_images
+from .base import Pipeline, Stages, crop_grid, draw_augmentation, gather_crops, normalize, pad_images
 
 
 class ResidentPipeline(Pipeline):
@@ -33,7 +33,7 @@ class ResidentPipeline(Pipeline):
         if cuda:
             torch.cuda.synchronize(self.device)
         self.info["upload_s"] = time.perf_counter() - start
-        self.images = pad_images(images) if config.augment else images
+        self.images = pad_images(images, config.pad) if config.augment else images
 
     def __iter__(self):
         batches = self.batches()
@@ -41,7 +41,8 @@ class ResidentPipeline(Pipeline):
             return
         order = torch.from_numpy(np.concatenate(batches)).to(self.device)
         if self.config.augment:
-            rows, cols = crop_grid(*draw_augmentation(len(order), self.generator(self.device), self.device))
+            draws = draw_augmentation(len(order), self.config.pad, self.generator(self.device), self.device)
+            rows, cols = crop_grid(*draws, self.config.image_size)
         start = 0
         for index in batches:
             stop = start + len(index)
@@ -52,6 +53,18 @@ class ResidentPipeline(Pipeline):
                 pixels = self.images[idx]
             start = stop
             yield normalize(pixels, self.config), self.labels[idx]
+
+    def stages(self) -> Stages:
+        """No host stage and no per-step copy: its whole per-batch work is the device stage."""
+        if self.images is None:
+            raise RuntimeError("resident pipeline is closed")
+
+        def forever():
+            while True:
+                yield from self
+
+        batches = forever()
+        return Stages(host=None, payload=[], copy="none", pins=False, device=lambda: next(batches))
 
     def close(self) -> None:
         self.images = self.labels = None

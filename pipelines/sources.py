@@ -286,9 +286,22 @@ def encode_jpeg(image: np.ndarray, quality: int) -> bytes:
     return buf.getvalue()
 
 
-def prepare_jpeg(folder: str | Path, quality: int = 90) -> Path:
-    """Encode both splits of a standard-layout folder once; return the cache folder."""
-    final = Path(folder).parent / f"jpeg-q{quality}"
+def upscale(images: np.ndarray, size: int) -> np.ndarray:
+    """N x 32 x 32 x C -> N x size x size x C by pixel repetition (size a multiple of 32)."""
+    factor = size // images.shape[1]
+    if factor == 1:
+        return images
+    return np.repeat(np.repeat(images, factor, axis=1), factor, axis=2)
+
+
+def _jpeg_cache(folder: str | Path, quality: int, size: int) -> Path:
+    return Path(folder).parent / (f"jpeg-q{quality}" + ("" if size == IMAGE_SIZE else f"-{size}px"))
+
+
+def prepare_jpeg(folder: str | Path, quality: int = 90, size: int = IMAGE_SIZE) -> Path:
+    """Encode both splits of a standard-layout folder once (upscaled to `size` px); return the
+    cache folder."""
+    final = _jpeg_cache(folder, quality, size)
     if final.is_dir():
         return final
     import PIL
@@ -296,31 +309,31 @@ def prepare_jpeg(folder: str | Path, quality: int = 90) -> Path:
     try:
         for split in ("train", "test"):
             images, _ = load_split(folder, split)
-            files = [encode_jpeg(img, quality) for img in images]
+            files = [encode_jpeg(upscale(img[None], size)[0], quality) for img in images]
             offsets = np.zeros(len(files) + 1, np.int64)
             np.cumsum([len(b) for b in files], out=offsets[1:])
             np.save(tmp / f"{split}.data.npy", np.frombuffer(b"".join(files), np.uint8))
             np.save(tmp / f"{split}.offsets.npy", offsets)
         (tmp / "JPEG.json").write_text(json.dumps(
             {"quality": quality, "subsampling": JPEG_SUBSAMPLING, "encoder": f"Pillow {PIL.__version__}",
-             "source": str(folder)}))
+             "size": size, "source": str(folder)}))
         _publish(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final
 
 
-def prepare_jpeg_tree(folder: str | Path, quality: int = 90) -> Path:
+def prepare_jpeg_tree(folder: str | Path, quality: int = 90, size: int = IMAGE_SIZE) -> Path:
     """The same JPEG files as a class-folder tree, `<split>/<label>/<index>.jpg`, for file readers
     (DALI `fn.readers.file`); written once from the packed copy. Returns the tree's root."""
-    final = Path(folder).parent / f"jpeg-q{quality}-files"
+    final = Path(str(_jpeg_cache(folder, quality, size)) + "-files")
     if final.is_dir():
         return final
-    prepare_jpeg(folder, quality)
+    prepare_jpeg(folder, quality, size)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
     try:
         for split in ("train", "test"):
-            jpeg = load_jpeg(folder, split, quality)
+            jpeg = load_jpeg(folder, split, quality, size)
             _, labels = load_split(folder, split)
             for label in range(NUM_CLASSES):
                 (tmp / split / str(label)).mkdir(parents=True)
@@ -336,8 +349,8 @@ def tree_path(split: str, index: int, label: int) -> str:
     return f"{split}/{label}/{index:05d}.jpg"
 
 
-def load_jpeg(folder: str | Path, split: str, quality: int) -> JpegSet:
-    cache = Path(folder).parent / f"jpeg-q{quality}"
+def load_jpeg(folder: str | Path, split: str, quality: int, size: int = IMAGE_SIZE) -> JpegSet:
+    cache = _jpeg_cache(folder, quality, size)
     return JpegSet(np.load(cache / f"{split}.data.npy"), np.load(cache / f"{split}.offsets.npy"), quality)
 
 
@@ -346,9 +359,9 @@ def load_jpeg(folder: str | Path, split: str, quality: int) -> JpegSet:
 @dataclass(frozen=True)
 class Split:
     """One split in host memory, as every pipeline receives it."""
-    images: np.ndarray            # N x 32 x 32 x 3 uint8
+    images: np.ndarray            # N x S x S x 3 uint8 (S = config.image_size)
     labels: np.ndarray            # N int64
-    source: str                   # "cifar10" or "synthetic-seed<S>"
+    source: str                   # "cifar10" or "synthetic-seed<K>", "@<S>px" if upscaled
     folder: Path                  # the standard-layout folder it was read from
     jpeg: JpegSet | None = None   # the encoded copy, when config.encoding == "jpeg"
 
@@ -368,16 +381,19 @@ def resolve_folder(config: PipelineConfig) -> tuple[str, Path]:
 
 
 def open_split(config: PipelineConfig) -> Split:
-    """Load the split the config names (first `max_samples` samples if set)."""
+    """Load the split the config names (first `max_samples` samples if set, upscaled to
+    config.image_size)."""
     source, folder = resolve_folder(config)
     images, labels = load_split(folder, config.split)
     jpeg = None
     if config.encoding == "jpeg":
-        prepare_jpeg(folder, config.jpeg_quality)
-        jpeg = load_jpeg(folder, config.split, config.jpeg_quality)
+        prepare_jpeg(folder, config.jpeg_quality, config.image_size)
+        jpeg = load_jpeg(folder, config.split, config.jpeg_quality, config.image_size)
     if config.max_samples is not None and config.max_samples < len(labels):
         n = config.max_samples
         images, labels = images[:n], labels[:n]
         if jpeg is not None:
             jpeg = JpegSet(jpeg.data[:jpeg.offsets[n]], jpeg.offsets[:n + 1], jpeg.quality)
+    if config.image_size != IMAGE_SIZE:
+        images, source = upscale(images, config.image_size), f"{source}@{config.image_size}px"
     return Split(images, labels, source, folder, jpeg)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torchvision.io import ImageReadMode, decode_jpeg
 
-from .base import Pipeline, crop_grid, draw_augmentation, gather_crops, normalize, pad_images
+from .base import Pipeline, Stages, crop_grid, draw_augmentation, gather_crops, normalize, pad_images
 
 
 class TorchvisionJpegPipeline(Pipeline):
@@ -35,13 +35,35 @@ class TorchvisionJpegPipeline(Pipeline):
         start = 0
         for b, index in enumerate(batches):
             n = len(index)
-            decoded = decode_jpeg([self.files[i] for i in index], mode=ImageReadMode.RGB, device=self.device)
-            pixels = torch.stack(decoded).permute(0, 2, 3, 1)   # B x 32 x 32 x 3 view
-            if self.config.augment:
-                rows, cols = crop_grid(*draw_augmentation(n, self.generator(self.device, b), self.device))
-                pixels = gather_crops(pad_images(pixels), torch.arange(n, device=self.device), rows, cols)
-            yield normalize(pixels, self.config), self.labels[order[start:start + n]]
+            yield self._decode([self.files[i] for i in index], b), self.labels[order[start:start + n]]
             start += n
+
+    def _decode(self, files: list[torch.Tensor], b: int) -> torch.Tensor:
+        """Batch `b`'s files -> contract images: decode, crop/flip, normalize."""
+        n = len(files)
+        decoded = decode_jpeg(files, mode=ImageReadMode.RGB, device=self.device)
+        pixels = torch.stack(decoded).permute(0, 2, 3, 1)   # B x S x S x 3 view
+        if self.config.augment:
+            c = self.config
+            draws = draw_augmentation(n, c.pad, self.generator(self.device, b), self.device)
+            pixels = gather_crops(pad_images(pixels, c.pad), torch.arange(n, device=self.device),
+                                  *crop_grid(*draws, c.image_size))
+        return normalize(pixels, self.config)
+
+    def stages(self) -> Stages:
+        """host: gathering each batch's file tensors; payload: the files' bytes, which
+        `decode_jpeg` copies itself (from pageable memory); device: decode + augment + normalize."""
+        if not self.files:
+            raise RuntimeError("tvjpeg pipeline is closed")
+
+        def host():
+            for index in self.batches():
+                yield [self.files[i] for i in index], torch.from_numpy(self.data.labels[index])
+
+        first = [self.files[i] for i in self.batches()[0]]
+        payload = [torch.cat(first), torch.from_numpy(self.data.labels[self.batches()[0]])]
+        return Stages(host=host, payload=payload, copy="pageable" if self.device.type == "cuda" else "none",
+                      pins=False, device=lambda: self._decode(first, 0))
 
     def close(self) -> None:
         self.files = []

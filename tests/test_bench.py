@@ -22,6 +22,9 @@ class Broken(Pipeline):
             yield torch.zeros(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64)
         raise self.error("worker crashed")
 
+    def stages(self):
+        raise self.error("worker crashed")
+
 
 class Interrupted(Broken):
     error = KeyboardInterrupt
@@ -39,12 +42,18 @@ def test_compare_writes_tidy_rows_for_every_pipeline_and_mode(tmp_path, syntheti
     df = compare(tmp_path, synthetic_root)
     assert list(df.columns) == results.COLUMNS
     expected = {(p, "loader", "none") for p in pipelines.names()} | {("none", "model", "resnet9")} \
-        | {(p, "e2e", "resnet9") for p in pipelines.names()}
+        | {(p, "e2e", "resnet9") for p in pipelines.names()} | {(p, "stage", "none") for p in pipelines.names()}
     assert set(zip(df.pipeline, df["mode"], df.model)) == expected
     unavailable = {name for name, reason in pipelines.available().items() if reason}
     skipped = df[df.pipeline.isin(unavailable)]
     assert (skipped.status == "skipped").all() and skipped.error.astype(str).str.contains("pip install").all()
     df = df[~df.pipeline.isin(unavailable)]
+    stages = df[df["mode"] == "stage"]
+    measured = stages[stages.status == "ok"]
+    assert set(zip(measured.pipeline, measured.stage)) == (   # on the CPU nothing is copied or pinned
+        {(p, s) for p in set(df.pipeline) - {"none"} for s in ("host", "device")} - {("resident", "host")})
+    assert (stages[stages.status != "ok"].status == "not-applicable").all()
+    df = df[df["mode"] != "stage"]
     assert (df.status == "ok").all(), df.error.tolist()
     assert df.groupby(["pipeline", "mode"]).size().eq(2).all()   # one row per repeat
     assert (df.images == 3 * 32).all() and (df.img_per_s > 0).all() and (df.step_ms_p50 > 0).all()
@@ -85,9 +94,11 @@ def test_window_counts_images_and_steps():
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    (dict(pipeline="resident", mode="loader", model="resnet18"), "loader mode runs model 'none'"),
+    (dict(pipeline="resident", mode="loader", model="resnet18"), "loader and stage modes run model 'none'"),
     (dict(pipeline="resident", mode="e2e", model="none"), "the other modes need a model"),
     (dict(pipeline="resident", mode="train", model="none"), "mode='train'"),
+    (dict(pipeline="resident", mode="stage", model="none"), "stage mode needs one of"),
+    (dict(pipeline="resident", mode="loader", model="none", stage="host"), "stage='host'"),
 ])
 def test_run_spec_validates(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -162,3 +173,26 @@ def test_sweep_resumes_pipelines_that_fix_their_own_encoding(tmp_path, synthetic
     capsys.readouterr()
     assert len(sweep(tmp_path, synthetic_root, *grid)) == len(df)
     assert "2 of 2 configurations already done" in capsys.readouterr().err
+
+
+def test_stage_sweep_measures_each_stage_and_resumes_past_inapplicable_ones(tmp_path, synthetic_root, capsys):
+    grid = ["--pipelines", "prefetch,resident", "--modes", "stage", "--workers", "1", "--batch-size", "32",
+            "--image-size", "32,64"]
+    df = sweep(tmp_path, synthetic_root, *grid)
+    ok = df[df.status == "ok"]
+    assert ok.groupby(["pipeline", "stage", "image_size"]).size().eq(2).all()
+    assert set(ok.stage) == ({"host", "device"} if not torch.cuda.is_available() else set(harness.STAGES) - {"pin"})
+    resident_host = df[(df.pipeline == "resident") & (df.stage == "host")]
+    assert resident_host.status.tolist() == ["not-applicable"] * 2   # once per image size
+    # bytes per batch copied: 32 images x 3 x S x S uint8 + 32 int64 labels
+    payload = ok[ok.pipeline == "prefetch"].groupby("image_size").batch_bytes.first()
+    assert payload.to_dict() == {32: 32 * 3 * 32 * 32 + 256, 64: 32 * 3 * 64 * 64 + 256}
+    capsys.readouterr()
+    assert len(sweep(tmp_path, synthetic_root, *grid)) == len(df)
+    total = 2 * 2 * len(harness.STAGES)
+    assert f"{total} of {total} configurations already done" in capsys.readouterr().err
+
+
+def test_model_only_runs_at_each_image_size(tmp_path, synthetic_root):
+    df = sweep(tmp_path, synthetic_root, "--modes", "model", "--models", "resnet9-w0.25", "--image-size", "32,64")
+    assert sorted(df.image_size.unique()) == [32, 64] and (df.status == "ok").all()

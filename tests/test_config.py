@@ -35,3 +35,13 @@ def test_config_is_frozen_and_replace_validates():
 def test_unknown_pipeline_names_the_choices():
     with pytest.raises(ValueError, match="unknown pipeline 'fast'.*dataloader"):
         build("fast")
+
+
+@pytest.mark.parametrize("size", [16, 48, 544, True, 64.0])
+def test_image_size_must_be_a_multiple_of_32(size):
+    with pytest.raises(ValueError, match=f"PipelineConfig.image_size={size!r}"):
+        PipelineConfig(image_size=size)
+
+
+def test_crop_padding_scales_with_image_size():
+    assert [PipelineConfig(image_size=s).pad for s in (32, 64, 224)] == [4, 8, 28]

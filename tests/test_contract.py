@@ -197,3 +197,60 @@ def test_set_epoch_rejects_bad_values_and_close_is_idempotent(variant, indexed_r
         p.set_epoch(-1)
     p.close()
     p.close()
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=IDS)
+def test_image_size_upscales_the_set_and_scales_the_crop(variant, indexed_root):
+    size, n = 64, 128
+    with make(variant, indexed_root, image_size=size, augment=False, shuffle=False, max_samples=n) as p:
+        x, y = epoch(p)
+        jpeg = p.config.encoding == "jpeg"
+        assert x.shape == (n, 3, size, size) and p.data.source == f"cifar10@{size}px"
+        raw = np.stack([source_pixels(p, i) for i in range(n)]) if jpeg else p.data.images
+        assert_pixels_match(to_pixels(x), raw, jpeg)
+    assert not jpeg or raw.shape == (n, size, size, 3)
+    if not jpeg:   # the same content, each pixel repeated 2 x 2
+        small = make(variant, indexed_root, max_samples=n).data.images
+        assert np.array_equal(raw, small.repeat(2, axis=1).repeat(2, axis=2))
+    pad = size // 8
+    with make(variant, indexed_root, image_size=size, shuffle=False, max_samples=32) as p:
+        pixels = to_pixels(epoch(p)[0])
+    offsets = []
+    for img, src in zip(pixels, raw):   # find each output among every crop of the padded source
+        padded = np.pad(src, ((pad, pad), (pad, pad), (0, 0))).astype(np.float64)
+        errors = {(dy, dx, f): np.abs(img - (c[:, ::-1] if f else c)).mean()
+                  for dy in range(2 * pad + 1) for dx in range(2 * pad + 1) for f in (False, True)
+                  for c in [padded[dy:dy + size, dx:dx + size]]}
+        best = min(errors, key=errors.get)
+        assert errors[best] <= (JPEG_MEAN_LEVELS if jpeg else 1e-3), (best, errors[best])
+        offsets += best[:2]
+    assert max(offsets) > 8   # offsets span 0..2 * pad = 16, not the 32-px 0..8
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=IDS)
+def test_stages_run_alone(variant, indexed_root):
+    """host yields the epoch's batches in plan order; payload is what crosses the bus; device
+    turns one fixed batch into contract images."""
+    with make(variant, indexed_root, max_samples=256) as p:
+        p.set_epoch(1)
+        stages = p.stages()
+        plan = np.concatenate(p.batches())
+        if stages.host is not None:
+            labels = torch.cat([torch.as_tensor(y) for _, y in stages.host()])
+            assert torch.equal(labels.long(), torch.from_numpy(p.data.labels[plan]))
+        out = stages.device()
+        images = out[0] if isinstance(out, tuple) else out
+        assert images.shape == (64, 3, 32, 32) and images.device.type == p.device.type
+        first = p.batches()[0]
+        pixels = {"dataloader": 4 * 3072, "prefetch": 3072, "dali-raw": 3072}   # float32 / uint8
+        if p.name == "resident":
+            expected = 0
+        elif p.name in pixels:
+            expected = len(first) * (pixels[p.name] + 8)   # + int64 labels
+        else:   # the batch's JPEG files
+            expected = sum(len(p.data.jpeg[i]) for i in first) + 8 * len(first)
+        assert sum(t.nbytes for t in stages.payload) == expected
+        cuda = p.device.type == "cuda"
+        assert stages.copy == ("none" if not cuda or p.name == "resident" else
+                               "pageable" if p.name in ("dataloader", "tvjpeg") else "pinned")
+        assert (stages.host is None) == (p.name == "resident" or p.config.dali_reader == "file" and p.name == "dali")

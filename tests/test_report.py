@@ -52,14 +52,14 @@ def test_report_tables_crossover_and_failures(tmp_path):
             "although the loader alone is faster: contention, not the input rate.") in text
     assert "`dali` loader none: skipped — NVIDIA DALI is not installed" in text
     assert "50,000 [49,000–51,000]" in text   # median [min–max] over repeats
-    assert (tmp_path / "out" / "roofline-1-bs512-bfloat16-w8.png").stat().st_size > 10_000
+    assert (tmp_path / "out" / "roofline-1-32px-bs512-bfloat16-w8.png").stat().st_size > 10_000
 
 
 def test_crossover_names_a_slower_model_left_unfed_as_contention(tmp_path):
     rows = pd.read_csv(fixture_csv(tmp_path / "results.csv"))
     rows.loc[(rows.pipeline == "quick") & (rows.model == "slow-net"), "img_per_s"] = 3_000   # 60% of 5,000
     rows.to_csv(tmp_path / "results.csv", index=False)
-    table, sentences = report.crossover(pd.read_csv(tmp_path / "results.csv"))
+    table, sentences = report.crossover(report.load([tmp_path / "results.csv"]))
     assert ("- `quick` keeps models up to 50,000 img/s fed at ≥ 95%; slow-net (5,000 img/s) reaches only 60% "
             "although the loader alone is faster: contention, not the input rate.") in sentences
     assert table.set_index("pipeline").loc["quick", "not fed: contention"] == "slow-net (5,000)"
@@ -69,10 +69,84 @@ def test_report_is_reproducible(tmp_path):
     csv = fixture_csv(tmp_path / "results.csv")
     cli.main(["report", csv, "--out", str(tmp_path / "a")])
     cli.main(["report", csv, "--out", str(tmp_path / "b")])
-    for name in ("REPORT.md", "roofline-1-bs512-bfloat16-w8.png"):
+    for name in ("REPORT.md", "roofline-1-32px-bs512-bfloat16-w8.png"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 
 def test_report_refuses_missing_csv(tmp_path, capsys):
     with pytest.raises(SystemExit, match="no such file"):
         cli.main(["report", str(tmp_path / "nope.csv"), "--out", str(tmp_path)])
+
+
+def stage_rows(run_id="fixture", size=32, stages=(), copy="pageable", batch_bytes=512 * 3072, models=()):
+    """Rows for stage ceilings {(pipeline, stage): img/s} and model-only {model: img/s} at one size."""
+    rows = []
+    for repeat in range(3):
+        for (pipeline, stage), rate in dict(stages).items():
+            rows.append({"run_id": run_id, "pipeline": pipeline, "mode": "stage", "stage": stage, "model": "none",
+                         "image_size": size, "batch_size": 512, "num_workers": 8, "dtype": "bfloat16",
+                         "gpu": "Test GPU", "repeat": repeat, "img_per_s": rate, "steps": 10, "images": 5120,
+                         "copy": copy, "batch_bytes": batch_bytes, "wait_frac": 0, "status": "ok", "error": ""})
+        for model, rate in dict(models).items():
+            rows.append({"run_id": run_id, "pipeline": "none", "mode": "model", "model": model, "image_size": size,
+                         "batch_size": 512, "num_workers": 8, "dtype": "bfloat16", "gpu": "Test GPU",
+                         "repeat": repeat, "img_per_s": rate, "wait_frac": 0, "status": "ok", "error": ""})
+    return pd.DataFrame(rows)
+
+
+def test_stage_ceilings_predict_the_bottleneck_and_flag_disagreement(tmp_path):
+    base = pd.read_csv(fixture_csv(tmp_path / "base.csv"))
+    stages = pd.concat([
+        stage_rows(stages={("slow", "host"): 10_500, ("slow", "h2d-pageable"): 200_000, ("slow", "h2d-pinned"): 900_000,
+                           ("slow", "device"): 1_000_000}),
+        stage_rows(stages={("clash", "host"): 90_000, ("clash", "h2d-pageable"): 100_000,
+                           ("clash", "h2d-pinned"): 500_000, ("clash", "device"): 300_000}, copy="pinned")])
+    csv = tmp_path / "results.csv"
+    pd.concat([base, stages]).reindex(columns=results.COLUMNS).to_csv(csv, index=False)
+    df = report.load([csv])
+    table, sentences = report.pipeline_table(df)
+    rows = table.set_index(["pipeline", "model"])
+    assert rows.loc[("slow", "fast"), "slowest stage (predicted)"] == "host"
+    assert rows.loc[("slow", "fast"), "prediction"] == "agrees"
+    assert rows.loc[("slow", "fast"), "transfer share"] == "4.9% (pageable)"   # 9,800 / 200,000
+    assert rows.loc[("clash", "fast"), "slowest stage (predicted)"] == "model"
+    assert rows.loc[("clash", "fast"), "prediction"] == "**disagrees**"
+    assert rows.loc[("clash", "fast"), "transfer share"] == "4.0% (pinned)"    # its own copy: 20,000 / 500,000
+    assert rows.loc[("quick", "fast"), "transfer share"] == "—" and "prediction" in rows.columns
+    clash = next(s for s in sentences if s.startswith("- `clash` with fast"))
+    serial = 1 / (1 / 90_000 + 1 / 500_000 + 1 / 300_000 + 1 / 50_000)
+    assert (f"the slowest stage is **model** (50,000 img/s); but e2e (20,000) reaches only 40% of it: "
+            f"the stages do not overlap fully or slow each other down (run one after another they would "
+            f"give {serial:,.0f})") in clash
+    text = report.write([csv], tmp_path / "out").read_text()
+    assert "### Stage ceilings (img/s)" in text
+    assert "| slow       | pageable |           3,072 | 10,500 [10,500–10,500] | —     | 200,000" in text
+
+
+def test_transfer_share_against_bytes_per_image(tmp_path):
+    rates = {32: (50_000, 3_000_000, 15_000_000), 224: (2_000, 1_500, 300_000)}   # model, pageable, pinned
+    frames = []
+    for size, (model, pageable, pinned) in rates.items():
+        batch = 512 * 3 * size * size
+        frames.append(stage_rows(size=size, stages={("prefetch", "h2d-pageable"): pageable,
+                                                    ("prefetch", "h2d-pinned"): pinned},
+                                 copy="pinned", batch_bytes=batch, models={"net": model}))
+    csv = tmp_path / "results.csv"
+    pd.concat(frames).reindex(columns=results.COLUMNS).to_csv(csv, index=False)
+    points = report.transfer_points(report.load([csv]))
+    share = points.set_index(["copy", "image_size"]).share
+    assert share[("pageable", 224)] == pytest.approx(2_000 / 1_500)
+    assert share[("pinned", 32)] == pytest.approx(50_000 / 15_000_000)
+    text = report.write([csv], tmp_path / "out").read_text()
+    assert ("- net, pageable copies: the copy takes 133% of the model step at 150,528 B/image (224 px); "
+            "from 150,528 B/image (224 px) it is as long as the step: the bus alone is the limit, even fully "
+            "overlapped.") in text
+    assert "- net, pinned copies: the copy takes 1% of the model step at 150,528 B/image (224 px); below 100%" in text
+    assert (tmp_path / "out" / "transfer-1-bs512-bfloat16-w8.png").stat().st_size > 10_000
+
+
+def test_report_reads_csvs_from_before_stages_and_image_sizes(tmp_path):
+    old = pd.read_csv(fixture_csv(tmp_path / "results.csv")).drop(columns=["stage", "image_size", "copy", "batch_bytes"])
+    old.to_csv(tmp_path / "old.csv", index=False)
+    text = report.write([tmp_path / "old.csv"], tmp_path / "out").read_text()
+    assert "## fixture: Test GPU, 32 px, batch 512, bfloat16, 8 workers" in text
