@@ -83,9 +83,9 @@ def _config_fields(spec: RunSpec) -> dict[str, object]:
 
 
 def config_key(spec: RunSpec) -> tuple[str, ...]:
-    """A configuration's identity: its config columns, as text (as a CSV holds them)."""
+    """A configuration's identity: its config columns, as text (as a CSV holds them: None empty)."""
     fields = _config_fields(spec)
-    return tuple(str(fields[c]) for c in CONFIG_COLUMNS)
+    return tuple("" if fields[c] is None else str(fields[c]) for c in CONFIG_COLUMNS)
 
 
 def completed(path: str | Path, env: dict[str, object]) -> dict[tuple[str, ...], float]:
