@@ -239,12 +239,15 @@ def transfer_points(df: pd.DataFrame) -> pd.DataFrame:
         copies = m[(m["mode"] == "stage") & m.stage.isin(["h2d-pageable", "h2d-pinned"])]
         for c in copies.itertuples():
             for r in m[m["mode"] == "model"].itertuples():
-                rows.append({"image_size": size, "bytes_per_image": c.bytes_per_image,
+                per_pixel = c.bytes_per_image / (3 * size * size)
+                payload = "float32" if per_pixel >= 2 else "uint8" if per_pixel >= 0.5 else "encoded"
+                rows.append({"image_size": size, "bytes_per_image": c.bytes_per_image, "payload": payload,
                              "copy": c.stage.removeprefix("h2d-"), "copy_us": 1e6 / c.img_per_s,
                              "model": r.model, "step_us": 1e6 / r.img_per_s})
     if not rows:
         return pd.DataFrame()
-    points = pd.DataFrame(rows).groupby(["model", "copy", "bytes_per_image", "image_size"], sort=True).median()
+    points = pd.DataFrame(rows).groupby(["model", "copy", "payload", "bytes_per_image", "image_size"],
+                                        sort=True).median()
     return points.reset_index().assign(share=lambda d: d.copy_us / d.step_us)
 
 
@@ -252,11 +255,14 @@ def transfer_section(points: pd.DataFrame, path: Path, title: str) -> list[str]:
     fig, ax = plt.subplots(figsize=(7, 5), dpi=100)
     sentences = []
     for i, (model, group) in enumerate(points.groupby("model", sort=True)):
-        for kind, style in (("pageable", "o--"), ("pinned", "s-")):
+        for kind, style in (("pageable", "--"), ("pinned", "-")):
             line = group[group["copy"] == kind].sort_values("bytes_per_image")
             if line.empty:
                 continue
-            ax.plot(line.bytes_per_image, line.share, style, color=f"C{i}", label=f"{model}, {kind}")
+            for payload, part in line.groupby("payload", sort=True):   # one line across image sizes
+                marker = {"float32": "s", "uint8": "o", "encoded": "^"}[payload]
+                ax.plot(part.bytes_per_image, part.share, marker + style, color=f"C{i}",
+                        label=f"{model}, {kind}, {payload}")
             over = line[line.share >= 1]
             top = line.loc[line.share.idxmax()]
             sentences.append(
@@ -279,7 +285,7 @@ def transfer_section(points: pd.DataFrame, path: Path, title: str) -> list[str]:
         "copy µs / image": points.copy_us.map("{:.2f}".format),
         "model step µs / image": points.step_us.map("{:.2f}".format),
         "copy / step": points.share.map("{:.1%}".format)})[
-        ["image_size", "bytes / image", "copy", "copy µs / image", "model", "model step µs / image", "copy / step"]]
+        ["image_size", "payload", "bytes / image", "copy", "copy µs / image", "model", "model step µs / image", "copy / step"]]
     return [table.to_markdown(index=False), "", *sentences, "", f"![transfer share]({path.name})", ""]
 
 

@@ -58,10 +58,13 @@ def _run(*cmd: str) -> str:
 
 
 def git_commit() -> str:
-    """HEAD of the checkout (with '-dirty' if it has changes), else $PIPEBENCH_GIT_COMMIT."""
+    """$PIPEBENCH_GIT_COMMIT if set (a copied tree whose .git, if any, is not its source), else
+    HEAD of the checkout with '-dirty' if it has changes, else 'unknown'."""
+    if os.environ.get("PIPEBENCH_GIT_COMMIT"):
+        return os.environ["PIPEBENCH_GIT_COMMIT"]
     commit = _run("git", "rev-parse", "--short=12", "HEAD")
     if not commit:
-        return os.environ.get("PIPEBENCH_GIT_COMMIT", "unknown")
+        return "unknown"
     return commit + ("-dirty" if _run("git", "status", "--porcelain", "--untracked-files=no") else "")
 
 

@@ -206,3 +206,10 @@ def test_sweep_resumes_configs_with_unset_options(tmp_path, capsys):
     capsys.readouterr()
     cli.main(args)
     assert "1 of 1 configurations already done" in capsys.readouterr().err
+
+
+def test_git_commit_named_in_the_environment_wins(monkeypatch):
+    monkeypatch.setenv("PIPEBENCH_GIT_COMMIT", "0123456789ab")
+    assert results.environment()["git_commit"] == "0123456789ab"
+    monkeypatch.delenv("PIPEBENCH_GIT_COMMIT")
+    assert results.git_commit() != "0123456789ab"
