@@ -127,8 +127,8 @@ def prediction(e2e: float, stages: dict[str, float]) -> tuple[str, str, str]:
     return slowest, check, f"the slowest stage is **{slowest}** ({ceiling:,.0f} img/s); {why}"
 
 
-def pipeline_table(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    m = medians(df)
+def pipeline_table(m: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Per pipeline and model, from `medians` of one setting: rates, shares, verdict, prediction."""
     loaders = m[m["mode"] == "loader"].set_index("pipeline")
     models = m[m["mode"] == "model"].set_index("model")
     ceilings = stage_ceilings(m)
@@ -156,9 +156,8 @@ def pipeline_table(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return pd.DataFrame(rows), sentences
 
 
-def stage_table(df: pd.DataFrame) -> pd.DataFrame:
+def stage_table(m: pd.DataFrame) -> pd.DataFrame:
     """Per pipeline: each stage's ceiling (median img/s [min-max]), copy kind, bytes per image."""
-    m = medians(df)
     stages = m[m["mode"] == "stage"]
     rows = []
     for pipeline, group in stages.groupby("pipeline"):
@@ -171,10 +170,10 @@ def stage_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def crossover(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+def crossover(m: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """Per pipeline: the largest model-only rate it keeps fed at >= FED. A model it does not keep
-    fed is input-starved where the loader-only rate is below the model-only rate, else contention."""
-    m = medians(df)
+    fed is input-starved where the loader-only rate is below the model-only rate, else contention.
+    `m`: `medians` of one setting."""
     loaders = m[m["mode"] == "loader"].set_index("pipeline").img_per_s
     models = m[m["mode"] == "model"].set_index("model").img_per_s
     rows, sentences = [], []
@@ -201,8 +200,7 @@ def crossover(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return pd.DataFrame(rows), sentences
 
 
-def roofline(df: pd.DataFrame, path: Path, title: str) -> None:
-    m = medians(df)
+def roofline(m: pd.DataFrame, path: Path, title: str) -> None:
     loaders = m[m["mode"] == "loader"].set_index("pipeline").img_per_s
     models = m[m["mode"] == "model"].set_index("model").img_per_s
     fig, ax = plt.subplots(figsize=(7, 5), dpi=100)
@@ -313,16 +311,17 @@ def write(paths: list[str | Path], out: Path) -> Path:
         slug = f"{i}-{size}px-bs{bs}-{dtype}-w{workers}"
         group = label_variants(group)
         parts += [f"## {name}", ""]
-        table, sentences = pipeline_table(group)
+        m = medians(group)   # aggregated once per setting, read by every table and plot
+        table, sentences = pipeline_table(m)
         if not table.empty:
             parts += ["### Per pipeline", "", table.to_markdown(index=False), "", *sentences, ""]
-        stages = stage_table(group)
+        stages = stage_table(m)
         if not stages.empty:
             parts += ["### Stage ceilings (img/s)", "", stages.to_markdown(index=False), ""]
-        cross, cross_sentences = crossover(group)
+        cross, cross_sentences = crossover(m)
         if not cross.empty:
             plot = out / f"roofline-{slug}.png"
-            roofline(group, plot, name)
+            roofline(m, plot, name)
             parts += ["### Crossover", "", cross.to_markdown(index=False), "", *cross_sentences, "",
                       f"![roofline]({plot.name})", ""]
         failed = group[~group.status.isin(["ok", "not-applicable"])].drop_duplicates(

@@ -193,7 +193,7 @@ class DaliPipeline(Pipeline):
         source = _EpochSource(self.config, self.samples(), self.data.labels, self.epoch)
 
         def host():
-            for i in range(len(epoch_batches(len(self.data), self.config, self.epoch))):
+            for i in range(len(self.batches())):
                 batch = source(SimpleNamespace(epoch_idx=0, iteration=i))
                 yield batch, torch.from_numpy(batch[1])
 

@@ -71,9 +71,9 @@ class DataLoaderPipeline(Pipeline):
         transform = transforms.Compose(steps + [transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
         cuda = self.device.type == "cuda"
         self.samples = _Samples(self.data, transform)
-        self.loader = self._loader(pin_memory=config.pin_memory and cuda)
-        self.host_loader = None   # the same loader without pinning, built by stages()
         self.pins = config.pin_memory and cuda
+        self.loader = self._loader(pin_memory=self.pins)
+        self.host_loader = None   # the same loader without pinning, built by stages()
         self.non_blocking = config.non_blocking and cuda
         self.dtype = getattr(torch, config.dtype)
         self.memory_format = torch.channels_last if config.channels_last else torch.contiguous_format

@@ -144,16 +144,19 @@ class PrefetchPipeline(Pipeline):
     def _host_batches(self):
         """One epoch of filled slots, every thread busy, no copies (the host stage alone)."""
         pending: deque = deque()
+
+        def oldest():
+            slot, future = pending.popleft()
+            n = future.result()
+            return [slot.images[:n], slot.labels[:n]], slot.labels[:n]
+
         for b, index in enumerate(self.batches()):
             slot = self.slots[b % len(self.slots)]   # free: the fill that used it was awaited
             pending.append((slot, self.pool.submit(self._fill, slot, b, index)))
             if len(pending) == len(self.slots):
-                slot, future = pending.popleft()
-                n = future.result()
-                yield [slot.images[:n], slot.labels[:n]], slot.labels[:n]
-        for slot, future in pending:
-            n = future.result()
-            yield [slot.images[:n], slot.labels[:n]], slot.labels[:n]
+                yield oldest()
+        while pending:
+            yield oldest()
 
     def close(self) -> None:
         if self.pool is not None:

@@ -60,8 +60,9 @@ class TorchvisionJpegPipeline(Pipeline):
             for index in self.batches():
                 yield [self.files[i] for i in index], torch.from_numpy(self.data.labels[index])
 
-        first = [self.files[i] for i in self.batches()[0]]
-        payload = [torch.cat(first), torch.from_numpy(self.data.labels[self.batches()[0]])]
+        index = self.batches()[0]
+        first = [self.files[i] for i in index]
+        payload = [torch.cat(first), torch.from_numpy(self.data.labels[index])]
         return Stages(host=host, payload=payload, copy="pageable" if self.device.type == "cuda" else "none",
                       pins=False, device=lambda: self._decode(first, 0))
 

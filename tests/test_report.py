@@ -59,7 +59,7 @@ def test_crossover_names_a_slower_model_left_unfed_as_contention(tmp_path):
     rows = pd.read_csv(fixture_csv(tmp_path / "results.csv"))
     rows.loc[(rows.pipeline == "quick") & (rows.model == "slow-net"), "img_per_s"] = 3_000   # 60% of 5,000
     rows.to_csv(tmp_path / "results.csv", index=False)
-    table, sentences = report.crossover(report.load([tmp_path / "results.csv"]))
+    table, sentences = report.crossover(report.medians(report.load([tmp_path / "results.csv"])))
     assert ("- `quick` keeps models up to 50,000 img/s fed at ≥ 95%; slow-net (5,000 img/s) reaches only 60% "
             "although the loader alone is faster: contention, not the input rate.") in sentences
     assert table.set_index("pipeline").loc["quick", "not fed: contention"] == "slow-net (5,000)"
@@ -104,7 +104,7 @@ def test_stage_ceilings_predict_the_bottleneck_and_flag_disagreement(tmp_path):
     csv = tmp_path / "results.csv"
     pd.concat([base, stages]).reindex(columns=results.COLUMNS).to_csv(csv, index=False)
     df = report.load([csv])
-    table, sentences = report.pipeline_table(df)
+    table, sentences = report.pipeline_table(report.medians(df))
     rows = table.set_index(["pipeline", "model"])
     assert rows.loc[("slow", "fast"), "slowest stage (predicted)"] == "host"
     assert rows.loc[("slow", "fast"), "prediction"] == "agrees"
