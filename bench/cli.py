@@ -3,6 +3,7 @@
     pipebench compare            # every available pipeline, loader / model / e2e, on the default data
     pipebench sweep --out DIR    # a grid (lists or --config FILE.json), resumable in DIR
     pipebench report CSV... --out DIR   # REPORT.md + plots from result CSVs
+    pipebench claims             # test the common advice (pin_memory, non_blocking, workers, AMP...): CLAIMS.md
     pipebench prepare            # generate the default data and its JPEG copy ahead of time
     pipebench download --root D  # fetch the genuine CIFAR-10 (network) into D/cifar-10-batches-py
     pipebench list               # registered pipelines and whether each can run here
@@ -27,7 +28,7 @@ from pipelines.base import resolve_device
 from pipelines.config import (DALI_READERS, DTYPES, ENCODINGS, LAST_BATCH, SOURCES, PipelineConfig,
                               default_data_root)
 
-from . import harness, report, results
+from . import claims, harness, report, results
 from .models import check_model
 
 
@@ -54,6 +55,13 @@ def _int_list(text: str) -> list[int]:
 def _model_list(text: str) -> list[str]:
     try:
         return [check_model(t.strip()) for t in text.split(",") if t.strip()]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _claim_list(text: str) -> list:
+    try:
+        return claims.select(t.strip() for t in text.split(",") if t.strip())
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -137,6 +145,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="write REPORT.md and plots from result CSVs")
     p.add_argument("csv", nargs="+", type=Path, help="results.csv files")
     p.add_argument("--out", type=Path, required=True, help="folder for REPORT.md and the PNGs")
+    p = sub.add_parser("claims", help="test the common advice on feeding a GPU, one experiment per claim",
+                       description="Run one small experiment per claim (pageable/pinned copies, non_blocking, "
+                       "pin_memory, workers, collate_fn to GPU, AMP, OOM fixes), append tidy rows to "
+                       "OUT/claims.csv and write OUT/CLAIMS.md with a verdict per claim generated from "
+                       "the numbers. Claims about CUDA are skipped, with the reason, without a GPU. "
+                       "Running again into the same OUT appends; CLAIMS.md uses each claim's latest run.")
+    p.add_argument("--claims", type=_claim_list, default=claims.CLAIMS,
+                   help=f"comma-separated numbers 1-{len(claims.CLAIMS)} or names {','.join(claims.KEYS)} (default: all)")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
+    p.add_argument("--workers", type=int, help="DataLoader workers / prefetch threads where a claim does not "
+                   "vary them (default: cores - 1)")
+    p.add_argument("--quick", action="store_true", help="tiny sizes (seconds on a CPU): checks that every "
+                   "experiment runs; the numbers mean little")
+    p.add_argument("--report-only", action="store_true", help="rebuild OUT/CLAIMS.md from OUT/claims.csv, measure nothing")
+    p.add_argument("--seed", type=int, default=0, help="shuffle / augmentation seed (default: 0)")
+    p.add_argument("--out", type=Path, help="output folder (default: runs/claims-<UTC time>-<device>)")
+    _add_data_args(p)
     p = sub.add_parser("prepare", help="generate/validate the data and write its JPEG copy")
     _add_data_args(p)
     p.add_argument("--jpeg-quality", type=int, default=90, help="JPEG quality (default: 90)")
@@ -253,6 +278,39 @@ def run_grid(args, argv: list[str]) -> Path:
     return out
 
 
+def run_claims(args, argv: list[str]) -> Path:
+    """`pipebench claims`: measure the selected claims into OUT/claims.csv, then write OUT/CLAIMS.md."""
+    if args.report_only:
+        if args.out is None or not (args.out / "claims.csv").is_file():
+            raise SystemExit("pipebench claims --report-only: needs --out DIR holding claims.csv")
+    else:
+        try:
+            device = resolve_device(args.device)
+            config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed,
+                                    seed=args.seed, device=str(device),
+                                    **({} if args.workers is None else {"num_workers": args.workers}))
+        except ValueError as e:
+            raise SystemExit(f"pipebench claims: {e}")
+        now = dt.datetime.now(dt.timezone.utc)
+        args.out = args.out or Path("runs") / f"claims-{now:%Y%m%d-%H%M%S}-{device.type}"
+        args.out.mkdir(parents=True, exist_ok=True)
+        env = results.environment()
+        (args.out / "environment.json").write_text(json.dumps(env, indent=2) + "\n")
+        with open(args.out / "COMMAND.txt", "a") as f:
+            f.write(shlex.join(["pipebench", *argv]) + "\n")
+        writer = results.CsvWriter(args.out / "claims.csv", env, run_id=f"claims-{now:%Y%m%d-%H%M%S}",
+                                   columns=claims.COLUMNS)
+        context = claims.Context(device, config, claims.Scale.tiny() if args.quick else claims.Scale())
+        print(f"device: {device}; output: {args.out}/claims.csv", file=sys.stderr)
+        with tqdm(total=len(args.claims), unit="claim", desc="claims") as bar:
+            claims.run(args.claims, context, writer.write, bar)
+    path = claims.write_report(args.out / "claims.csv", args.out)
+    found = claims.verdicts(claims.read(args.out / "claims.csv"))
+    print("\n".join(f"{i:>2} {key:22s} {v.verdict}" for i, (key, v) in enumerate(found.items(), 1)))
+    print(path)
+    return path
+
+
 def summary(csv: Path) -> str:
     """Median img/s per configuration with its min-max over repeats, plus failures."""
     import pandas as pd
@@ -295,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args([argv[0], *config_tokens(args.config), *argv[1:]])
     if args.command in ("compare", "sweep"):
         run_grid(args, argv)
+    elif args.command == "claims":
+        run_claims(args, argv)
     elif args.command == "report":
         missing = [p for p in args.csv if not p.is_file()]
         if missing:

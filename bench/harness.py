@@ -41,6 +41,7 @@ from .models import build_model
 
 MODES = ("loader", "model", "e2e", "stage")
 STAGES = ("host", "pin", "h2d-pageable", "h2d-pinned", "device")
+PRECISIONS = ("float32", "bfloat16", "float16")   # Trainer: no autocast, or autocast to this dtype
 
 
 class NotApplicable(Exception):
@@ -85,27 +86,42 @@ class Window:
 
 
 class Trainer:
-    """A plain training step: forward under optional bf16 autocast, cross-entropy, backward, SGD.
+    """A plain training step: forward under optional autocast, cross-entropy, backward, SGD.
+
+    `precision`: float32 (no autocast), bfloat16 or float16 autocast (float16 with a GradScaler,
+    as its underflowing gradients need). `accumulate` = k splits each batch into k micro-batches,
+    back-propagates each with loss / k and takes one optimizer step: the gradient of the whole
+    batch (exactly, for a model without batch statistics), at about 1/k of its activation memory.
     On CUDA it turns on cuDNN autotuning (`cudnn.benchmark`), as most training scripts do."""
 
-    def __init__(self, model: str, device: torch.device, dtype: str, channels_last: bool):
+    def __init__(self, model: str, device: torch.device, precision: str, channels_last: bool,
+                 accumulate: int = 1):
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision={precision!r}: expected one of {PRECISIONS}")
+        if accumulate < 1:
+            raise ValueError(f"accumulate={accumulate!r}: expected >= 1")
         torch.backends.cudnn.benchmark = device.type == "cuda"
         self.model = build_model(model).to(device)
         if channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9,
                                          nesterov=True, weight_decay=5e-4)
-        self.autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
+        self.autocast = torch.autocast(device.type, dtype=getattr(torch, precision),
+                                       enabled=precision != "float32")
+        self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "float16")
+        self.accumulate = accumulate
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
-        with self.autocast:
-            loss = F.cross_entropy(self.model(images), labels)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        for x, y in zip(images.chunk(self.accumulate), labels.chunk(self.accumulate)):
+            with self.autocast:
+                loss = F.cross_entropy(self.model(x), y) * (len(y) / len(labels))
+            self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
 
 
-class _Touch:
+class Touch:
     """Loader-only consumer: two tiny kernels per batch that depend on the batch's data."""
 
     def __init__(self, device: torch.device):
@@ -235,7 +251,7 @@ def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
             batches, step, stage_facts = stage_workload(spec, pipeline, device)
             facts.update(stage_facts)
         elif spec.mode == "loader":
-            step = _Touch(device)
+            step = Touch(device)
         else:
             step = Trainer(spec.model, device, config.dtype, config.channels_last)
         for _ in range(spec.warmup):

@@ -122,14 +122,15 @@ def failed_row(spec: RunSpec, status: str, error: str, facts: dict | None = None
 class CsvWriter:
     """Appends rows to one CSV with a fixed column order; every row carries run id and environment."""
 
-    def __init__(self, path: str | Path, env: dict[str, object], run_id: str):
+    def __init__(self, path: str | Path, env: dict[str, object], run_id: str, columns: list[str] = COLUMNS):
         self.path = Path(path)
+        self.columns = columns
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.stamp = {"run_id": run_id, **env}
 
     def write(self, row: dict[str, object]) -> None:
         row = {**row, **self.stamp, "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
-        frame = pd.DataFrame([row]).reindex(columns=COLUMNS)
+        frame = pd.DataFrame([row]).reindex(columns=self.columns)
         header = not self.path.exists() or self.path.stat().st_size == 0
         frame.to_csv(self.path, mode="a", header=header, index=False)
 

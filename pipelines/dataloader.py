@@ -72,16 +72,18 @@ class DataLoaderPipeline(Pipeline):
         cuda = self.device.type == "cuda"
         self.samples = _Samples(self.data, transform)
         self.pins = config.pin_memory and cuda
-        self.loader = self._loader(pin_memory=self.pins)
+        self.loader = self.make_loader(pin_memory=self.pins)
         self.host_loader = None   # the same loader without pinning, built by stages()
         self.non_blocking = config.non_blocking and cuda
         self.dtype = getattr(torch, config.dtype)
         self.memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
 
-    def _loader(self, pin_memory: bool) -> torch.utils.data.DataLoader:
-        workers = self.config.num_workers
-        return torch.utils.data.DataLoader(self.samples, batch_sampler=_EpochPlan(self), num_workers=workers,
-                                           persistent_workers=workers > 0, pin_memory=pin_memory)
+    def make_loader(self, pin_memory: bool, **options) -> torch.utils.data.DataLoader:
+        """The DataLoader over this pipeline's samples and epoch plan (config.num_workers persistent
+        workers); `options` override DataLoader arguments (e.g. num_workers, collate_fn)."""
+        options = {"num_workers": self.config.num_workers, "pin_memory": pin_memory, **options}
+        options.setdefault("persistent_workers", options["num_workers"] > 0)
+        return torch.utils.data.DataLoader(self.samples, batch_sampler=_EpochPlan(self), **options)
 
     def _on_device(self, images: torch.Tensor) -> torch.Tensor:
         return images.to(self.dtype).contiguous(memory_format=self.memory_format)
@@ -99,7 +101,7 @@ class DataLoaderPipeline(Pipeline):
         device: the dtype / memory-format conversion after the copy."""
         if self.loader is None:
             raise RuntimeError("dataloader pipeline is closed")
-        self.host_loader = self.host_loader or self._loader(pin_memory=False)
+        self.host_loader = self.host_loader or self.make_loader(pin_memory=False)
         keys = next(iter(_EpochPlan(self)))
         images, labels = torch.utils.data.default_collate([self.samples[k] for k in keys])
         on_device = images.to(self.device)

@@ -89,7 +89,7 @@ def test_unavailable_pipeline_becomes_a_skipped_row(tmp_path, synthetic_root, mo
 
 def test_window_counts_images_and_steps():
     batches = harness.synthetic_batches(pipelines.PipelineConfig(batch_size=8, device="cpu"), torch.device("cpu"))
-    window = harness.time_window(batches, harness._Touch(torch.device("cpu")), 5, torch.device("cpu"))
+    window = harness.time_window(batches, harness.Touch(torch.device("cpu")), 5, torch.device("cpu"))
     assert window.images == 40 and len(window.step_ms) == len(window.wait_ms) == 5 and window.seconds > 0
 
 
