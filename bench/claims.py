@@ -572,10 +572,12 @@ def oom_settings(scale: Scale) -> dict[str, tuple[int, bool]]:
 def measure_oom_fixes(ctx: Context) -> list[dict]:
     """Model-only float32 training (PyTorch's default TF32 settings, NCHW) of one batch size, plain,
     with empty_cache() after each step, and split into k accumulated micro-batches. On CUDA, then
-    under a memory cap halfway between the plain batch's peak reserved memory and the largest
-    micro-batch's (the largest k): does each setting still run?"""
+    under a memory cap halfway between the peak allocated memory of the plain batch and of the
+    first accumulation factor: does each setting still run? (The cap bounds what the caching
+    allocator may reserve; it frees cached blocks and retries before it raises out-of-memory, so
+    allocated, not reserved, memory decides.)"""
     s, device, rows = ctx.scale, ctx.device, []
-    settings, reserved = oom_settings(s), {}
+    settings, allocated = oom_settings(s), {}
 
     def trainer_and_step(k, clear):
         trainer = harness.Trainer(s.model, device, "float32", channels_last=False, accumulate=k)
@@ -587,17 +589,17 @@ def measure_oom_fixes(ctx: Context) -> list[dict]:
         trainer, step = trainer_and_step(k, clear)
         peaks = []
         for r, (w, peak_reserved) in enumerate(_train_windows(ctx, trainer, s.oom_batch, False, step)):
-            peaks.append(peak_reserved)
+            peaks.append(w.peak_gpu_mem_mb)
             rows += [row(setting, "img_per_s", w.images / w.seconds, "img/s", r, k),
                      row(setting, "peak_allocated_mb", w.peak_gpu_mem_mb, "MB", r, k),
                      row(setting, "peak_reserved_mb", peak_reserved, "MB", r, k)]
-        reserved[setting] = max(peaks)
+        allocated[setting] = max(peaks)
         del trainer, step
         _free(device)
     if device.type != "cuda":
         return rows
-    plain, largest_k = list(settings)[0], list(settings)[-1]
-    cap = (reserved[plain] + reserved[largest_k]) / 2
+    plain, first_k = list(settings)[0], list(settings)[2]
+    cap = (allocated[plain] + allocated[first_k]) / 2
     index = device.index if device.index is not None else torch.cuda.current_device()
     total = torch.cuda.get_device_properties(index).total_memory / 2**20
     torch.cuda.set_per_process_memory_fraction(cap / total, index)
@@ -634,15 +636,19 @@ def judge_oom_fixes(df: pd.DataFrame) -> Verdict:
         return (f"{s}: peak allocated {alloc[s] / alloc[plain] - 1:+.0%}, reserved {reserved[s] / reserved[plain] - 1:+.0%}, "
                 f"img/s {ips[s] / ips[plain] - 1:+.0%}{fit}")
 
+    capped = fits[plain] == 0   # the cap reproduced the out-of-memory error (NaN: no cap run)
+
     def fixes(s, threshold):
-        cut = 1 - alloc[s] / alloc[plain]
-        return cut > threshold and (math.isnan(fits[s]) or (fits[s] == 1 and fits[plain] == 0))
+        return 1 - alloc[s] / alloc[plain] > threshold and (not capped or fits[s] == 1)
 
     accumulation = combine({s: fixes(s, 0.2) for s in accumulated}, "the accumulation factor")
     empty_cache = "holds" if fixes(cleared, 0.05) else "does not hold"
     cap = df[df.metric == "fits_under_cap"].note.str.split(":").str[0]
+    rule = ("a fix counts where it cuts peak allocated memory (> 20% for accumulation, > 5% for empty_cache)"
+            + (" and runs under the cap the plain batch ran out of memory under" if capped else
+               "; the plain batch did not run out of memory under the cap, so only the cut counts" if len(cap) else ""))
     return Verdict(f"accumulation: {accumulation}; empty_cache: {empty_cache}",
-                   f"against {plain} ({alloc[plain]:,.0f} MB peak allocated, {reserved[plain]:,.0f} MB reserved, "
+                   f"{rule}. Against {plain} ({alloc[plain]:,.0f} MB peak allocated, {reserved[plain]:,.0f} MB reserved, "
                    f"{ips[plain]:,.0f} img/s" + (f"; {cap.iloc[0]}" if len(cap) else "") + "): "
                    + "; ".join(facts(s) for s in settings[1:]) + ".")
 
@@ -706,8 +712,8 @@ CLAIMS = [
           "common advice in forum answers",
           "Model-only fp32 training of one batch size: plain, with `empty_cache()` after every step, and as k "
           "accumulated micro-batches (same effective batch): peak allocated and reserved memory and img/s; then "
-          "each under a memory cap (`set_per_process_memory_fraction`) halfway between the plain batch's peak "
-          "reserved memory and that of the smallest micro-batch.",
+          "each under a memory cap (`set_per_process_memory_fraction`) halfway between the peak allocated memory "
+          "of the plain batch and of the first accumulation factor.",
           True, measure_oom_fixes, judge_oom_fixes),
 ]
 KEYS = [c.key for c in CLAIMS]
