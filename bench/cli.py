@@ -17,6 +17,7 @@ import gc
 import json
 import shlex
 import sys
+import uuid
 from pathlib import Path
 
 import torch
@@ -289,7 +290,7 @@ def run_claims(args, argv: list[str]) -> Path:
             config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed,
                                     seed=args.seed, device=str(device),
                                     **({} if args.workers is None else {"num_workers": args.workers}))
-        except ValueError as e:
+        except (ValueError, RuntimeError) as e:   # a bad or unavailable --device, bad options
             raise SystemExit(f"pipebench claims: {e}")
         now = dt.datetime.now(dt.timezone.utc)
         args.out = args.out or Path("runs") / f"claims-{now:%Y%m%d-%H%M%S}-{device.type}"
@@ -298,13 +299,17 @@ def run_claims(args, argv: list[str]) -> Path:
         (args.out / "environment.json").write_text(json.dumps(env, indent=2) + "\n")
         with open(args.out / "COMMAND.txt", "a") as f:
             f.write(shlex.join(["pipebench", *argv]) + "\n")
-        writer = results.CsvWriter(args.out / "claims.csv", env, run_id=f"claims-{now:%Y%m%d-%H%M%S}",
+        run_id = f"claims-{now:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"   # unique: CLAIMS.md takes the latest
+        writer = results.CsvWriter(args.out / "claims.csv", env, run_id=run_id,
                                    columns=claims.COLUMNS)
         context = claims.Context(device, config, claims.Scale.tiny() if args.quick else claims.Scale())
         print(f"device: {device}; output: {args.out}/claims.csv", file=sys.stderr)
         with tqdm(total=len(args.claims), unit="claim", desc="claims") as bar:
             claims.run(args.claims, context, writer.write, bar)
     path = claims.write_report(args.out / "claims.csv", args.out)
+    if args.report_only:
+        with open(args.out / "COMMAND.txt", "a") as f:
+            f.write(shlex.join(["pipebench", *argv]) + "\n")
     found = claims.verdicts(claims.read(args.out / "claims.csv"))
     print("\n".join(f"{i:>2} {key:22s} {v.verdict}" for i, (key, v) in enumerate(found.items(), 1)))
     print(path)
