@@ -29,7 +29,7 @@ from pipelines.base import resolve_device
 from pipelines.config import (DALI_READERS, DTYPES, ENCODINGS, LAST_BATCH, SOURCES, PipelineConfig,
                               default_data_root)
 
-from . import claims, harness, report, results
+from . import claims, distributed, harness, report, results
 from .models import check_model
 
 
@@ -109,6 +109,11 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
     p.add_argument("--pin-memory", action="store_true", help="dataloader: DataLoader(pin_memory=True)")
     p.add_argument("--non-blocking", action="store_true", help="dataloader: .to(device, non_blocking=True)")
     p.add_argument("--prefetch-depth", type=int, default=2, help="prefetch: batches in flight (default: 2)")
+    p.add_argument("--parallel", choices=("none", "dp"), default="none",
+                   help="model and e2e over several GPUs in one process: dp = torch.nn.DataParallel over "
+                        "every visible GPU, fed batch-size x GPUs. For DistributedDataParallel launch the "
+                        "same command under torchrun (--nproc-per-node N -m bench.cli ...) instead: each "
+                        "process takes one GPU and a 1/N shard of every epoch (default: none)")
     defaults = PipelineConfig
     p.add_argument("--dali-reader", choices=DALI_READERS, default=defaults.dali_reader,
                    help="dali: external_source in the shared epoch plan, or fn.readers.file (default: %(default)s)")
@@ -173,14 +178,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def specs_for(args, device: torch.device) -> list[harness.RunSpec]:
-    """Every configuration of the grid, loader-only first, then per model: model-only, e2e."""
+def specs_for(args, device: torch.device, world: distributed.World = distributed.World()) -> list[harness.RunSpec]:
+    """Every configuration of the grid, loader-only first, then per model: model-only, e2e. Under
+    torchrun each process gets its rank's share and trains a DDP replica; `--batch-size` is per GPU."""
     cuda = device.type == "cuda"
+    if args.parallel == "dp" and (world.distributed or not cuda):
+        raise ValueError("--parallel dp runs in one process on CUDA devices: not under torchrun, not on a CPU")
     base = PipelineConfig(
         data_root=args.data_root, source=args.source, data_seed=args.data_seed, encoding=args.encoding,
         last_batch=args.last_batch, max_samples=args.max_samples, seed=args.seed, device=str(device),
         channels_last=cuda if args.channels_last is None else args.channels_last,
         pin_memory=args.pin_memory, non_blocking=args.non_blocking, prefetch_depth=args.prefetch_depth,
+        rank=world.rank, world_size=world.world_size,
         dali_reader=args.dali_reader, dali_queue_depth=args.dali_queue_depth,
         dali_hw_decoder_load=args.dali_hw_decoder_load,
         **({} if args.dali_threads is None else {"dali_threads": args.dali_threads}))
@@ -196,11 +205,17 @@ def specs_for(args, device: torch.device) -> list[harness.RunSpec]:
                for size, dtype, bs, workers in grid]
     reasons = pipelines.available()
 
+    parallel = "ddp" if world.distributed else args.parallel
+    replicas = torch.cuda.device_count() if parallel == "dp" else 1
+
     def spec(pipeline: str, mode: str, model: str, config: PipelineConfig, stage: str = "") -> harness.RunSpec:
         """Rows record, and resume matches, the config a pipeline really runs with."""
-        if not reasons.get(pipeline):
+        if pipeline in reasons and not reasons[pipeline]:
             config = pipelines.resolve_config(pipeline, config)
-        return harness.RunSpec(pipeline, mode, model, config, stage=stage, **timing)
+        if mode in ("model", "e2e") and replicas > 1:   # DataParallel: the whole batch on one GPU
+            config = config.replace(batch_size=config.batch_size * replicas)
+        return harness.RunSpec(pipeline, mode, model, config, stage=stage,
+                               parallel=parallel if mode in ("model", "e2e") else "none", **timing)
 
     specs = []
     if "loader" in args.modes:
@@ -210,72 +225,102 @@ def specs_for(args, device: torch.device) -> list[harness.RunSpec]:
     for model in args.models:
         if "model" in args.modes:   # no pipeline: once per image size, dtype and batch size
             seen = {(c.image_size, c.dtype, c.batch_size): c for c in configs}
-            specs += [harness.RunSpec("none", "model", model, c, **timing) for c in seen.values()]
+            specs += [spec("none", "model", model, c) for c in seen.values()]
         if "e2e" in args.modes:
             specs += [spec(p, "e2e", model, c) for c in configs for p in args.pipelines]
     return specs
 
 
 def run_grid(args, argv: list[str]) -> Path:
-    device = resolve_device(args.device)
+    """Measure the grid into OUT/results.csv. Under torchrun every process runs the same specs on
+    its own GPU and shard; rank 0 alone writes files, one row per rank and window."""
     try:
-        specs = specs_for(args, device)
+        world, device_name = distributed.setup(args.device)
+        device = resolve_device(device_name)
+        specs = specs_for(args, device, world)
     except ValueError as e:
         raise SystemExit(f"pipebench {args.command}: {e}")
-    out = args.out or Path("runs") / f"{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}-{device.type}"
-    out.mkdir(parents=True, exist_ok=True)
-    env = results.environment()
-    (out / "environment.json").write_text(json.dumps(env, indent=2) + "\n")
-    with open(out / "COMMAND.txt", "a") as f:
-        f.write(shlex.join(["pipebench", *argv]) + "\n")
-    if getattr(args, "config", None) is not None:   # the command names it: keep a copy beside
-        (out / args.config.name).write_text(args.config.read_text())
-    writer = results.CsvWriter(out / "results.csv", env, run_id=out.name)
-    if args.command == "sweep":
-        done = results.completed(out / "results.csv", env)
-        todo = [s for s in specs if done.get(results.config_key(s), 0) < s.repeats]
-        print(f"resume: {len(specs) - len(todo)} of {len(specs)} configurations already done", file=sys.stderr)
-        specs = todo
-        if not specs:
-            print(summary(out / "results.csv"))
-            return out
+    lead = world.rank == 0
+    try:
+        return _run_specs(args, argv, specs, device, world, lead)
+    finally:
+        distributed.teardown()
 
-    # Data generation and JPEG encoding happen here, outside every timer, and only where read.
-    source, folder = sources.resolve_folder(specs[0].config)
-    quality = specs[0].config.jpeg_quality
-    for size in sorted({s.config.image_size for s in specs if s.config.encoding == "jpeg"}):
-        sources.prepare_jpeg(folder, quality, size)
-    for size in sorted({s.config.image_size for s in specs
-                        if s.pipeline == "dali" and s.config.dali_reader == "file"}):
-        sources.prepare_jpeg_tree(folder, quality, size)
-    print(f"data: {source} ({folder}); device: {device}; output: {out}/results.csv", file=sys.stderr)
+
+def _run_specs(args, argv, specs, device, world, lead: bool) -> Path:
+    out = args.out or Path("runs") / f"{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}-{device.type}"
+    out = distributed.broadcast(out)
+    env = results.environment()
+    writer = results.CsvWriter(out / "results.csv", env, run_id=out.name)
+    todo = list(range(len(specs)))
+    if lead:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "environment.json").write_text(json.dumps(env, indent=2) + "\n")
+        with open(out / "COMMAND.txt", "a") as f:
+            launcher = ["torchrun", f"--nproc-per-node={world.world_size}", "-m", "bench.cli"] if world.distributed else ["pipebench"]
+            f.write(shlex.join([*launcher, *argv]) + "\n")
+        if getattr(args, "config", None) is not None:   # the command names it: keep a copy beside
+            (out / args.config.name).write_text(args.config.read_text())
+        if args.command == "sweep":
+            done = results.completed(out / "results.csv", env)
+            todo = [i for i, s in enumerate(specs) if done.get(results.config_key(s), 0) < s.repeats]
+            print(f"resume: {len(specs) - len(todo)} of {len(specs)} configurations already done", file=sys.stderr)
+    specs = [specs[i] for i in distributed.broadcast(todo)]   # rank 0's choice, the ranks' own configs
+    if not specs:
+        if lead:
+            print(summary(out / "results.csv"))
+        return out
+
+    # Data generation and JPEG encoding happen here, outside every timer, only where read, rank 0 first.
+    for turn in (True, False):
+        if lead == turn:
+            source, folder = sources.resolve_folder(specs[0].config)
+            quality = specs[0].config.jpeg_quality
+            for size in sorted({s.config.image_size for s in specs if s.config.encoding == "jpeg"}):
+                sources.prepare_jpeg(folder, quality, size)
+            for size in sorted({s.config.image_size for s in specs
+                                if s.pipeline == "dali" and s.config.dali_reader == "file"}):
+                sources.prepare_jpeg_tree(folder, quality, size)
+        distributed.barrier()
+    if lead:
+        ranks = f"; {world.world_size} processes" if world.distributed else ""
+        print(f"data: {source} ({folder}); device: {device}{ranks}; output: {out}/results.csv", file=sys.stderr)
 
     reasons = pipelines.available()
-    with tqdm(total=sum(s.repeats for s in specs), unit="window", desc=args.command) as bar:
+    with tqdm(total=sum(s.repeats for s in specs), unit="window", desc=args.command, disable=not lead) as bar:
         for spec in specs:
             bar.set_description(f"{spec.pipeline} {spec.stage or spec.mode} {spec.model} {spec.config.image_size}px")
             if reasons.get(spec.pipeline):
-                writer.write(results.failed_row(spec, "skipped", reasons[spec.pipeline]))
+                if lead:
+                    writer.write(results.failed_row(spec, "skipped", reasons[spec.pipeline]))
                 bar.update(spec.repeats)
                 continue
             done = 0
             try:
                 for facts, window in harness.run(spec):
-                    writer.write(results.measured_row(spec, facts, done, window))
+                    ranks = distributed.gather((spec, facts, window))
+                    world_rate = sum(w.images for _, _, w in ranks) / max(w.seconds for _, _, w in ranks)
+                    if lead:
+                        for rank_spec, rank_facts, rank_window in ranks:
+                            writer.write(results.measured_row(rank_spec, rank_facts, done, rank_window, world_rate))
                     done += 1
                     bar.update(1)
-                    bar.set_postfix(img_per_s=f"{window.images / window.seconds:,.0f}")
+                    bar.set_postfix(img_per_s=f"{world_rate:,.0f}")
             except harness.NotApplicable as e:
-                writer.write(results.failed_row(spec, "not-applicable", str(e)))
+                if lead:
+                    writer.write(results.failed_row(spec, "not-applicable", str(e)))
                 bar.update(spec.repeats - done)
             except Exception as e:   # one failing config becomes a row; the comparison goes on
-                writer.write(results.failed_row(spec, "error", f"{type(e).__name__}: {e}"))
+                # (under torchrun a failure on some ranks only leaves the others waiting in a collective)
+                if lead:
+                    writer.write(results.failed_row(spec, "error", f"{type(e).__name__}: {e}"))
                 bar.update(spec.repeats - done)
             finally:   # drop what a failed config still references before the next one
                 gc.collect()
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
-    print(summary(out / "results.csv"))
+    if lead:
+        print(summary(out / "results.csv"))
     return out
 
 
@@ -317,12 +362,14 @@ def run_claims(args, argv: list[str]) -> Path:
 
 
 def summary(csv: Path) -> str:
-    """Median img/s per configuration with its min-max over repeats, plus failures."""
+    """Median img/s per configuration with its min-max over repeats (of the whole job, under
+    torchrun), plus failures."""
     import pandas as pd
-    df = pd.read_csv(csv, dtype={"stage": str}, keep_default_na=False, na_values=[""]).fillna({"stage": ""})
-    ok = df[df.status == "ok"]
-    keys = ["mode", "stage", "pipeline", "model", "image_size", "batch_size", "num_workers", "dtype"]
-    table = (ok.groupby(keys, sort=False)["img_per_s"]
+    df = report.load([csv])
+    ok = df[(df.status == "ok") & (df["rank"] == 0)]
+    keys = ["mode", "stage", "pipeline", "model", "image_size", "batch_size", "num_workers", "dtype",
+            "world_size", "parallel"]
+    table = (ok.groupby(keys, sort=False)["world_img_per_s"]
              .agg(["median", "min", "max", "count"]).round(0).astype(int)
              .rename(columns={"median": "img/s median", "count": "repeats"}))
     lines = [f"\n{csv}", table.to_string()]

@@ -21,6 +21,13 @@ ends with a device synchronize and is timed with the host clock; `seconds` cover
 window's steps. Per step, `wait` is the host time spent in `next()` (blocked on the input),
 and the step time is the interval between CUDA events recorded at step ends (host clock on CPU).
 Pipeline construction (`setup_s`, including a resident upload) is outside every window.
+
+Several GPUs (`RunSpec.parallel`): "ddp" = one process per GPU under torchrun (`bench.distributed`),
+each rank timing its own windows, all starting after a barrier, its pipeline sharded by rank and
+the model in DistributedDataParallel (so the e2e step includes the gradient all-reduce); the
+caller combines the ranks' windows (images summed, seconds the slowest rank's). "dp" = one
+process, `torch.nn.DataParallel` over every visible GPU, fed the whole batch on the first; its
+windows also record the other GPUs' peak memory.
 """
 from __future__ import annotations
 
@@ -33,15 +40,18 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
 
 import pipelines
 from pipelines.config import CHANNELS, NUM_CLASSES, PipelineConfig
 
+from . import distributed
 from .models import build_model
 
 MODES = ("loader", "model", "e2e", "stage")
 STAGES = ("host", "pin", "h2d-pageable", "h2d-pinned", "device")
-PRECISIONS = ("float32", "bfloat16", "float16")   # Trainer: no autocast, or autocast to this dtype
+PRECISIONS = ("float32", "bfloat16", "float16")
+PARALLEL = ("none", "ddp", "dp")   # Trainer: no autocast, or autocast to this dtype
 
 
 class NotApplicable(Exception):
@@ -59,6 +69,7 @@ class RunSpec:
     warmup: int = 10
     repeats: int = 3
     stage: str = ""            # stage mode only: one of STAGES
+    parallel: str = "none"     # model replicas: none, ddp (one process per GPU), dp (DataParallel)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -71,6 +82,13 @@ class RunSpec:
                              f"{STAGES}, the other modes none")
         if self.steps is not None and self.steps < 1:
             raise ValueError(f"steps={self.steps!r}: expected None (one epoch) or >= 1")
+        if self.parallel not in PARALLEL:
+            raise ValueError(f"parallel={self.parallel!r}: expected one of {PARALLEL}")
+        if self.parallel != "none" and self.mode not in ("model", "e2e"):
+            raise ValueError(f"parallel={self.parallel!r} with mode={self.mode!r}: only model and e2e train replicas")
+        if self.mode in ("model", "e2e") and (self.parallel == "ddp") != (self.config.world_size > 1):
+            raise ValueError(f"parallel={self.parallel!r} with world_size={self.config.world_size}: "
+                             "ddp is the mode of a torchrun job of more than one process")
         if self.warmup < 0 or self.repeats < 1:
             raise ValueError(f"warmup={self.warmup!r}, repeats={self.repeats!r}: expected >= 0 and >= 1")
 
@@ -83,11 +101,14 @@ class Window:
     wait_ms: np.ndarray
     step_ms: np.ndarray
     peak_gpu_mem_mb: float
+    peak_gpu_mem_mb_others: float = math.nan   # DataParallel: the largest peak among the other GPUs
 
 
 class Trainer:
     """A plain training step: forward under optional autocast, cross-entropy, backward, SGD.
 
+    `parallel`: "ddp" wraps the model in DistributedDataParallel (a torchrun job, one process per
+    device), "dp" in DataParallel (one process, the batch scattered over all visible GPUs).
     `precision`: float32 (no autocast), bfloat16 or float16 autocast (float16 with a GradScaler,
     as its underflowing gradients need). `accumulate` = k splits each batch into k micro-batches,
     back-propagates each with loss / k and takes one optimizer step: the gradient of the whole
@@ -95,7 +116,7 @@ class Trainer:
     On CUDA it turns on cuDNN autotuning (`cudnn.benchmark`), as most training scripts do."""
 
     def __init__(self, model: str, device: torch.device, precision: str, channels_last: bool,
-                 accumulate: int = 1):
+                 accumulate: int = 1, parallel: str = "none"):
         if precision not in PRECISIONS:
             raise ValueError(f"precision={precision!r}: expected one of {PRECISIONS}")
         if accumulate < 1:
@@ -104,6 +125,12 @@ class Trainer:
         self.model = build_model(model).to(device)
         if channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
+        if parallel == "ddp":   # gradients all-reduced across the torchrun job's processes
+            self.model = DistributedDataParallel(self.model, device_ids=[device.index] if device.type == "cuda" else None)
+        elif parallel == "dp":   # one process scatters each batch over every visible GPU
+            if device.type != "cuda":
+                raise ValueError("parallel='dp' (DataParallel) needs CUDA devices")
+            self.model = torch.nn.DataParallel(self.model)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9,
                                          nesterov=True, weight_decay=5e-4)
         self.autocast = torch.autocast(device.type, dtype=getattr(torch, precision),
@@ -165,12 +192,17 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_window(batches: Iterator, step: Callable, steps: int, device: torch.device) -> Window:
-    """Run `steps` steps as one synchronized window (see the module docstring for what it includes)."""
+def time_window(batches: Iterator, step: Callable, steps: int, device: torch.device,
+                others: tuple[int, ...] = ()) -> Window:
+    """Run `steps` steps as one synchronized window (see the module docstring for what it
+    includes); under torch.distributed every rank starts it after a barrier. `others`: further
+    GPUs whose peak memory the window records (DataParallel)."""
     cuda = device.type == "cuda"
     if cuda:
-        torch.cuda.reset_peak_memory_stats(device)
+        for d in (device, *others):
+            torch.cuda.reset_peak_memory_stats(d)
         marks = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+    distributed.barrier()
     host_marks = np.empty(steps + 1)
     wait = np.empty(steps)
     images = 0
@@ -196,7 +228,8 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
     else:
         step_ms = np.diff(host_marks) * 1e3
         peak = math.nan
-    return Window(images, seconds, wait * 1e3, step_ms, peak)
+    other = max((torch.cuda.max_memory_allocated(d) / 2**20 for d in others), default=math.nan)
+    return Window(images, seconds, wait * 1e3, step_ms, peak, other)
 
 
 def stage_workload(spec: RunSpec, pipeline: pipelines.Pipeline, device: torch.device):
@@ -253,11 +286,14 @@ def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
         elif spec.mode == "loader":
             step = Touch(device)
         else:
-            step = Trainer(spec.model, device, config.dtype, config.channels_last)
+            step = Trainer(spec.model, device, config.dtype, config.channels_last, parallel=spec.parallel)
+        main = device.index if device.index is not None else torch.cuda.current_device() if device.type == "cuda" else -1
+        others = tuple(i for i in range(torch.cuda.device_count()) if i != main) if spec.parallel == "dp" else ()
+        facts["gpus"] = (1 + len(others) if spec.parallel == "dp" else config.world_size) if device.type == "cuda" else 0
         for _ in range(spec.warmup):
             step(*next(batches))
         for _ in range(spec.repeats):
-            yield facts, time_window(batches, step, steps, device)
+            yield facts, time_window(batches, step, steps, device, others)
     finally:
         if pipeline is not None:
             pipeline.close()

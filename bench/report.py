@@ -8,8 +8,10 @@ step time its per-batch copy takes at the measured copy rate) and a verdict; the
 predicted bottleneck, checked against e2e; a crossover table (the fastest model each pipeline
 keeps fed at >= 95% of its model-only rate); and a roofline plot (x = model-only img/s, y = e2e
 img/s, one line per pipeline, the ideal min(loader, model) dashed). Across image sizes of one run:
-copy time as a share of the model step vs bytes per image, pageable vs pinned. Every sentence is
-generated from the numbers. Rates are medians over repeats with [min-max].
+copy time as a share of the model step vs bytes per image, pageable vs pinned. Rows of several
+GPUs (torchrun / DDP, DataParallel) get their own section: the job's img/s per GPU count, scaling
+efficiency against one GPU, per-GPU peak memory. Every sentence is generated from the numbers.
+Rates are medians over repeats with [min-max].
 """
 from __future__ import annotations
 
@@ -42,14 +44,24 @@ device from pageable (blocking) / pinned (`non_blocking`) memory; **device** its
 on one fixed batch; the model step's ceiling is model-only. **transfer share**: e2e img/s over
 the copy's img/s (the copy the pipeline makes), i.e. the share of each step the copy takes."""
 
+SCALING = """\
+DDP: one process per GPU under torchrun, each with its 1/N shard of every epoch and its own
+workers, gradients all-reduced in the step; img/s is the job's (all ranks' images over the slowest
+rank's window). DP: `torch.nn.DataParallel` in one process, fed N x the per-GPU batch on the first
+GPU. "vs 1 GPU": img/s over N x the same pipeline's one-GPU img/s. All processes share the host's
+CPU cores."""
+
 
 def load(paths: list[str | Path]) -> pd.DataFrame:
-    frames = [pd.read_csv(p, keep_default_na=False, na_values=[""], dtype={"stage": str, "copy": str})
+    frames = [pd.read_csv(p, keep_default_na=False, na_values=[""], dtype={"stage": str, "copy": str, "parallel": str})
               for p in paths]
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    defaults = {"stage": "", "image_size": 32, "copy": "", "batch_bytes": float("nan")}
+    nan = float("nan")
+    defaults = {"stage": "", "image_size": 32, "copy": "", "batch_bytes": nan, "world_size": 1, "rank": 0,
+                "parallel": "none", "gpus": nan, "peak_gpu_mem_mb_others": nan, "world_img_per_s": nan}
     for column, value in defaults.items():   # CSVs written before these columns existed
         df[column] = df[column].fillna(value) if column in df else value
+    df["world_img_per_s"] = df.world_img_per_s.fillna(df.img_per_s)
     df["image_size"] = df["image_size"].astype(int)
     return df
 
@@ -287,6 +299,55 @@ def transfer_section(points: pd.DataFrame, path: Path, title: str) -> list[str]:
     return [table.to_markdown(index=False), "", *sentences, "", f"![transfer share]({path.name})", ""]
 
 
+SCALE_KEY = ["gpu", "per_gpu_batch", "dtype", "image_size", "model", "pipeline"]
+
+
+def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Model-only and e2e over several GPUs: per SCALE_KEY and (parallel, replicas) the job's
+    img/s (all ranks' images over the slowest rank's window), its efficiency against one GPU
+    (rate / (replicas x the 1-GPU rate)) and the peak memory of the busiest and least busy GPU."""
+    ok = df[(df.status == "ok") & df["mode"].isin(["model", "e2e"])].copy()
+    ok["replicas"] = ok.world_size.where(ok.parallel == "ddp", ok.gpus.where(ok.parallel == "dp", 1)).astype(int)
+    ok["per_gpu_batch"] = (ok.batch_size // ok.replicas).where(ok.parallel == "dp", ok.batch_size)
+    ok["pipeline"] = ok.pipeline.replace("none", "(model-only)")
+    ok["gpu"] = ok.gpu.fillna("CPU")
+    keys = [*SCALE_KEY, "parallel", "replicas"]
+    lead = ok[ok["rank"] == 0].groupby(keys).world_img_per_s.agg(["median", "min", "max"])
+    # peak memory per GPU: DDP's ranks each hold one (busiest / least busy rank); DP's main GPU and the others
+    per_rank = ok.groupby([*keys, "rank"]).agg(main=("peak_gpu_mem_mb", "median"),
+                                                others=("peak_gpu_mem_mb_others", "median")).reset_index()
+    memory = per_rank.groupby(keys).agg(high=("main", "max"), low=("main", "min"), others=("others", "median"))
+    table = lead.join(memory).reset_index()
+    one = table[table.replicas == 1].set_index(SCALE_KEY)["median"]
+    table["efficiency"] = [r["median"] / (r.replicas * one.get(tuple(r[k] for k in SCALE_KEY), float("nan")))
+                           for _, r in table.iterrows()]
+    if table.replicas.max() <= 1:
+        return pd.DataFrame(), []
+    sentences = []
+    for (gpu, model, parallel, n), rows in table[table.replicas > 1].groupby(["gpu", "model", "parallel", "replicas"]):
+        rows = rows.dropna(subset=["efficiency"]).sort_values("efficiency")
+        if len(rows):
+            effs = ", ".join(f"{r.pipeline} {r.efficiency:.0%}" for r in rows.itertuples())
+            sentences.append(f"- {model}, {parallel.upper()} × {n}: scaling efficiency {effs} "
+                             f"(lowest: {rows.pipeline.iloc[0]}).")
+    dp = table[table.parallel == "dp"]
+    for r in dp.itertuples():
+        ddp = table[(table.parallel == "ddp") & (table.replicas == r.replicas)
+                    & (table[SCALE_KEY] == pd.Series(r._asdict())[SCALE_KEY]).all(axis=1)]
+        than = f"{r.median / ddp['median'].iloc[0]:.0%} of DDP's rate, " if len(ddp) else ""
+        sentences.append(f"- {r.model}, {r.pipeline}, DP × {r.replicas}: {than}main GPU peak {r.high:,.0f} MB vs "
+                         f"{r.others:,.0f} MB on the others ({r.high / r.others - 1:+.0%}).")
+    view = table.assign(**{
+        "img/s": [f"{a:,.0f} [{b:,.0f}–{c:,.0f}]" for a, b, c in zip(table["median"], table["min"], table["max"])],
+        "vs 1 GPU": table.efficiency.map(lambda v: "" if pd.isna(v) else f"{v:.0%}"),
+        "peak MB per GPU": ["" if pd.isna(h) else f"{h:,.0f} main / {o:,.0f} others" if p == "dp" else
+                            (f"{h:,.0f}" if h == lo else f"{lo:,.0f}–{h:,.0f}")
+                            for p, h, lo, o in zip(table.parallel, table.high, table.low, table.others)]})
+    view = view[["gpu", "per_gpu_batch", "dtype", "model", "pipeline", "parallel", "replicas", "img/s",
+                 "vs 1 GPU", "peak MB per GPU"]].rename(columns={"per_gpu_batch": "batch / GPU", "replicas": "GPUs"})
+    return view, sentences
+
+
 def environment(df: pd.DataFrame) -> str:
     cols = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "cpu_count", "git_commit", "run_id"]
     lines = []
@@ -304,7 +365,8 @@ def write(paths: list[str | Path], out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     parts = ["# Report", "", "Sources: " + ", ".join(f"`{Path(p).as_posix()}`" for p in paths), "",
              "## Environment", "", environment(df), "", TIMERS, ""]
-    for i, (setting, group) in enumerate(df.groupby(SETTING, sort=True, dropna=False), start=1):
+    single = df[(df.world_size == 1) & (df.parallel == "none")]   # one process, one GPU
+    for i, (setting, group) in enumerate(single.groupby(SETTING, sort=True, dropna=False), start=1):
         run, gpu, bs, dtype, workers, size = setting
         name = (f"{run}: {gpu if isinstance(gpu, str) else 'CPU'}, {size} px, batch {bs}, {dtype}, "
                 f"{workers} workers")
@@ -330,13 +392,16 @@ def write(paths: list[str | Path], out: Path) -> Path:
             parts += ["### Not measured", ""] + [
                 f"- `{r.pipeline}` {r.stage or r.mode} {r.model}: {r.status} — {r.error}"
                 for r in failed.itertuples()] + [""]
-    for i, (setting, group) in enumerate(df.groupby(RUN, sort=True, dropna=False), start=1):
+    for i, (setting, group) in enumerate(single.groupby(RUN, sort=True, dropna=False), start=1):
         points = transfer_points(group)
         if not points.empty:
             run, gpu, bs, dtype, workers = setting
             name = f"{run}: {gpu if isinstance(gpu, str) else 'CPU'}, batch {bs}, {dtype}, {workers} workers"
             parts += [f"## Host transfer vs bytes per image — {name}", "",
                       *transfer_section(points, out / f"transfer-{i}-bs{bs}-{dtype}-w{workers}.png", name)]
+    table, sentences = scaling(df)
+    if not table.empty:
+        parts += ["## Several GPUs: scaling", "", SCALING, "", table.to_markdown(index=False), "", *sentences, ""]
     report = out / "REPORT.md"
     report.write_text("\n".join(parts))
     return report

@@ -24,16 +24,16 @@ from .harness import RunSpec, Window
 
 CONFIG_COLUMNS = ["pipeline", "mode", "stage", "model", "image_size", "batch_size", "num_workers", "dtype", "channels_last",
                   "pin_memory", "non_blocking", "prefetch_depth", "encoding", "augment", "split",
-                  "last_batch", "max_samples", "seed", "world_size", "rank", "dali_reader", "dali_threads",
-                  "dali_queue_depth", "dali_hw_decoder_load"]
-MEASURE_COLUMNS = ["repeat", "steps", "warmup", "images", "epochs", "seconds", "img_per_s",
+                  "last_batch", "max_samples", "seed", "world_size", "rank", "parallel", "dali_reader",
+                  "dali_threads", "dali_queue_depth", "dali_hw_decoder_load"]
+MEASURE_COLUMNS = ["repeat", "steps", "warmup", "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
                    "wait_ms_p50", "wait_ms_p95", "wait_frac", "step_ms_p50", "step_ms_p95",
-                   "peak_gpu_mem_mb", "setup_s", "upload_s"]
+                   "peak_gpu_mem_mb", "peak_gpu_mem_mb_others", "setup_s", "upload_s"]
 # What must match for a sweep to count an earlier row as this environment's (not the git commit).
 SAME_ENVIRONMENT = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "cpu_count", "hostname"]
 ENV_COLUMNS = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "python", "cpu_count",
                "platform", "hostname", "git_commit"]
-COLUMNS = (["run_id", "timestamp", *CONFIG_COLUMNS, "device", "data_source", "samples",
+COLUMNS = (["run_id", "timestamp", *CONFIG_COLUMNS, "device", "gpus", "data_source", "samples",
             "steps_per_epoch", "copy", "batch_bytes", *MEASURE_COLUMNS, "status", "error", *ENV_COLUMNS])
 
 
@@ -81,7 +81,8 @@ def environment() -> dict[str, object]:
 def _config_fields(spec: RunSpec) -> dict[str, object]:
     c = spec.config
     fields = {name: getattr(c, name) for name in CONFIG_COLUMNS if hasattr(c, name)}
-    fields.update(pipeline=spec.pipeline, mode=spec.mode, stage=spec.stage, model=spec.model, warmup=spec.warmup)
+    fields.update(pipeline=spec.pipeline, mode=spec.mode, stage=spec.stage, model=spec.model, warmup=spec.warmup,
+                  parallel=spec.parallel)
     return fields
 
 
@@ -98,21 +99,27 @@ def completed(path: str | Path, env: dict[str, object]) -> dict[tuple[str, ...],
     if not path.exists() or path.stat().st_size == 0:
         return {}
     df = pd.read_csv(path, dtype=str, keep_default_na=False).reindex(columns=COLUMNS, fill_value="")
+    df["parallel"] = df.parallel.replace("", "none")   # rows from before the column existed
     mine = df[(df[SAME_ENVIRONMENT] == pd.Series({k: str(env[k]) for k in SAME_ENVIRONMENT})).all(axis=1)]
     done = {tuple(key): n for key, n in mine[mine.status == "ok"].groupby(CONFIG_COLUMNS).size().items()}
     done.update({tuple(key): math.inf for key in mine[mine.status == "not-applicable"].groupby(CONFIG_COLUMNS).groups})
     return done
 
 
-def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window) -> dict[str, object]:
+def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window,
+                 world_img_per_s: float | None = None) -> dict[str, object]:
+    """One window of one rank. `world_img_per_s`: the whole job's rate (all ranks' images over the
+    slowest rank's seconds); by default this process's own."""
     samples = facts.get("samples", math.nan)
     return {**_config_fields(spec), **facts, "repeat": repeat, "steps": len(w.step_ms),
             "images": w.images, "epochs": w.images / samples if samples else math.nan,
             "seconds": w.seconds, "img_per_s": w.images / w.seconds,
+            "world_img_per_s": w.images / w.seconds if world_img_per_s is None else world_img_per_s,
             "wait_ms_p50": float(np.percentile(w.wait_ms, 50)), "wait_ms_p95": float(np.percentile(w.wait_ms, 95)),
             "wait_frac": float(w.wait_ms.sum() / 1e3 / w.seconds),
             "step_ms_p50": float(np.percentile(w.step_ms, 50)), "step_ms_p95": float(np.percentile(w.step_ms, 95)),
-            "peak_gpu_mem_mb": w.peak_gpu_mem_mb, "status": "ok", "error": ""}
+            "peak_gpu_mem_mb": w.peak_gpu_mem_mb, "peak_gpu_mem_mb_others": w.peak_gpu_mem_mb_others,
+            "status": "ok", "error": ""}
 
 
 def failed_row(spec: RunSpec, status: str, error: str, facts: dict | None = None) -> dict[str, object]:

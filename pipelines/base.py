@@ -40,11 +40,32 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+def shard_order(order: np.ndarray, config: PipelineConfig) -> np.ndarray:
+    """This rank's share of an epoch's sample order, every rank the same length (so DDP ranks run
+    the same number of steps), as `DistributedSampler` does: sample k of the order goes to rank
+    k % world_size after the order is cut (last_batch="drop": the last n % world_size samples
+    skipped this epoch) or padded (last_batch="partial": its first (-n) % world_size samples
+    repeated) to a multiple of world_size. Worked on 7 samples and 2 ranks: drop gives ranks
+    [o0, o2, o4] and [o1, o3, o5]; partial gives [o0, o2, o4, o6] and [o1, o3, o5, o0]."""
+    world = config.world_size
+    if world > 1:
+        n = len(order)
+        order = order[: n - n % world] if config.last_batch == "drop" else np.concatenate([order, order[: -n % world]])
+    return order[config.rank::world]
+
+
+def shard_size(n: int, config: PipelineConfig) -> int:
+    """Samples per rank and epoch under `shard_order`."""
+    world = config.world_size
+    return n // world if config.last_batch == "drop" else -(-n // world)
+
+
 def epoch_batches(n: int, config: PipelineConfig, epoch: int) -> list[np.ndarray]:
-    """Sample indices of each batch of `epoch` for this rank (shuffle, shard, last-batch policy)."""
+    """Sample indices of each batch of `epoch` for this rank (shuffle, shard, last-batch policy).
+    The shuffle depends on (seed, epoch) only, so every rank shards the same order."""
     order = (np.random.default_rng([config.seed, epoch]).permutation(n) if config.shuffle
              else np.arange(n))
-    mine = order[config.rank::config.world_size]
+    mine = shard_order(order, config)
     bs = config.batch_size
     if config.last_batch == "drop":
         mine = mine[: len(mine) // bs * bs]
@@ -52,14 +73,20 @@ def epoch_batches(n: int, config: PipelineConfig, epoch: int) -> list[np.ndarray
 
 
 def batch_count(n: int, config: PipelineConfig) -> int:
-    mine = len(range(config.rank, n, config.world_size))
+    mine = shard_size(n, config)
     return mine // config.batch_size if config.last_batch == "drop" else -(-mine // config.batch_size)
 
 
-def augmentation_generator(seed: int, epoch: int, batch: int, device: torch.device | str = "cpu") -> torch.Generator:
-    """The augmentation random stream of (seed, epoch, batch) on `device`."""
-    state = int(np.random.SeedSequence([seed, epoch, batch, 1]).generate_state(1)[0])
-    return torch.Generator(device=device).manual_seed(state)
+def rank_seed(config: PipelineConfig, *keys: int) -> int:
+    """A seed for this rank derived from the one config.seed (and `keys`): ranks draw independent
+    augmentations, and world_size 1 reproduces itself."""
+    return int(np.random.SeedSequence([config.seed, *keys, config.rank]).generate_state(1)[0])
+
+
+def augmentation_generator(config: PipelineConfig, epoch: int, batch: int,
+                           device: torch.device | str = "cpu") -> torch.Generator:
+    """The augmentation random stream of (seed, epoch, batch, rank) on `device`."""
+    return torch.Generator(device=device).manual_seed(rank_seed(config, epoch, batch, 1))
 
 
 def draw_augmentation(n: int, pad: int, generator: torch.Generator, device: torch.device | str = "cpu"):
@@ -162,8 +189,8 @@ class Pipeline(abc.ABC):
         return epoch_batches(len(self.data), self.config, self.epoch)
 
     def generator(self, device: torch.device | str = "cpu", batch: int = 0) -> torch.Generator:
-        """The augmentation random stream of (seed, this epoch, batch) on `device`."""
-        return augmentation_generator(self.config.seed, self.epoch, batch, device)
+        """The augmentation random stream of (seed, this epoch, batch, rank) on `device`."""
+        return augmentation_generator(self.config, self.epoch, batch, device)
 
     @abc.abstractmethod
     def __iter__(self) -> Iterator[Batch]:

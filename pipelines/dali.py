@@ -17,7 +17,11 @@ one torch kernel.
 
 `dali_reader="file"` reads the folder-tree copy with `fn.readers.file` instead, with DALI's own
 sharding, per-epoch shuffle (`shuffle_after_epoch`, seeded) and random crop/flip operators: epochs
-then follow the reader's sequence from construction, and `set_epoch` does not select one.
+then follow the reader's sequence from construction, and `set_epoch` does not select one. Its
+sharding policy is DALI's: contiguous shards of the (shuffled) file list whose sizes differ by at
+most one sample, each padded by repeating its last sample to whole batches (`pad_last_batch`), so
+every rank runs the same number of batches; "drop" then drops the shard's incomplete last batch.
+The random operators use the per-rank pipeline seed; the reader's shuffle, one seed for all shards.
 
 Without a GPU the same graph runs CPU-only (`device_id=None`, CPU decoder and operators).
 FIELD.md measured a plain external_source -> mixed decode -> crop_mirror_normalize graph at
@@ -40,7 +44,7 @@ except ImportError as e:   # the message every caller (build, sweeps) shows
         "drivers) or pip install -e '.[dali-cu13]' (nvidia-dali-cuda130, CUDA 13)") from e
 
 from . import sources
-from .base import Pipeline, Stages, augmentation_generator, draw_augmentation, epoch_batches
+from .base import Pipeline, Stages, augmentation_generator, draw_augmentation, epoch_batches, rank_seed
 from .config import FLIP_P, MEAN, STD
 
 
@@ -66,7 +70,7 @@ class _EpochSource:
             encoded = self.samples[index]   # one dense uint8 batch, B x S x S x 3
         batch = [encoded, self.labels[index]]
         if self.config.augment:
-            generator = augmentation_generator(self.config.seed, epoch, info.iteration)
+            generator = augmentation_generator(self.config, epoch, info.iteration)
             pad = self.config.pad
             dy, dx, flip = (t.numpy() for t in draw_augmentation(len(index), pad, generator))
             batch += [np.stack([dy, dx], axis=1).astype(np.int32) - pad, flip.astype(np.int32)]
@@ -124,8 +128,8 @@ class DaliPipeline(Pipeline):
         files = [sources.tree_path(c.split, i, label) for i, label in enumerate(self.data.labels)]
         samples, labels = fn.readers.file(
             file_root=str(root), files=files, labels=self.data.labels.tolist(), name="reader",
-            random_shuffle=False, shuffle_after_epoch=c.shuffle, shard_id=c.rank,
-            num_shards=c.world_size, pad_last_batch=True)
+            random_shuffle=False, shuffle_after_epoch=c.shuffle, seed=c.seed, shard_id=c.rank,
+            num_shards=c.world_size, pad_last_batch=True)   # one shuffle seed for every shard
         if not c.augment:
             return samples, labels
         start = fn.random.uniform(values=list(range(-c.pad, c.pad + 1)), shape=[2], dtype=types.INT32)
@@ -139,7 +143,7 @@ class DaliPipeline(Pipeline):
 
         @pipeline_def(batch_size=c.batch_size, num_threads=c.dali_threads,
                       device_id=(self.device.index or 0) if self.cuda else None,
-                      prefetch_queue_depth=c.dali_queue_depth, seed=c.seed, **parallel)
+                      prefetch_queue_depth=c.dali_queue_depth, seed=rank_seed(c) % 2**31, **parallel)
         def graph():
             inputs = self._inputs(fixed)
             images, labels = self.decode(inputs[0]), inputs[1]

@@ -54,7 +54,7 @@ class _EpochPlan(torch.utils.data.Sampler):
     def __iter__(self):
         p = self.pipeline
         for b, index in enumerate(p.batches()):
-            seeds = np.random.SeedSequence([p.config.seed, p.epoch, b, 2]).generate_state(len(index))
+            seeds = np.random.SeedSequence([p.config.seed, p.epoch, b, 2, p.config.rank]).generate_state(len(index))
             yield list(zip(index.tolist(), seeds.tolist()))
 
     def __len__(self) -> int:

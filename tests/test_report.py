@@ -150,3 +150,40 @@ def test_report_reads_csvs_from_before_stages_and_image_sizes(tmp_path):
     old.to_csv(tmp_path / "old.csv", index=False)
     text = report.write([tmp_path / "old.csv"], tmp_path / "out").read_text()
     assert "## fixture: Test GPU, 32 px, batch 512, bfloat16, 8 workers" in text
+
+
+def test_scaling_section_from_ddp_and_dp_rows(tmp_path):
+    """1 GPU, DDP x 2 (two ranks, one row each per window) and DataParallel x 2: the job's rate,
+    efficiency against one GPU, per-GPU memory, and the single-GPU tables left to single-GPU rows."""
+    base = {"run_id": "multi", "model": "resnet18", "dtype": "bfloat16", "gpu": "Test GPU", "num_workers": 15,
+            "status": "ok", "error": "", "torch": "2.x", "git_commit": "abc", "image_size": 32}
+    rows = []
+    for repeat in range(3):
+        for pipeline, one, two in (("prefetch", 40_000, 76_000), ("dataloader", 25_000, 30_000)):
+            rows.append({**base, "pipeline": pipeline, "mode": "e2e", "batch_size": 512, "repeat": repeat,
+                         "img_per_s": one, "world_img_per_s": one, "world_size": 1, "rank": 0,
+                         "parallel": "none", "gpus": 1, "peak_gpu_mem_mb": 3000})
+            for rank in (0, 1):
+                rows.append({**base, "pipeline": pipeline, "mode": "e2e", "batch_size": 512, "repeat": repeat,
+                             "img_per_s": two / 2, "world_img_per_s": two, "world_size": 2, "rank": rank,
+                             "parallel": "ddp", "gpus": 2, "peak_gpu_mem_mb": 3000 + 100 * rank})
+        rows.append({**base, "pipeline": "prefetch", "mode": "e2e", "batch_size": 1024, "repeat": repeat,
+                     "img_per_s": 50_000, "world_img_per_s": 50_000, "world_size": 1, "rank": 0, "parallel": "dp",
+                     "gpus": 2, "peak_gpu_mem_mb": 4500, "peak_gpu_mem_mb_others": 3000})
+    csv = tmp_path / "results.csv"
+    pd.DataFrame(rows).reindex(columns=results.COLUMNS).to_csv(csv, index=False)
+    text = report.write([csv], tmp_path / "out").read_text()
+    assert "## Several GPUs: scaling" in text
+    assert "76,000 [76,000–76,000]" in text.split("## Several GPUs")[1]
+    table, sentences = report.scaling(report.load([csv]))
+    ddp = table[(table.parallel == "ddp")].set_index("pipeline")
+    assert ddp.loc["prefetch", "vs 1 GPU"] == "95%" and ddp.loc["dataloader", "vs 1 GPU"] == "60%"
+    assert ddp.loc["prefetch", "peak MB per GPU"] == "3,000–3,100"
+    dp = table[table.parallel == "dp"].iloc[0]
+    assert (dp["batch / GPU"], dp["GPUs"], dp["vs 1 GPU"]) == (512, 2, "62%")
+    assert dp["peak MB per GPU"] == "4,500 main / 3,000 others"
+    assert "- resnet18, DDP × 2: scaling efficiency dataloader 60%, prefetch 95% (lowest: dataloader)." in sentences
+    assert ("- resnet18, prefetch, DP × 2: 66% of DDP's rate, main GPU peak 4,500 MB vs 3,000 MB on the others "
+            "(+50%).") in sentences
+    # the per-setting tables read one-GPU rows only: no DDP rank's own rate pooled in
+    assert "38,000" not in text.split("## Several GPUs")[0]

@@ -1,0 +1,155 @@
+"""torch.distributed on the CPU: the sharding policy, a real 2-process gloo job in which every
+pipeline (DALI in CPU mode included) covers the epoch exactly once across ranks, DDP replicas that
+stay in sync, and the harness under torchrun."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import pipelines
+from pipelines.base import batch_count, epoch_batches, shard_order
+from pipelines.config import PipelineConfig
+
+from test_contract import VARIANTS, decode_index, to_pixels
+
+REPO = Path(__file__).resolve().parents[1]
+N_ODD = 1001   # samples: not a multiple of 2 ranks, so the padding shows
+
+
+@pytest.mark.parametrize("policy,expected", [
+    ("drop", [[0, 2, 4], [1, 3, 5]]),
+    ("partial", [[0, 2, 4, 6], [1, 3, 5, 0]]),
+])
+def test_shard_order_worked_example(policy, expected):
+    order = np.arange(7)
+    got = [shard_order(order, PipelineConfig(rank=r, world_size=2, last_batch=policy)).tolist() for r in range(2)]
+    assert got == expected
+
+
+@pytest.mark.parametrize("n", [999, 1000, 1001, 1003])
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+@pytest.mark.parametrize("policy", ["drop", "partial"])
+def test_every_rank_runs_the_same_steps_and_the_epoch_is_covered(n, world, policy):
+    plans = []
+    for rank in range(world):
+        config = PipelineConfig(rank=rank, world_size=world, last_batch=policy, batch_size=64, seed=3)
+        plan = epoch_batches(n, config, epoch=1)
+        assert len(plan) == batch_count(n, config)
+        plans.append(plan)
+    assert len({len(p) for p in plans}) == 1, "ranks would run different numbers of DDP steps"
+    seen = np.concatenate([np.concatenate(p) for p in plans if p] or [np.array([], int)])
+    counts = np.bincount(seen, minlength=n)
+    if policy == "partial":   # every sample at least once; (-n) % world padded repeats, stated
+        assert counts.min() == 1 and counts.sum() - n == -n % world
+    else:                     # never twice; what is dropped is the cut plus incomplete batches
+        assert counts.max() <= 1
+        assert n - counts.sum() == n % world + world * (n // world % 64)
+
+
+def _init(rank: int, world: int, rendezvous: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
+
+
+def _coverage_worker(rank: int, world: int, rendezvous: str, root: str, out: str) -> None:
+    """One rank: an epoch of every pipeline variant on its shard; rank 0 writes what each rank saw."""
+    _init(rank, world, rendezvous)
+    report = {}
+    for name, fixed in VARIANTS:
+        if pipelines.available()[name]:
+            continue
+        key = name + "".join(f"-{v}" for v in fixed.values())
+        config = PipelineConfig(**{**fixed, "data_root": root, "source": "cifar10", "max_samples": N_ODD,
+                                   "batch_size": 64, "num_workers": 1, "device": "cpu", "rank": rank,
+                                   "world_size": world, "last_batch": "partial", "seed": 7})
+        with pipelines.build(name, config) as p:
+            p.set_epoch(1)
+            batches = [x for x, _ in p]
+        seen = decode_index(to_pixels(torch.cat([x.float() for x in batches]))).tolist()
+        gathered = [None] * world
+        dist.all_gather_object(gathered, (len(batches), seen))
+        report[key] = gathered
+    if rank == 0:
+        Path(out).write_text(json.dumps(report))
+    dist.destroy_process_group()
+
+
+def test_two_gloo_processes_cover_the_epoch_once_for_every_pipeline(indexed_root, tmp_path):
+    out = tmp_path / "coverage.json"
+    mp.spawn(_coverage_worker, args=(2, str(tmp_path / "rdzv"), str(indexed_root), str(out)), nprocs=2)
+    report = json.loads(out.read_text())
+    assert {"dataloader", "prefetch", "resident"} <= set(report)
+    if not pipelines.available()["dali"]:
+        assert {"dali", "dali-raw", "dali-file"} <= set(report)
+    for key, ranks in report.items():
+        steps = [n for n, _ in ranks]
+        assert steps[0] == steps[1], (key, steps)   # DDP ranks must run the same number of steps
+        a, b = (set(seen) for _, seen in ranks)
+        assert a | b == set(range(N_ODD)), key
+        counts = np.bincount([i for _, seen in ranks for i in seen], minlength=N_ODD)
+        if key == "dali-file":   # DALI's own shards (500 / 501), padded by repeating a shard's last sample
+            assert counts.sum() - N_ODD <= 64, key
+        else:                    # our policy: one sample padded (N_ODD is odd), all others exactly once
+            assert counts.sum() - N_ODD == 1 and counts.max() == 2, key
+
+
+def _ddp_worker(rank: int, world: int, rendezvous: str, out: str) -> None:
+    """Three SGD steps on different data per rank, with and without DDP; rank 0 writes the
+    largest difference between the ranks' parameters for each."""
+    from bench.harness import Trainer
+    _init(rank, world, rendezvous)
+    result = {}
+    for parallel in ("ddp", "none"):
+        torch.manual_seed(0)   # the same initial weights on every rank (DDP also broadcasts rank 0's)
+        trainer = Trainer("resnet9-w0.25", torch.device("cpu"), "float32", channels_last=False, parallel=parallel)
+        initial = torch.cat([p.detach().flatten().clone() for p in trainer.model.parameters()])
+        g = torch.Generator().manual_seed(100 + rank)   # each rank its own batches
+        for _ in range(3):
+            trainer(torch.randn(8, 3, 32, 32, generator=g), torch.randint(0, 10, (8,), generator=g))
+        params = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
+        gathered = [torch.empty_like(params) for _ in range(world)]
+        dist.all_gather(gathered, params)
+        result[parallel] = {"spread": float((gathered[0] - gathered[1]).abs().max()),
+                            "moved": float((params - initial).abs().max())}
+    if rank == 0:
+        Path(out).write_text(json.dumps(result))
+    dist.destroy_process_group()
+
+
+def test_ddp_replicas_stay_in_sync(tmp_path):
+    out = tmp_path / "ddp.json"
+    mp.spawn(_ddp_worker, args=(2, str(tmp_path / "rdzv"), str(out)), nprocs=2)
+    result = json.loads(out.read_text())
+    assert result["ddp"]["moved"] > 1e-3                      # they trained
+    assert result["ddp"]["spread"] < 1e-6                     # and agree (gradients all-reduced)
+    assert result["none"]["spread"] > 1e-3                    # without DDP the same steps diverge
+
+
+def test_harness_under_torchrun_writes_one_row_per_rank_with_the_job_rate(synthetic_root, tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "bench.cli", "compare",
+           "--device", "cpu", "--pipelines", "prefetch,resident", "--modes", "loader,e2e",
+           "--models", "resnet9-w0.25", "--batch-size", "16", "--steps", "2", "--warmup", "1",
+           "--repeats", "2", "--workers", "1", "--max-samples", "256", "--data-root", str(synthetic_root),
+           "--source", "synthetic", "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    df = pd.read_csv(out / "results.csv")
+    assert (df.status == "ok").all() and (df.world_size == 2).all()
+    assert sorted(df["rank"].unique()) == [0, 1]
+    assert set(df[df["mode"] == "e2e"].parallel) == {"ddp"} and set(df[df["mode"] == "loader"].parallel) == {"none"}
+    for _, window in df.groupby(["pipeline", "mode", "repeat"]):
+        assert len(window) == 2
+        assert window.world_img_per_s.nunique() == 1   # the job's rate, the same on both ranks' rows
+        assert window.world_img_per_s.iloc[0] == pytest.approx(window.images.sum() / window.seconds.max())
+    assert (out / "COMMAND.txt").read_text().startswith("torchrun --nproc-per-node=2 -m bench.cli compare")
