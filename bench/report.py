@@ -299,15 +299,15 @@ def transfer_section(points: pd.DataFrame, path: Path, title: str) -> list[str]:
     return [table.to_markdown(index=False), "", *sentences, "", f"![transfer share]({path.name})", ""]
 
 
-SCALE_KEY = ["gpu", "per_gpu_batch", "dtype", "image_size", "model", "pipeline"]
+SCALE_KEY = ["run_id", "gpu", "per_gpu_batch", "dtype", "image_size", "mode", "model", "pipeline"]   # never pools runs
 
 
 def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """Model-only and e2e over several GPUs: per SCALE_KEY and (parallel, replicas) the job's
     img/s (all ranks' images over the slowest rank's window), its efficiency against one GPU
     (rate / (replicas x the 1-GPU rate)) and the peak memory of the busiest and least busy GPU."""
-    ok = df[(df.status == "ok") & df["mode"].isin(["model", "e2e"])].copy()
-    ok["replicas"] = ok.world_size.where(ok.parallel == "ddp", ok.gpus.where(ok.parallel == "dp", 1)).astype(int)
+    ok = df[(df.status == "ok") & df["mode"].isin(["loader", "model", "e2e"])].copy()
+    ok["replicas"] = ok.gpus.where(ok.parallel == "dp", ok.world_size).astype(int)
     ok["per_gpu_batch"] = (ok.batch_size // ok.replicas).where(ok.parallel == "dp", ok.batch_size)
     ok["pipeline"] = ok.pipeline.replace("none", "(model-only)")
     ok["gpu"] = ok.gpu.fillna("CPU")
@@ -324,26 +324,31 @@ def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     if table.replicas.max() <= 1:
         return pd.DataFrame(), []
     sentences = []
-    for (gpu, model, parallel, n), rows in table[table.replicas > 1].groupby(["gpu", "model", "parallel", "replicas"]):
+    multi = table[table.replicas > 1]
+    for (mode, model, parallel, n), rows in multi[multi["mode"] != "model"].groupby(["mode", "model", "parallel", "replicas"]):
         rows = rows.dropna(subset=["efficiency"]).sort_values("efficiency")
-        if len(rows):
-            effs = ", ".join(f"{r.pipeline} {r.efficiency:.0%}" for r in rows.itertuples())
-            sentences.append(f"- {model}, {parallel.upper()} × {n}: scaling efficiency {effs} "
-                             f"(lowest: {rows.pipeline.iloc[0]}).")
+        if rows.empty:
+            continue
+        effs = ", ".join(f"{r.pipeline} {r.efficiency:.0%}" for r in rows.itertuples())
+        bare = multi[(multi["mode"] == "model") & (multi.model == model) & (multi.parallel == parallel)
+                     & (multi.replicas == n)].efficiency.dropna()
+        how = "loader-only, one process per GPU" if mode == "loader" else f"{model} {mode}, {parallel.upper()}"
+        sentences.append(f"- {how} × {n}: scaling efficiency {effs} (lowest: {rows.pipeline.iloc[0]})"
+                         + (f"; the model alone (model-only) scales {bare.iloc[0]:.0%}." if len(bare) else "."))
     dp = table[table.parallel == "dp"]
     for r in dp.itertuples():
         ddp = table[(table.parallel == "ddp") & (table.replicas == r.replicas)
                     & (table[SCALE_KEY] == pd.Series(r._asdict())[SCALE_KEY]).all(axis=1)]
         than = f"{r.median / ddp['median'].iloc[0]:.0%} of DDP's rate, " if len(ddp) else ""
-        sentences.append(f"- {r.model}, {r.pipeline}, DP × {r.replicas}: {than}main GPU peak {r.high:,.0f} MB vs "
+        sentences.append(f"- {r.model} {r.mode}, {r.pipeline}, DP × {r.replicas}: {than}main GPU peak {r.high:,.0f} MB vs "
                          f"{r.others:,.0f} MB on the others ({r.high / r.others - 1:+.0%}).")
     view = table.assign(**{
         "img/s": [f"{a:,.0f} [{b:,.0f}–{c:,.0f}]" for a, b, c in zip(table["median"], table["min"], table["max"])],
         "vs 1 GPU": table.efficiency.map(lambda v: "" if pd.isna(v) else f"{v:.0%}"),
         "peak MB per GPU": ["" if pd.isna(h) else f"{h:,.0f} main / {o:,.0f} others" if p == "dp" else
-                            (f"{h:,.0f}" if h == lo else f"{lo:,.0f}–{h:,.0f}")
+                            (f"{h:,.0f}" if f"{h:,.0f}" == f"{lo:,.0f}" else f"{lo:,.0f}–{h:,.0f}")
                             for p, h, lo, o in zip(table.parallel, table.high, table.low, table.others)]})
-    view = view[["gpu", "per_gpu_batch", "dtype", "model", "pipeline", "parallel", "replicas", "img/s",
+    view = view[["gpu", "per_gpu_batch", "dtype", "mode", "model", "pipeline", "parallel", "replicas", "img/s",
                  "vs 1 GPU", "peak MB per GPU"]].rename(columns={"per_gpu_batch": "batch / GPU", "replicas": "GPUs"})
     return view, sentences
 

@@ -17,6 +17,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import pipelines
+from bench import cli
 from pipelines.base import batch_count, epoch_batches, shard_order
 from pipelines.config import PipelineConfig
 
@@ -153,3 +154,20 @@ def test_harness_under_torchrun_writes_one_row_per_rank_with_the_job_rate(synthe
         assert window.world_img_per_s.nunique() == 1   # the job's rate, the same on both ranks' rows
         assert window.world_img_per_s.iloc[0] == pytest.approx(window.images.sum() / window.seconds.max())
     assert (out / "COMMAND.txt").read_text().startswith("torchrun --nproc-per-node=2 -m bench.cli compare")
+
+
+def test_dataparallel_needs_cuda_and_no_torchrun(synthetic_root, tmp_path):
+    args = ["compare", "--device", "cpu", "--parallel", "dp", "--data-root", str(synthetic_root), "--out", str(tmp_path)]
+    with pytest.raises(SystemExit, match="--parallel dp runs in one process on CUDA devices"):
+        cli.main(args)
+
+
+def test_runspec_ties_ddp_to_a_multi_process_config():
+    from bench.harness import RunSpec
+    with pytest.raises(ValueError, match="ddp is the mode of a torchrun job"):
+        RunSpec("prefetch", "e2e", "resnet9", PipelineConfig(), parallel="ddp")
+    with pytest.raises(ValueError, match="ddp is the mode of a torchrun job"):
+        RunSpec("prefetch", "e2e", "resnet9", PipelineConfig(rank=1, world_size=2))
+    with pytest.raises(ValueError, match="only model and e2e train replicas"):
+        RunSpec("prefetch", "loader", "none", PipelineConfig(), parallel="dp")
+    RunSpec("prefetch", "loader", "none", PipelineConfig(rank=1, world_size=2))   # loaders shard without replicas

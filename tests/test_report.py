@@ -182,8 +182,8 @@ def test_scaling_section_from_ddp_and_dp_rows(tmp_path):
     dp = table[table.parallel == "dp"].iloc[0]
     assert (dp["batch / GPU"], dp["GPUs"], dp["vs 1 GPU"]) == (512, 2, "62%")
     assert dp["peak MB per GPU"] == "4,500 main / 3,000 others"
-    assert "- resnet18, DDP × 2: scaling efficiency dataloader 60%, prefetch 95% (lowest: dataloader)." in sentences
-    assert ("- resnet18, prefetch, DP × 2: 66% of DDP's rate, main GPU peak 4,500 MB vs 3,000 MB on the others "
+    assert "- resnet18 e2e, DDP × 2: scaling efficiency dataloader 60%, prefetch 95% (lowest: dataloader)." in sentences, sentences
+    assert ("- resnet18 e2e, prefetch, DP × 2: 66% of DDP's rate, main GPU peak 4,500 MB vs 3,000 MB on the others "
             "(+50%).") in sentences
     # the per-setting tables read one-GPU rows only: no DDP rank's own rate pooled in
     assert "38,000" not in text.split("## Several GPUs")[0]
