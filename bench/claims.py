@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import math
 import os
 import time
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -129,22 +128,18 @@ def explaining(results: dict[tuple, bool], names: tuple[str, ...]) -> str:
     return ", ".join(names)
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
 
 def _call_and_done(fn: Callable[[], object], device: torch.device) -> tuple[float, float, float]:
     """From an idle device: (ms until `fn()` returned on the host, ms the device spent on what it
     queued (CUDA events around the call), ms until a synchronize after it returned)."""
-    _sync(device)
+    harness.sync(device)
     start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start = time.perf_counter()
     start_event.record()
     fn()
     returned = time.perf_counter()
     end_event.record()
-    _sync(device)
+    harness.sync(device)
     done = time.perf_counter()
     return (returned - start) * 1e3, start_event.elapsed_time(end_event), (done - start) * 1e3
 
@@ -305,7 +300,7 @@ def measure_d2h_without_sync(ctx: Context) -> list[dict]:
     for setting, busy in D2H_STATES.items():
         for t in range(ctx.scale.d2h_trials):
             value = float(t + 1) + 0.5 * busy   # differs from whatever the reused host block holds
-            _sync(device)
+            harness.sync(device)
             if busy:
                 torch.cuda._sleep(20_000_000)   # clock cycles, ~10 ms
             x.fill_(value)
@@ -522,11 +517,6 @@ def tf32(enabled: bool | None):
             f.allow_tf32 = value
 
 
-def _free(device: torch.device) -> None:
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-
 
 def _train_windows(ctx: Context, trainer: harness.Trainer, batch: int, channels_last: bool, step=None):
     """Synchronized windows of `trainer` on one synthetic float32 batch: yields (Window, peak reserved MB)."""
@@ -553,7 +543,7 @@ def measure_amp(ctx: Context) -> list[dict]:
                     rows += [row(setting, "img_per_s", w.images / w.seconds, "img/s", r),
                              row(setting, "peak_mem_mb", w.peak_gpu_mem_mb, "MB", r)]
             del trainer
-            _free(ctx.device)
+            harness.release(ctx.device)
     return rows
 
 
@@ -616,8 +606,8 @@ def measure_oom_fixes(ctx: Context) -> list[dict]:
                      row(setting, "peak_reserved_mb", peak_reserved, "MB", r, k)]
         allocated[setting] = max(peaks)
         del trainer, step
-        _free(device)
-    if device.type != "cuda":
+        harness.release(device)
+    if device.type != "cuda" or len(settings) < 3:   # the cap needs a CUDA device and an accumulation
         return rows
     plain, first_k = list(settings)[0], list(settings)[2]
     cap = (allocated[plain] + allocated[first_k]) / 2
@@ -633,7 +623,7 @@ def measure_oom_fixes(ctx: Context) -> list[dict]:
             except torch.OutOfMemoryError:
                 fits, note = 0, f"cap {cap:,.0f} MB: out of memory"
             trainer = step = None
-            _free(device)
+            harness.release(device)
             rows.append(row(setting, "fits_under_cap", fits, "flag", level=k, note=note))
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0, index)
@@ -771,7 +761,7 @@ def run(claims: list[Claim], ctx: Context, write: Callable[[dict], None], progre
             except Exception as e:
                 write({**base, "status": "error", "error": f"{type(e).__name__}: {e}"})
             finally:
-                _free(ctx.device)
+                harness.release(ctx.device)
         if progress is not None:
             progress.update(1)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import gc
 import json
 import shlex
 import sys
@@ -257,7 +256,8 @@ def _run_specs(args, argv, specs, device, world, lead: bool) -> Path:
         out.mkdir(parents=True, exist_ok=True)
         (out / "environment.json").write_text(json.dumps(env, indent=2) + "\n")
         with open(out / "COMMAND.txt", "a") as f:
-            launcher = ["torchrun", f"--nproc-per-node={world.world_size}", "-m", "bench.cli"] if world.distributed else ["pipebench"]
+            launcher = ["torchrun", f"--nnodes={world.world_size // world.local_world_size}",
+                        f"--nproc-per-node={world.local_world_size}", "-m", "bench.cli"] if world.distributed else ["pipebench"]
             f.write(shlex.join([*launcher, *argv]) + "\n")
         if getattr(args, "config", None) is not None:   # the command names it: keep a copy beside
             (out / args.config.name).write_text(args.config.read_text())
@@ -311,14 +311,14 @@ def _run_specs(args, argv, specs, device, world, lead: bool) -> Path:
                     writer.write(results.failed_row(spec, "not-applicable", str(e)))
                 bar.update(spec.repeats - done)
             except Exception as e:   # one failing config becomes a row; the comparison goes on
-                # (under torchrun a failure on some ranks only leaves the others waiting in a collective)
-                if lead:
-                    writer.write(results.failed_row(spec, "error", f"{type(e).__name__}: {e}"))
+                if world.distributed:   # the other ranks may be inside a collective: end the job
+                    print(f"rank {world.rank}: {spec.pipeline} {spec.mode} {spec.model}: {type(e).__name__}: {e}",
+                          file=sys.stderr)
+                    raise
+                writer.write(results.failed_row(spec, "error", f"{type(e).__name__}: {e}"))
                 bar.update(spec.repeats - done)
             finally:   # drop what a failed config still references before the next one
-                gc.collect()
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
+                harness.release(device)
     if lead:
         print(summary(out / "results.csv"))
     return out

@@ -4,7 +4,7 @@
     torchrun --nnodes 2 --node-rank R --rdzv-backend c10d --rdzv-endpoint HOST:PORT \\
              --nproc-per-node 8 -m bench.cli sweep --out DIR ...     # rendezvous arguments pass through
 
-`torchrun` sets RANK / WORLD_SIZE / LOCAL_RANK (and the rendezvous); `setup` reads them, binds
+`torchrun` sets RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE (and the rendezvous); `setup` reads them, binds
 the process to GPU LOCAL_RANK and initialises the default process group. Without them (a plain
 `pipebench ...`) nothing here does anything: world size 1, rank 0.
 """
@@ -22,6 +22,7 @@ class World:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    local_world_size: int = 1   # processes on this node
 
     @property
     def distributed(self) -> bool:
@@ -32,9 +33,9 @@ def from_env() -> World:
     """The process's place in a `torchrun` job, from its environment (rank 0 of 1 without one)."""
     try:
         world = World(int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
-                      int(os.environ.get("LOCAL_RANK", 0)))
+                      int(os.environ.get("LOCAL_RANK", 0)), int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
     except ValueError as e:
-        raise ValueError(f"RANK / WORLD_SIZE / LOCAL_RANK must be integers: {e}") from None
+        raise ValueError(f"RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE must be integers: {e}") from None
     if not 0 <= world.rank < world.world_size:
         raise ValueError(f"RANK={world.rank} with WORLD_SIZE={world.world_size}: expected 0 <= RANK < WORLD_SIZE")
     return world

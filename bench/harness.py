@@ -31,6 +31,8 @@ windows also record the other GPUs' peak memory.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import itertools
 import math
 import time
@@ -43,6 +45,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 import pipelines
+from pipelines.base import shard_size
 from pipelines.config import CHANNELS, NUM_CLASSES, PipelineConfig
 
 from . import distributed
@@ -50,8 +53,8 @@ from .models import build_model
 
 MODES = ("loader", "model", "e2e", "stage")
 STAGES = ("host", "pin", "h2d-pageable", "h2d-pinned", "device")
-PRECISIONS = ("float32", "bfloat16", "float16")
-PARALLEL = ("none", "ddp", "dp")   # Trainer: no autocast, or autocast to this dtype
+PRECISIONS = ("float32", "bfloat16", "float16")   # Trainer: no autocast, or autocast to this dtype
+PARALLEL = ("none", "ddp", "dp")   # RunSpec: one GPU, DistributedDataParallel, DataParallel
 
 
 class NotApplicable(Exception):
@@ -128,12 +131,16 @@ class Trainer:
         self.model = build_model(model).to(device)
         if channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
+        self.devices = [device]   # every device the step runs on, `device` first
         if parallel == "ddp":   # gradients all-reduced across the torchrun job's processes
             self.model = DistributedDataParallel(self.model, device_ids=[device.index] if device.type == "cuda" else None)
         elif parallel == "dp":   # one process scatters each batch over every visible GPU
             if device.type != "cuda":
                 raise ValueError("parallel='dp' (DataParallel) needs CUDA devices")
-            self.model = torch.nn.DataParallel(self.model)
+            main = device.index if device.index is not None else torch.cuda.current_device()
+            ids = [main, *(i for i in range(torch.cuda.device_count()) if i != main)]
+            self.model = torch.nn.DataParallel(self.model, device_ids=ids)
+            self.devices = [torch.device("cuda", i) for i in ids]
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9,
                                          nesterov=True, weight_decay=5e-4)
         self.autocast = torch.autocast(device.type, dtype=getattr(torch, precision),
@@ -143,12 +150,22 @@ class Trainer:
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
         self.optimizer.zero_grad(set_to_none=True)
-        for x, y in zip(images.chunk(self.accumulate), labels.chunk(self.accumulate)):
-            with self.autocast:
-                loss = F.cross_entropy(self.model(x), y) * (len(y) / len(labels))
-            self.scaler.scale(loss).backward()
+        if self.accumulate == 1:
+            self._backward(images, labels, 1.0)
+        else:
+            chunks = list(zip(images.chunk(self.accumulate), labels.chunk(self.accumulate)))
+            for i, (x, y) in enumerate(chunks):
+                last = i == len(chunks) - 1   # DDP: all-reduce the summed gradients once, at the end
+                with self.model.no_sync() if isinstance(self.model, DistributedDataParallel) and not last \
+                        else contextlib.nullcontext():
+                    self._backward(x, y, len(y) / len(labels))
         self.scaler.step(self.optimizer)
         self.scaler.update()
+
+    def _backward(self, images: torch.Tensor, labels: torch.Tensor, weight: float) -> None:
+        with self.autocast:
+            loss = F.cross_entropy(self.model(images), labels)
+        self.scaler.scale(loss if weight == 1.0 else loss * weight).backward()
 
 
 class Touch:
@@ -190,13 +207,20 @@ def synthetic_batches(config: PipelineConfig, device: torch.device):
         yield images, labels
 
 
-def _sync(device: torch.device) -> None:
+def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
+def release(device: torch.device) -> None:
+    """Free what dropped objects still hold: Python garbage, then the CUDA caching allocator's cache."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
 def time_window(batches: Iterator, step: Callable, steps: int, device: torch.device,
-                others: tuple[int, ...] = ()) -> Window:
+                others: tuple[torch.device, ...] = ()) -> Window:
     """Run `steps` steps as one synchronized window (see the module docstring for what it
     includes); under torch.distributed every rank starts it after a barrier. `others`: further
     GPUs whose peak memory the window records (DataParallel)."""
@@ -209,7 +233,7 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
     host_marks = np.empty(steps + 1)
     wait = np.empty(steps)
     images = 0
-    _sync(device)
+    sync(device)
     start = time.perf_counter()
     host_marks[0] = start
     if cuda:
@@ -223,7 +247,7 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
         if cuda:
             marks[i + 1].record()
         host_marks[i + 1] = time.perf_counter()
-    _sync(device)
+    sync(device)
     seconds = time.perf_counter() - start
     if cuda:
         step_ms = np.array([marks[i].elapsed_time(marks[i + 1]) for i in range(steps)])
@@ -280,7 +304,7 @@ def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
             pipeline = pipelines.build(spec.pipeline, config)
             facts["setup_s"] = time.perf_counter() - t0
             facts.update(data_source=pipeline.data.source, steps_per_epoch=len(pipeline),
-                         samples=len(pipeline.data), **pipeline.info)
+                         samples=shard_size(len(pipeline.data), config), **pipeline.info)
             batches = endless(pipeline)
             steps = spec.steps or len(pipeline)
         if spec.mode == "stage":
@@ -290,9 +314,8 @@ def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
             step = Touch(device)
         else:
             step = Trainer(spec.model, device, config.dtype, config.channels_last, parallel=spec.parallel)
-        main = device.index if device.index is not None else torch.cuda.current_device() if device.type == "cuda" else -1
-        others = tuple(i for i in range(torch.cuda.device_count()) if i != main) if spec.parallel == "dp" else ()
-        facts["gpus"] = (1 + len(others) if spec.parallel == "dp" else config.world_size) if device.type == "cuda" else 0
+        others = tuple(step.devices[1:]) if spec.parallel == "dp" else ()
+        facts["gpus"] = (1 + len(others)) * config.world_size if device.type == "cuda" else 0
         for _ in range(spec.warmup):
             step(*next(batches))
         for _ in range(spec.repeats):

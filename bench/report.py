@@ -303,9 +303,10 @@ SCALE_KEY = ["run_id", "gpu", "per_gpu_batch", "dtype", "image_size", "mode", "m
 
 
 def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """Model-only and e2e over several GPUs: per SCALE_KEY and (parallel, replicas) the job's
-    img/s (all ranks' images over the slowest rank's window), its efficiency against one GPU
-    (rate / (replicas x the 1-GPU rate)) and the peak memory of the busiest and least busy GPU."""
+    """Loader-only, model-only and e2e over several GPUs: per SCALE_KEY and (parallel, replicas)
+    the job's img/s (all ranks' images over the slowest rank's window), its efficiency against one
+    GPU (rate / (replicas x the 1-GPU rate)) and the peak memory of the busiest and least busy GPU;
+    one sentence per setting and GPU count."""
     ok = df[(df.status == "ok") & df["mode"].isin(["loader", "model", "e2e"])].copy()
     ok["replicas"] = ok.gpus.where(ok.parallel == "dp", ok.world_size).astype(int)
     ok["per_gpu_batch"] = (ok.batch_size // ok.replicas).where(ok.parallel == "dp", ok.batch_size)
@@ -325,13 +326,16 @@ def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         return pd.DataFrame(), []
     sentences = []
     multi = table[table.replicas > 1]
-    for (mode, model, parallel, n), rows in multi[multi["mode"] != "model"].groupby(["mode", "model", "parallel", "replicas"]):
+    setting = [k for k in SCALE_KEY if k not in ("mode", "pipeline")] + ["parallel", "replicas"]
+    bare_rates = multi[multi["mode"] == "model"].set_index(setting).efficiency
+    for key, rows in multi[multi["mode"] != "model"].groupby(["mode", *setting]):
+        mode, model, parallel, n = key[0], key[1 + setting.index("model")], key[-2], key[-1]
         rows = rows.dropna(subset=["efficiency"]).sort_values("efficiency")
         if rows.empty:
             continue
         effs = ", ".join(f"{r.pipeline} {r.efficiency:.0%}" for r in rows.itertuples())
-        bare = multi[(multi["mode"] == "model") & (multi.model == model) & (multi.parallel == parallel)
-                     & (multi.replicas == n)].efficiency.dropna()
+        bare = bare_rates.get(key[1:])
+        bare = pd.Series(dtype=float) if bare is None else pd.Series(bare).dropna()
         how = "loader-only, one process per GPU" if mode == "loader" else f"{model} {mode}, {parallel.upper()}"
         sentences.append(f"- {how} × {n}: scaling efficiency {effs} (lowest: {rows.pipeline.iloc[0]})"
                          + (f"; the model alone (model-only) scales {bare.iloc[0]:.0%}." if len(bare) else "."))

@@ -132,6 +132,13 @@ class CsvWriter:
     def __init__(self, path: str | Path, env: dict[str, object], run_id: str, columns: list[str] = COLUMNS):
         self.path = Path(path)
         self.columns = columns
+        if self.path.exists() and self.path.stat().st_size:   # an older file: move it to these columns
+            old = pd.read_csv(self.path, dtype=str, keep_default_na=False)
+            if list(old.columns) != list(columns):
+                extra = [c for c in old.columns if c not in columns]
+                if extra:
+                    raise ValueError(f"{self.path}: columns {extra} are not written by this version")
+                old.reindex(columns=columns, fill_value="").to_csv(self.path, index=False)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.stamp = {"run_id": run_id, **env}
 

@@ -6,7 +6,8 @@ Contract (`Pipeline`):
     mean/std, channels_last memory format if config.channels_last; labels: int64, N.
   - `len(pipeline)` = batches per epoch (after sharding and the last-batch policy).
   - `set_epoch(e)` selects epoch e's shuffle and augmentation draws, deterministically from
-    (config.seed, e), like `DistributedSampler.set_epoch`: call it before each epoch.
+    (config.seed, e) (augmentation also from the rank when sharded), like
+    `DistributedSampler.set_epoch`: call it before each epoch.
   - `close()` releases workers, streams and buffers; pipelines are also context managers.
   - `info`: facts for result rows (e.g. the resident upload time); `data.source`: where data came from.
   - `stages()`: the per-batch work split into stages that can each run alone (`Stages`), so the
@@ -50,7 +51,7 @@ def shard_order(order: np.ndarray, config: PipelineConfig) -> np.ndarray:
     world = config.world_size
     if world > 1:
         n = len(order)
-        order = order[: n - n % world] if config.last_batch == "drop" else np.concatenate([order, order[: -n % world]])
+        order = order[: n - n % world] if config.last_batch == "drop" else np.resize(order, shard_size(n, config) * world)
     return order[config.rank::world]
 
 
@@ -77,16 +78,18 @@ def batch_count(n: int, config: PipelineConfig) -> int:
     return mine // config.batch_size if config.last_batch == "drop" else -(-mine // config.batch_size)
 
 
-def rank_seed(config: PipelineConfig, *keys: int) -> int:
-    """A seed for this rank derived from the one config.seed (and `keys`): ranks draw independent
-    augmentations, and world_size 1 reproduces itself."""
-    return int(np.random.SeedSequence([config.seed, *keys, config.rank]).generate_state(1)[0])
+def rank_seeds(config: PipelineConfig, *keys: int, count: int = 1) -> np.ndarray:
+    """`count` seeds for this rank derived from the one config.seed and `keys`: ranks draw
+    independent augmentations. With world_size 1 the rank is left out, so single-process runs
+    draw what they drew before sharding existed."""
+    rank = [config.rank] if config.world_size > 1 else []
+    return np.random.SeedSequence([config.seed, *keys, *rank]).generate_state(count)
 
 
 def augmentation_generator(config: PipelineConfig, epoch: int, batch: int,
                            device: torch.device | str = "cpu") -> torch.Generator:
     """The augmentation random stream of (seed, epoch, batch, rank) on `device`."""
-    return torch.Generator(device=device).manual_seed(rank_seed(config, epoch, batch, 1))
+    return torch.Generator(device=device).manual_seed(int(rank_seeds(config, epoch, batch, 1)[0]))
 
 
 def draw_augmentation(n: int, pad: int, generator: torch.Generator, device: torch.device | str = "cpu"):

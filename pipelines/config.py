@@ -74,7 +74,7 @@ class PipelineConfig:
     batch_size: int = 512
     last_batch: str = "partial"
     max_samples: int | None = None  # use only the first N samples of the split
-    seed: int = 0                 # shuffling and augmentation; epoch e uses (seed, e)
+    seed: int = 0                 # shuffling and augmentation; epoch e uses (seed, e) (+ rank for augmentation)
     device: str = "auto"          # auto: cuda if available, else cpu
     dtype: str = "float32"
     channels_last: bool = False

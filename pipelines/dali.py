@@ -44,7 +44,7 @@ except ImportError as e:   # the message every caller (build, sweeps) shows
         "drivers) or pip install -e '.[dali-cu13]' (nvidia-dali-cuda130, CUDA 13)") from e
 
 from . import sources
-from .base import Pipeline, Stages, augmentation_generator, draw_augmentation, epoch_batches, rank_seed
+from .base import Pipeline, Stages, augmentation_generator, draw_augmentation, epoch_batches, rank_seeds
 from .config import FLIP_P, MEAN, STD
 
 
@@ -143,7 +143,8 @@ class DaliPipeline(Pipeline):
 
         @pipeline_def(batch_size=c.batch_size, num_threads=c.dali_threads,
                       device_id=(self.device.index or 0) if self.cuda else None,
-                      prefetch_queue_depth=c.dali_queue_depth, seed=rank_seed(c) % 2**31, **parallel)
+                      prefetch_queue_depth=c.dali_queue_depth,
+                      seed=c.seed if c.world_size == 1 else int(rank_seeds(c)[0]) % 2**31, **parallel)
         def graph():
             inputs = self._inputs(fixed)
             images, labels = self.decode(inputs[0]), inputs[1]

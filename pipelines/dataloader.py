@@ -10,7 +10,8 @@ channels_last are applied on the device after the copy.
 Per-sample CPU work bounds it: FIELD.md measured 22.0k img/s with 15 workers on an H100 host.
 
 Determinism: each sample's transforms draw from a torch seed derived from (seed, epoch, batch,
-position), so the output for a fixed seed does not depend on the number of workers.
+position, and the rank when sharded), so the output for a fixed seed does not depend on the
+number of workers.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import torch
 from PIL import Image
 from torchvision import transforms
 
-from .base import Pipeline, Stages
+from .base import Pipeline, Stages, rank_seeds
 from .config import MEAN, STD, FLIP_P
 
 
@@ -54,7 +55,7 @@ class _EpochPlan(torch.utils.data.Sampler):
     def __iter__(self):
         p = self.pipeline
         for b, index in enumerate(p.batches()):
-            seeds = np.random.SeedSequence([p.config.seed, p.epoch, b, 2, p.config.rank]).generate_state(len(index))
+            seeds = rank_seeds(p.config, p.epoch, b, 2, count=len(index))
             yield list(zip(index.tolist(), seeds.tolist()))
 
     def __len__(self) -> int:

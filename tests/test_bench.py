@@ -213,3 +213,14 @@ def test_git_commit_named_in_the_environment_wins(monkeypatch):
     assert results.environment()["git_commit"] == "0123456789ab"
     monkeypatch.delenv("PIPEBENCH_GIT_COMMIT")
     assert results.git_commit() != "0123456789ab"
+
+
+def test_csv_writer_moves_an_older_file_to_the_current_columns(tmp_path):
+    """Resuming into a folder written before columns were added keeps one header and every row."""
+    path = tmp_path / "results.csv"
+    old_columns = [c for c in results.COLUMNS if c not in ("parallel", "gpus", "world_img_per_s")]
+    pd.DataFrame([{"pipeline": "prefetch", "mode": "loader", "status": "ok"}]).reindex(columns=old_columns).to_csv(path, index=False)
+    results.CsvWriter(path, {}, run_id="r").write({"pipeline": "resident", "mode": "loader", "status": "ok", "parallel": "none"})
+    df = pd.read_csv(path)
+    assert list(df.columns) == results.COLUMNS and list(df.pipeline) == ["prefetch", "resident"]
+    assert df.parallel.isna().tolist() == [True, False]

@@ -187,3 +187,22 @@ def test_scaling_section_from_ddp_and_dp_rows(tmp_path):
             "(+50%).") in sentences
     # the per-setting tables read one-GPU rows only: no DDP rank's own rate pooled in
     assert "38,000" not in text.split("## Several GPUs")[0]
+
+
+def test_scaling_never_pools_settings(tmp_path):
+    """Two per-GPU batch sizes in one CSV: one sentence each, each against its own one-GPU and model-only rates."""
+    base = {"run_id": "multi", "model": "resnet18", "dtype": "bfloat16", "gpu": "Test GPU", "num_workers": 15,
+            "status": "ok", "error": "", "image_size": 32, "repeat": 0}
+    rows = []
+    for bs, one, two, bare1, bare2 in ((256, 10_000, 19_000, 20_000, 38_000), (512, 10_000, 11_000, 20_000, 30_000)):
+        for pipeline, mode, r1, r2 in (("prefetch", "e2e", one, two), ("none", "model", bare1, bare2)):
+            rows.append({**base, "pipeline": pipeline, "mode": mode, "batch_size": bs, "img_per_s": r1,
+                         "world_img_per_s": r1, "world_size": 1, "rank": 0, "parallel": "none"})
+            rows.append({**base, "pipeline": pipeline, "mode": mode, "batch_size": bs, "img_per_s": r2 / 2,
+                         "world_img_per_s": r2, "world_size": 2, "rank": 0, "parallel": "ddp"})
+    csv = tmp_path / "results.csv"
+    pd.DataFrame(rows).reindex(columns=results.COLUMNS).to_csv(csv, index=False)
+    _, sentences = report.scaling(report.load([csv]))
+    assert sentences == [
+        "- resnet18 e2e, DDP × 2: scaling efficiency prefetch 95% (lowest: prefetch); the model alone (model-only) scales 95%.",
+        "- resnet18 e2e, DDP × 2: scaling efficiency prefetch 55% (lowest: prefetch); the model alone (model-only) scales 75%."]
