@@ -250,7 +250,7 @@ def _run_specs(args, argv, specs, device, world, lead: bool) -> Path:
     out = args.out or Path("runs") / f"{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}-{device.type}"
     out = distributed.broadcast(out)
     env = results.environment()
-    writer = results.CsvWriter(out / "results.csv", env, run_id=out.name)
+    writer = results.CsvWriter(out / "results.csv", env, run_id=out.name) if lead else None   # rank 0 writes
     todo = list(range(len(specs)))
     if lead:
         out.mkdir(parents=True, exist_ok=True)
