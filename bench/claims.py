@@ -492,7 +492,7 @@ def judge_collate_to_gpu(df: pd.DataFrame) -> Verdict:
 # ---------------------------------------------------------------------------------------------
 # 8. AMP: about 50% less memory and 20% faster
 
-PRECISIONS = {   # label -> (autocast dtype, TF32 for matmul + cuDNN; None leaves PyTorch's defaults)
+AMP_SETTINGS = {   # label -> (autocast dtype, TF32 for matmul + cuDNN; None leaves PyTorch's defaults)
     "float32, TF32 off": ("float32", False),
     "float32, TF32 on": ("float32", True),
     "bfloat16 autocast": ("bfloat16", None),
@@ -535,7 +535,7 @@ def measure_amp(ctx: Context) -> list[dict]:
     """Model-only training steps (forward, loss, backward, SGD) on a float32 batch on the device."""
     rows = []
     for fmt, channels_last in FORMATS.items():
-        for label, (precision, tf) in PRECISIONS.items():
+        for label, (precision, tf) in AMP_SETTINGS.items():
             setting = f"{label}; {fmt}"
             with tf32(tf):
                 trainer = harness.Trainer(ctx.scale.model, ctx.device, precision, channels_last)
@@ -549,7 +549,7 @@ def measure_amp(ctx: Context) -> list[dict]:
 
 def judge_amp(df: pd.DataFrame) -> Verdict:
     """Memory 'about 50%': a cut of 35-65%; speed 'about 20%': at least +10% (more is noted)."""
-    labels = list(PRECISIONS)
+    labels = list(AMP_SETTINGS)
     memory_ok, speed_ok, parts = {}, {}, []
     for fmt in FORMATS:
         for base in labels[:2]:

@@ -230,6 +230,14 @@ def specs_for(args, device: torch.device, world: distributed.World = distributed
     return specs
 
 
+def record(out: Path, command: list[str], env: dict | None = None) -> None:
+    """Append the command that wrote into `out` to its COMMAND.txt (and write environment.json)."""
+    if env is not None:
+        (out / "environment.json").write_text(json.dumps(env, indent=2) + "\n")
+    with open(out / "COMMAND.txt", "a") as f:
+        f.write(shlex.join(command) + "\n")
+
+
 def run_grid(args, argv: list[str]) -> Path:
     """Measure the grid into OUT/results.csv. Under torchrun every process runs the same specs on
     its own GPU and shard; rank 0 alone writes files, one row per rank and window."""
@@ -254,11 +262,9 @@ def _run_specs(args, argv, specs, device, world, lead: bool) -> Path:
     todo = list(range(len(specs)))
     if lead:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "environment.json").write_text(json.dumps(env, indent=2) + "\n")
-        with open(out / "COMMAND.txt", "a") as f:
-            launcher = ["torchrun", f"--nnodes={world.world_size // world.local_world_size}",
-                        f"--nproc-per-node={world.local_world_size}", "-m", "bench.cli"] if world.distributed else ["pipebench"]
-            f.write(shlex.join([*launcher, *argv]) + "\n")
+        launcher = ["torchrun", f"--nnodes={world.world_size // world.local_world_size}",
+                    f"--nproc-per-node={world.local_world_size}", "-m", "bench.cli"] if world.distributed else ["pipebench"]
+        record(out, [*launcher, *argv], env)
         if getattr(args, "config", None) is not None:   # the command names it: keep a copy beside
             (out / args.config.name).write_text(args.config.read_text())
         if args.command == "sweep":
@@ -341,9 +347,7 @@ def run_claims(args, argv: list[str]) -> Path:
         args.out = args.out or Path("runs") / f"claims-{now:%Y%m%d-%H%M%S}-{device.type}"
         args.out.mkdir(parents=True, exist_ok=True)
         env = results.environment()
-        (args.out / "environment.json").write_text(json.dumps(env, indent=2) + "\n")
-        with open(args.out / "COMMAND.txt", "a") as f:
-            f.write(shlex.join(["pipebench", *argv]) + "\n")
+        record(args.out, ["pipebench", *argv], env)
         run_id = f"claims-{now:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"   # unique: CLAIMS.md takes the latest
         writer = results.CsvWriter(args.out / "claims.csv", env, run_id=run_id,
                                    columns=claims.COLUMNS)
@@ -353,8 +357,7 @@ def run_claims(args, argv: list[str]) -> Path:
             claims.run(args.claims, context, writer.write, bar)
     path = claims.write_report(args.out / "claims.csv", args.out)
     if args.report_only:
-        with open(args.out / "COMMAND.txt", "a") as f:
-            f.write(shlex.join(["pipebench", *argv]) + "\n")
+        record(args.out, ["pipebench", *argv])
     found = claims.verdicts(claims.read(args.out / "claims.csv"))
     print("\n".join(f"{i:>2} {key:22s} {v.verdict}" for i, (key, v) in enumerate(found.items(), 1)))
     print(path)
@@ -412,8 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             raise SystemExit(f"pipebench report: no such file: {', '.join(map(str, missing))}")
         path = report.write(args.csv, args.out)
-        with open(args.out / "COMMAND.txt", "a") as f:
-            f.write(shlex.join(["pipebench", *argv]) + "\n")
+        record(args.out, ["pipebench", *argv])
         print(path)
     elif args.command == "prepare":
         config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed)

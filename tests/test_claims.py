@@ -274,7 +274,7 @@ def test_judge_collate_to_gpu():
     assert judge(frame(collate_rows(True, 3000, (2000, 2500))[1:])).verdict == "not measured"
 
 
-AMP_LABELS = list(claims.PRECISIONS)
+AMP_LABELS = list(claims.AMP_SETTINGS)
 
 
 def amp_rows(values: dict[str, tuple[float, float]], formats=tuple(claims.FORMATS)) -> list[dict]:
@@ -446,7 +446,7 @@ def test_measure_amp_on_cpu(ctx):
     ctx = scaled(ctx, train_batch=4, train_steps=1, warmup=0, repeats=1)
     df = frame(claims.measure_amp(ctx))
     assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == saved
-    expected = {f"{label}; {fmt}" for label in claims.PRECISIONS for fmt in claims.FORMATS}
+    expected = {f"{label}; {fmt}" for label in claims.AMP_SETTINGS for fmt in claims.FORMATS}
     assert set(df.setting) == expected and len(expected) == 8
     assert df.groupby(["setting", "metric"]).size().eq(1).all() and len(df) == 16
     ips, mem = df[df.metric == "img_per_s"], df[df.metric == "peak_mem_mb"]
