@@ -94,6 +94,12 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
     p.add_argument("--models", type=_model_list, default=["resnet18"],
                    help="models for model-only and e2e: resnet18, resnet9, resnet9-w<F> (width x F, "
                         "the compute knob) (default: resnet18)")
+    p.add_argument("--step", type=_csv_list(harness.STEPS),
+                   help="list; the training step of model-only and e2e: eager (as written), graph (the whole "
+                        "step captured in one CUDA graph and replayed), compile (torch.compile, then the same "
+                        "capture); every kind runs model-only and e2e. graph / compile need CUDA (skipped rows "
+                        "elsewhere), last-batch drop, no --parallel dp, no torchrun, no float16 "
+                        "(default: eager,graph on CUDA, eager on CPU)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
     p.add_argument("--image-size", type=_int_list, default=[32],
                    help="list; px per side, multiples of 32: the set upscaled (default: 32)")
@@ -126,7 +132,12 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
     p.add_argument("--last-batch", choices=LAST_BATCH, default="drop",
                    help="drop = every timed step has a full batch (default: drop)")
     p.add_argument("--max-samples", type=int, help="use only the first N samples of the split")
-    p.add_argument("--steps", type=int, help="timed steps per repeat (default: one epoch on CUDA, 3 on CPU)")
+    p.add_argument("--steps", type=int, help="timed steps per repeat (default: whole epochs lasting "
+                   "--min-window-s on CUDA, 3 on CPU)")
+    p.add_argument("--min-window-s", type=float,
+                   help="without --steps: each window is the fewest whole epochs (model-only: blocks of "
+                        f"{harness.MODEL_BLOCK} steps) lasting at least this many seconds, sized by an untimed "
+                        "window first (default: 2 on CUDA; on CPU --steps 3 instead)")
     p.add_argument("--warmup", type=int, help="untimed steps first (default: 10 on CUDA, 1 on CPU)")
     p.add_argument("--repeats", type=int, help="timed windows per config (default: 5 on CUDA, 2 on CPU)")
     p.add_argument("--seed", type=int, default=0, help="shuffle / augmentation seed (default: 0)")
@@ -192,9 +203,14 @@ def specs_for(args, device: torch.device, world: distributed.World = distributed
         dali_reader=args.dali_reader, dali_queue_depth=args.dali_queue_depth,
         dali_hw_decoder_load=args.dali_hw_decoder_load,
         **({} if args.dali_threads is None else {"dali_threads": args.dali_threads}))
-    timing = dict(steps=args.steps or (None if cuda else 3),
+    if args.steps is not None and args.min_window_s is not None:
+        raise ValueError("--steps and --min-window-s: give one (a fixed step count, or windows sized by time)")
+    steps = args.steps or (None if cuda or args.min_window_s else 3)
+    timing = dict(steps=steps,
+                  min_seconds=0.0 if steps else args.min_window_s if args.min_window_s is not None else 2.0,
                   warmup=args.warmup if args.warmup is not None else (10 if cuda else 1),
                   repeats=args.repeats or (5 if cuda else 2))
+    kinds = args.step or (["eager", "graph"] if cuda else ["eager"])
     grid = [(size, dtype, bs, workers)
             for size in args.image_size
             for dtype in args.dtype or ["bfloat16" if cuda else "float32"]
@@ -206,14 +222,20 @@ def specs_for(args, device: torch.device, world: distributed.World = distributed
 
     parallel = "ddp" if world.distributed else args.parallel
     replicas = torch.cuda.device_count() if parallel == "dp" else 1
+    for kind in kinds:   # what a captured step refuses on this GPU is refused here (no CUDA: skipped rows)
+        for dtype in args.dtype or ["bfloat16"]:
+            refusal = harness.step_refusal(kind, device, dtype, parallel, args.last_batch)
+            if refusal and cuda:
+                raise ValueError(refusal)
 
-    def spec(pipeline: str, mode: str, model: str, config: PipelineConfig, stage: str = "") -> harness.RunSpec:
+    def spec(pipeline: str, mode: str, model: str, config: PipelineConfig, stage: str = "",
+             step: str = "eager") -> harness.RunSpec:
         """Rows record, and resume matches, the config a pipeline really runs with."""
         if pipeline in reasons and not reasons[pipeline]:
             config = pipelines.resolve_config(pipeline, config)
         if mode in ("model", "e2e") and replicas > 1:   # DataParallel: the whole batch on one GPU
             config = config.replace(batch_size=config.batch_size * replicas)
-        return harness.RunSpec(pipeline, mode, model, config, stage=stage,
+        return harness.RunSpec(pipeline, mode, model, config, stage=stage, step=step,
                                parallel=parallel if mode in ("model", "e2e") else "none", **timing)
 
     specs = []
@@ -222,11 +244,12 @@ def specs_for(args, device: torch.device, world: distributed.World = distributed
     if "stage" in args.modes:
         specs += [spec(p, "stage", "none", c, s) for c in configs for p in args.pipelines for s in args.stages]
     for model in args.models:
-        if "model" in args.modes:   # no pipeline: once per image size, dtype and batch size
-            seen = {(c.image_size, c.dtype, c.batch_size): c for c in configs}
-            specs += [spec("none", "model", model, c) for c in seen.values()]
-        if "e2e" in args.modes:
-            specs += [spec(p, "e2e", model, c) for c in configs for p in args.pipelines]
+        for kind in kinds:   # model-only and e2e of one setting use the same step kind
+            if "model" in args.modes:   # no pipeline: once per image size, dtype and batch size
+                seen = {(c.image_size, c.dtype, c.batch_size): c for c in configs}
+                specs += [spec("none", "model", model, c, step=kind) for c in seen.values()]
+            if "e2e" in args.modes:
+                specs += [spec(p, "e2e", model, c, step=kind) for c in configs for p in args.pipelines]
     return specs
 
 
@@ -296,9 +319,10 @@ def _run_specs(args, argv, specs, device, world, lead: bool) -> Path:
     with tqdm(total=sum(s.repeats for s in specs), unit="window", desc=args.command, disable=not lead) as bar:
         for spec in specs:
             bar.set_description(f"{spec.pipeline} {spec.stage or spec.mode} {spec.model} {spec.config.image_size}px")
-            if reasons.get(spec.pipeline):
+            skip = reasons.get(spec.pipeline) or harness.step_refusal(spec.step, device)
+            if skip:
                 if lead:
-                    writer.write(results.failed_row(spec, "skipped", reasons[spec.pipeline]))
+                    writer.write(results.failed_row(spec, "skipped", skip))
                 bar.update(spec.repeats)
                 continue
             done = 0
@@ -370,7 +394,7 @@ def summary(csv: Path) -> str:
     import pandas as pd
     df = report.load([csv])
     ok = df[(df.status == "ok") & (df["rank"] == 0)]
-    keys = ["mode", "stage", "pipeline", "model", "image_size", "batch_size", "num_workers", "dtype",
+    keys = ["mode", "stage", "step", "pipeline", "model", "image_size", "batch_size", "num_workers", "dtype",
             "world_size", "parallel"]
     table = (ok.groupby(keys, sort=False)["world_img_per_s"]
              .agg(["median", "min", "max", "count"]).round(0).astype(int)

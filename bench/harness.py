@@ -21,6 +21,17 @@ ends with a device synchronize and is timed with the host clock; `seconds` cover
 window's steps. Per step, `wait` is the host time spent in `next()` (blocked on the input),
 and the step time is the interval between CUDA events recorded at step ends (host clock on CPU).
 Pipeline construction (`setup_s`, including a resident upload) is outside every window.
+`RunSpec.min_seconds` > 0 with `steps=None` sizes every window from an untimed calibration window
+to the fewest whole epochs (model mode: blocks of 50 steps) that last at least that long.
+
+The training step (`RunSpec.step`, `Trainer(step=...)`), as fast models are trained today:
+  - eager:   the step as written, one kernel launch at a time from Python;
+  - graph:   forward, loss, backward and the optimizer step captured once into one CUDA graph
+             (`torch.cuda.graph`) and replayed; each batch is copied into the graph's static input;
+  - compile: `torch.compile` of the model (default mode), then the same whole-step capture.
+The first training step of model and e2e configs runs alone, synchronized, before the warm-up and is
+recorded as `compile_s`: for graph / compile it includes the side-stream warm-up steps, compilation
+and capture; for eager it is one step with cuDNN autotuning.
 
 Several GPUs (`RunSpec.parallel`): "ddp" = one process per GPU under torchrun (`bench.distributed`),
 each rank timing its own windows, all starting after a barrier, its pipeline sharded by rank and
@@ -55,6 +66,31 @@ MODES = ("loader", "model", "e2e", "stage")
 STAGES = ("host", "pin", "h2d-pageable", "h2d-pinned", "device")
 PRECISIONS = ("float32", "bfloat16", "float16")   # Trainer: no autocast, or autocast to this dtype
 PARALLEL = ("none", "ddp", "dp")   # RunSpec: one GPU, DistributedDataParallel, DataParallel
+STEPS = ("eager", "graph", "compile")   # Trainer: how the training step runs (module docstring)
+WARMUP_BEFORE_CAPTURE = 3   # eager steps on a side stream before capture (cuDNN autotuning, optimizer state)
+MODEL_BLOCK = 50   # model mode, min_seconds: windows are whole blocks of this many steps
+
+
+def step_refusal(step: str, device: torch.device, precision: str = "bfloat16", parallel: str = "none",
+                 last_batch: str = "drop") -> str | None:
+    """Why `step` cannot train here (None if it can): a captured step needs CUDA, one process per
+    GPU without DataParallel / DDP, no GradScaler and one batch shape."""
+    if step not in STEPS:
+        return f"step={step!r}: expected one of {STEPS}"
+    if step == "eager":
+        return None
+    if device.type != "cuda":
+        return f"step={step!r} captures the training step in a CUDA graph: needs a CUDA device"
+    if parallel != "none":
+        return (f"step={step!r} with parallel={parallel!r}: the captured step runs one model on one GPU; "
+                "DataParallel and DistributedDataParallel are refused (use step='eager')")
+    if precision == "float16":
+        return (f"step={step!r} with float16: the GradScaler's inf check reads back to the host, which a "
+                "CUDA graph cannot capture (use bfloat16 or step='eager')")
+    if last_batch == "partial":
+        return (f"step={step!r} with last_batch='partial': a captured step has one batch shape "
+                "(use last_batch='drop' or step='eager')")
+    return None
 
 
 class NotApplicable(Exception):
@@ -73,6 +109,8 @@ class RunSpec:
     repeats: int = 3
     stage: str = ""            # stage mode only: one of STAGES
     parallel: str = "none"     # model replicas: none, ddp (one process per GPU), dp (DataParallel)
+    step: str = "eager"        # model and e2e: the training step's kind, one of STEPS
+    min_seconds: float = 0.0   # steps=None: windows of whole epochs (blocks) lasting at least this
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -92,6 +130,12 @@ class RunSpec:
         if self.mode in ("model", "e2e") and (self.parallel == "ddp") != (self.config.world_size > 1):
             raise ValueError(f"parallel={self.parallel!r} with world_size={self.config.world_size}: "
                              "ddp is the mode of a torchrun job of more than one process")
+        if self.step not in STEPS:
+            raise ValueError(f"step={self.step!r}: expected one of {STEPS}")
+        if self.step != "eager" and self.mode not in ("model", "e2e"):
+            raise ValueError(f"step={self.step!r} with mode={self.mode!r}: only model and e2e train")
+        if self.min_seconds < 0 or (self.min_seconds and self.steps is not None):
+            raise ValueError(f"min_seconds={self.min_seconds!r}: expected >= 0, and only with steps=None")
         if self.warmup < 0 or self.repeats < 1:
             raise ValueError(f"warmup={self.warmup!r}, repeats={self.repeats!r}: expected >= 0 and >= 1")
 
@@ -110,6 +154,16 @@ class Window:
 class Trainer:
     """A plain training step: forward under optional autocast, cross-entropy, backward, SGD.
 
+    `step` (see STEPS): "eager" runs it as written; "graph" captures the whole step (forward, loss,
+    backward, optimizer step) into one CUDA graph on the first call and replays it on every call,
+    copying each batch into the graph's static inputs; "compile" does the same around
+    `torch.compile(model)`. Before capture, WARMUP_BEFORE_CAPTURE eager steps run on a side stream
+    (cuDNN autotuning, optimizer state, compilation), then the weights, buffers and momentum are
+    put back as they were, so a captured step trains exactly as many steps as an eager one. The
+    capture uses `capture_error_mode="thread_local"` (pipeline threads keep running) and autocast
+    without its weight cache (`cache_enabled=False`, as capture requires). Every later batch must
+    have the first one's shape and dtype (ValueError otherwise). `step_refusal` says what a captured
+    step refuses: no CUDA, DataParallel / DDP, float16's GradScaler.
     `parallel`: "ddp" wraps the model in DistributedDataParallel (a torchrun job, one process per
     device), "dp" in DataParallel (one process, the batch scattered over all visible GPUs).
     `precision`: float32 (no autocast), bfloat16 or float16 autocast (float16 with a GradScaler,
@@ -119,14 +173,17 @@ class Trainer:
     On CUDA it turns on cuDNN autotuning (`cudnn.benchmark`), as most training scripts do, except
     under DataParallel: its replicas run in new threads every step and cuDNN's autotuning cache is
     per thread, so every step autotuned again (ResNet-18, 2 x H200, 2026-11-22: 1.3k img/s with
-    benchmark on, 16.5k off)."""
+    benchmark on, 16.5k off). `loss` holds the last step's loss (a device tensor)."""
 
     def __init__(self, model: str, device: torch.device, precision: str, channels_last: bool,
-                 accumulate: int = 1, parallel: str = "none"):
+                 accumulate: int = 1, parallel: str = "none", step: str = "eager"):
         if precision not in PRECISIONS:
             raise ValueError(f"precision={precision!r}: expected one of {PRECISIONS}")
         if accumulate < 1:
             raise ValueError(f"accumulate={accumulate!r}: expected >= 1")
+        refusal = step_refusal(step, device, precision, parallel)
+        if refusal:
+            raise ValueError(refusal)
         torch.backends.cudnn.benchmark = device.type == "cuda" and parallel != "dp"
         self.model = build_model(model).to(device)
         if channels_last:
@@ -141,15 +198,60 @@ class Trainer:
             ids = [main, *(i for i in range(torch.cuda.device_count()) if i != main)]
             self.model = torch.nn.DataParallel(self.model, device_ids=ids)
             self.devices = [torch.device("cuda", i) for i in ids]
+        self.forward = torch.compile(self.model) if step == "compile" else self.model
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9,
                                          nesterov=True, weight_decay=5e-4)
         self.autocast = torch.autocast(device.type, dtype=getattr(torch, precision),
-                                       enabled=precision != "float32")
+                                       enabled=precision != "float32", cache_enabled=step == "eager")
         self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "float16")
         self.accumulate = accumulate
+        self.step = step
+        self.device = device
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.static: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.loss: torch.Tensor | None = None
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
-        self.optimizer.zero_grad(set_to_none=True)
+        if self.step == "eager":
+            self.optimizer.zero_grad(set_to_none=True)
+            self._update(images, labels)
+            return
+        if self.graph is None:
+            self._capture(images, labels)
+        static_images, static_labels = self.static
+        if images.shape != static_images.shape or images.dtype != static_images.dtype \
+                or labels.shape != static_labels.shape:
+            raise ValueError(f"step={self.step!r}: a batch of {tuple(images.shape)} {images.dtype}, but the "
+                             f"step was captured for {tuple(static_images.shape)} {static_images.dtype} "
+                             "(a captured step needs one batch shape: last_batch='drop')")
+        static_images.copy_(images, non_blocking=True)
+        static_labels.copy_(labels, non_blocking=True)
+        self.graph.replay()
+
+    def _capture(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        """Warm up on a side stream, restore the state, capture one whole step (module docstring)."""
+        self.static = (images.clone(), labels.clone())   # clone keeps the memory format
+        saved = {k: v.clone() for k, v in self.model.state_dict().items()}
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            for _ in range(WARMUP_BEFORE_CAPTURE):
+                self.optimizer.zero_grad(set_to_none=True)
+                self._update(*self.static)
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        with torch.no_grad():   # undo the warm-up: same weights, buffers, and momentum as at the start
+            for k, v in self.model.state_dict().items():
+                v.copy_(saved[k])
+            for state in self.optimizer.state.values():
+                state["momentum_buffer"].zero_()   # SGD's first step sets it to the gradient: same as zero
+        self.optimizer.zero_grad(set_to_none=True)   # backward in the graph writes fresh gradients
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
+            self._update(*self.static)
+
+    def _update(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        """Backward of the batch (micro-batch by micro-batch) and one optimizer step; gradients
+        start empty (zeroed by the caller)."""
         if self.accumulate == 1:
             self._backward(images, labels, 1.0)
         else:
@@ -164,8 +266,9 @@ class Trainer:
 
     def _backward(self, images: torch.Tensor, labels: torch.Tensor, weight: float) -> None:
         with self.autocast:
-            loss = F.cross_entropy(self.model(images), labels)
+            loss = F.cross_entropy(self.forward(images), labels)
         self.scaler.scale(loss if weight == 1.0 else loss * weight).backward()
+        self.loss = loss.detach()
 
 
 class Touch:
@@ -298,7 +401,7 @@ def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
         if spec.mode == "model":
             batches = synthetic_batches(config, device)
             facts["data_source"] = "synthetic-batch"
-            steps = spec.steps or 100
+            unit = MODEL_BLOCK if spec.min_seconds else 100
         else:
             t0 = time.perf_counter()
             pipeline = pipelines.build(spec.pipeline, config)
@@ -306,18 +409,30 @@ def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
             facts.update(data_source=pipeline.data.source, steps_per_epoch=len(pipeline),
                          samples=shard_size(len(pipeline.data), config), **pipeline.info)
             batches = endless(pipeline)
-            steps = spec.steps or len(pipeline)
+            unit = len(pipeline)
         if spec.mode == "stage":
             batches, step, stage_facts = stage_workload(spec, pipeline, device)
             facts.update(stage_facts)
         elif spec.mode == "loader":
             step = Touch(device)
         else:
-            step = Trainer(spec.model, device, config.dtype, config.channels_last, parallel=spec.parallel)
+            step = Trainer(spec.model, device, config.dtype, config.channels_last, parallel=spec.parallel,
+                           step=spec.step)
+            batch = next(batches)
+            sync(device)
+            t0 = time.perf_counter()
+            step(*batch)   # compilation, warm-up and capture happen here, outside every window
+            sync(device)
+            facts["compile_s"] = time.perf_counter() - t0
         others = tuple(step.devices[1:]) if spec.parallel == "dp" else ()
         facts["gpus"] = (1 + len(others)) * config.world_size if device.type == "cuda" else 0
         for _ in range(spec.warmup):
             step(*next(batches))
+        steps = spec.steps or unit
+        if spec.steps is None and spec.min_seconds:   # an untimed window sizes the timed ones
+            probe = time_window(batches, step, unit, device, others).seconds
+            longest = distributed.gather(probe)   # every rank must run the same number of steps
+            steps = unit * max(1, math.ceil(spec.min_seconds / max(longest)))
         for _ in range(spec.repeats):
             yield facts, time_window(batches, step, steps, device, others)
     finally:

@@ -26,7 +26,7 @@ import pandas as pd  # noqa: E402
 FED = 0.95   # e2e / model-only at or above this: the pipeline keeps the model fed
 AGREE = 0.85   # e2e / slowest stage's ceiling at or above this: the prediction holds
 RUN = ["run_id", "gpu", "batch_size", "dtype", "num_workers"]   # never pools across runs
-SETTING = [*RUN, "image_size"]
+SETTING = [*RUN, "image_size", "step"]
 STAGE_ORDER = ["host", "pin", "h2d-pageable", "h2d-pinned", "device"]
 # Options that make two rows of the same pipeline different configurations: named when they vary.
 VARIANT = ["encoding", "augment", "channels_last", "pin_memory", "non_blocking", "prefetch_depth",
@@ -53,17 +53,29 @@ CPU cores."""
 
 
 def load(paths: list[str | Path]) -> pd.DataFrame:
-    frames = [pd.read_csv(p, keep_default_na=False, na_values=[""], dtype={"stage": str, "copy": str, "parallel": str})
+    frames = [pd.read_csv(p, keep_default_na=False, na_values=[""],
+                          dtype={"stage": str, "copy": str, "parallel": str, "step": str})
               for p in paths]
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     nan = float("nan")
-    defaults = {"stage": "", "image_size": 32, "copy": "", "batch_bytes": nan, "world_size": 1, "rank": 0,
+    defaults = {"stage": "", "step": "", "image_size": 32, "copy": "", "batch_bytes": nan, "world_size": 1, "rank": 0,
                 "parallel": "none", "gpus": nan, "peak_gpu_mem_mb_others": nan, "world_img_per_s": nan}
     for column, value in defaults.items():   # CSVs written before these columns existed
         df[column] = df[column].fillna(value) if column in df else value
     df["world_img_per_s"] = df.world_img_per_s.fillna(df.img_per_s)
+    df.loc[df["mode"].isin(["model", "e2e"]) & (df.step == ""), "step"] = "eager"   # before --step existed
     df["image_size"] = df["image_size"].astype(int)
     return df
+
+
+def per_step(df: pd.DataFrame) -> pd.DataFrame:
+    """Loader-only and stage rows (no training step) copied into every step kind their run trained
+    with, so each step kind's section compares against the same input ceilings."""
+    trained = df["mode"].isin(["model", "e2e"])
+    kinds = df[trained].groupby("run_id").step.unique()
+    shared = df[~trained]
+    copies = [shared[shared.run_id == run].assign(step=kind) for run, found in kinds.items() for kind in found]
+    return pd.concat([df[trained], shared[~shared.run_id.isin(kinds.index)], *copies], ignore_index=True)
 
 
 def rate(row) -> str:
@@ -299,7 +311,7 @@ def transfer_section(points: pd.DataFrame, path: Path, title: str) -> list[str]:
     return [table.to_markdown(index=False), "", *sentences, "", f"![transfer share]({path.name})", ""]
 
 
-SCALE_KEY = ["run_id", "gpu", "per_gpu_batch", "dtype", "image_size", "mode", "model", "pipeline"]   # never pools runs
+SCALE_KEY = ["run_id", "gpu", "per_gpu_batch", "dtype", "image_size", "step", "mode", "model", "pipeline"]   # never pools runs
 
 
 def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
@@ -374,12 +386,12 @@ def write(paths: list[str | Path], out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     parts = ["# Report", "", "Sources: " + ", ".join(f"`{Path(p).as_posix()}`" for p in paths), "",
              "## Environment", "", environment(df), "", TIMERS, ""]
-    single = df[(df.world_size == 1) & (df.parallel == "none")]   # one process, one GPU
+    single = per_step(df[(df.world_size == 1) & (df.parallel == "none")])   # one process, one GPU
     for i, (setting, group) in enumerate(single.groupby(SETTING, sort=True, dropna=False), start=1):
-        run, gpu, bs, dtype, workers, size = setting
+        run, gpu, bs, dtype, workers, size, step = setting
         name = (f"{run}: {gpu if isinstance(gpu, str) else 'CPU'}, {size} px, batch {bs}, {dtype}, "
-                f"{workers} workers")
-        slug = f"{i}-{size}px-bs{bs}-{dtype}-w{workers}"
+                f"{workers} workers" + (f", {step} step" if step else ""))
+        slug = f"{i}-{size}px-bs{bs}-{dtype}-w{workers}" + (f"-{step}" if step else "")
         group = label_variants(group)
         parts += [f"## {name}", ""]
         m = medians(group)   # aggregated once per setting, read by every table and plot
@@ -401,13 +413,14 @@ def write(paths: list[str | Path], out: Path) -> Path:
             parts += ["### Not measured", ""] + [
                 f"- `{r.pipeline}` {r.stage or r.mode} {r.model}: {r.status} — {r.error}"
                 for r in failed.itertuples()] + [""]
-    for i, (setting, group) in enumerate(single.groupby(RUN, sort=True, dropna=False), start=1):
+    for i, (setting, group) in enumerate(single.groupby([*RUN, "step"], sort=True, dropna=False), start=1):
         points = transfer_points(group)
         if not points.empty:
-            run, gpu, bs, dtype, workers = setting
-            name = f"{run}: {gpu if isinstance(gpu, str) else 'CPU'}, batch {bs}, {dtype}, {workers} workers"
-            parts += [f"## Host transfer vs bytes per image — {name}", "",
-                      *transfer_section(points, out / f"transfer-{i}-bs{bs}-{dtype}-w{workers}.png", name)]
+            run, gpu, bs, dtype, workers, step = setting
+            name = (f"{run}: {gpu if isinstance(gpu, str) else 'CPU'}, batch {bs}, {dtype}, {workers} workers"
+                    + (f", {step} step" if step else ""))
+            plot = out / (f"transfer-{i}-bs{bs}-{dtype}-w{workers}" + (f"-{step}" if step else "") + ".png")
+            parts += [f"## Host transfer vs bytes per image — {name}", "", *transfer_section(points, plot, name)]
     table, sentences = scaling(df)
     if not table.empty:
         parts += ["## Several GPUs: scaling", "", SCALING, "", table.to_markdown(index=False), "", *sentences, ""]

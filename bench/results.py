@@ -24,11 +24,11 @@ from .harness import RunSpec, Window
 
 CONFIG_COLUMNS = ["pipeline", "mode", "stage", "model", "image_size", "batch_size", "num_workers", "dtype", "channels_last",
                   "pin_memory", "non_blocking", "prefetch_depth", "encoding", "augment", "split",
-                  "last_batch", "max_samples", "seed", "world_size", "rank", "parallel", "dali_reader",
+                  "last_batch", "max_samples", "seed", "world_size", "rank", "parallel", "step", "dali_reader",
                   "dali_threads", "dali_queue_depth", "dali_hw_decoder_load"]
 MEASURE_COLUMNS = ["repeat", "steps", "warmup", "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
                    "wait_ms_p50", "wait_ms_p95", "wait_frac", "step_ms_p50", "step_ms_p95",
-                   "peak_gpu_mem_mb", "peak_gpu_mem_mb_others", "setup_s", "upload_s"]
+                   "peak_gpu_mem_mb", "peak_gpu_mem_mb_others", "setup_s", "upload_s", "compile_s"]
 # What must match for a sweep to count an earlier row as this environment's (not the git commit).
 SAME_ENVIRONMENT = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "cpu_count", "hostname"]
 ENV_COLUMNS = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "python", "cpu_count",
@@ -82,7 +82,7 @@ def _config_fields(spec: RunSpec) -> dict[str, object]:
     c = spec.config
     fields = {name: getattr(c, name) for name in CONFIG_COLUMNS if hasattr(c, name)}
     fields.update(pipeline=spec.pipeline, mode=spec.mode, stage=spec.stage, model=spec.model, warmup=spec.warmup,
-                  parallel=spec.parallel)
+                  parallel=spec.parallel, step=spec.step if spec.mode in ("model", "e2e") else "")
     return fields
 
 
@@ -99,7 +99,9 @@ def completed(path: str | Path, env: dict[str, object]) -> dict[tuple[str, ...],
     if not path.exists() or path.stat().st_size == 0:
         return {}
     df = pd.read_csv(path, dtype=str, keep_default_na=False).reindex(columns=COLUMNS, fill_value="")
-    df["parallel"] = df.parallel.replace("", "none")   # rows from before the column existed
+    df["parallel"] = df.parallel.replace("", "none")   # rows from before these columns existed
+    trained = df["mode"].isin(["model", "e2e"]) & (df.step == "")
+    df.loc[trained, "step"] = "eager"
     mine = df[(df[SAME_ENVIRONMENT] == pd.Series({k: str(env[k]) for k in SAME_ENVIRONMENT})).all(axis=1)]
     done = {tuple(key): n for key, n in mine[mine.status == "ok"].groupby(CONFIG_COLUMNS).size().items()}
     done.update({tuple(key): math.inf for key in mine[mine.status == "not-applicable"].groupby(CONFIG_COLUMNS).groups})

@@ -52,7 +52,7 @@ def test_report_tables_crossover_and_failures(tmp_path):
             "although the loader alone is faster: contention, not the input rate.") in text
     assert "`dali` loader none: skipped — NVIDIA DALI is not installed" in text
     assert "50,000 [49,000–51,000]" in text   # median [min–max] over repeats
-    assert (tmp_path / "out" / "roofline-1-32px-bs512-bfloat16-w8.png").stat().st_size > 10_000
+    assert (tmp_path / "out" / "roofline-1-32px-bs512-bfloat16-w8-eager.png").stat().st_size > 10_000
 
 
 def test_crossover_names_a_slower_model_left_unfed_as_contention(tmp_path):
@@ -69,7 +69,7 @@ def test_report_is_reproducible(tmp_path):
     csv = fixture_csv(tmp_path / "results.csv")
     cli.main(["report", csv, "--out", str(tmp_path / "a")])
     cli.main(["report", csv, "--out", str(tmp_path / "b")])
-    for name in ("REPORT.md", "roofline-1-32px-bs512-bfloat16-w8.png"):
+    for name in ("REPORT.md", "roofline-1-32px-bs512-bfloat16-w8-eager.png"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 
@@ -142,7 +142,7 @@ def test_transfer_share_against_bytes_per_image(tmp_path):
             "from 150,528 B/image (224 px) it is as long as the step: the bus alone is the limit, even fully "
             "overlapped.") in text
     assert "- net, pinned copies: the copy takes 1% of the model step at 150,528 B/image (224 px); below 100%" in text
-    assert (tmp_path / "out" / "transfer-1-bs512-bfloat16-w8.png").stat().st_size > 10_000
+    assert (tmp_path / "out" / "transfer-1-bs512-bfloat16-w8-eager.png").stat().st_size > 10_000
 
 
 def test_report_reads_csvs_from_before_stages_and_image_sizes(tmp_path):

@@ -1,0 +1,189 @@
+"""The training step kinds (eager / graph / compile): validation, skip rows and CLI plumbing on the
+CPU; on a GPU, that a captured step trains the same model as the eager one."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from bench import claims, cli, harness, report, results
+from pipelines.config import PipelineConfig
+
+CUDA = torch.device("cuda")   # a device object: nothing runs on it in the CPU tests
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(step="jit"), "expected one of"),
+    (dict(mode="loader", model="none", step="graph"), "only model and e2e train"),
+    (dict(steps=5, min_seconds=1.0), "only with steps=None"),
+    (dict(min_seconds=-1.0), "expected >= 0"),
+])
+def test_runspec_rejects_bad_step_options(kwargs, message):
+    spec = dict(pipeline="none", mode="model", model="resnet9")
+    with pytest.raises(ValueError, match=message):
+        harness.RunSpec(**{**spec, **kwargs})
+
+
+@pytest.mark.parametrize("args,message", [
+    (("graph", torch.device("cpu")), "needs a CUDA device"),
+    (("compile", CUDA, "bfloat16", "dp"), "DataParallel and DistributedDataParallel are refused"),
+    (("graph", CUDA, "bfloat16", "ddp"), "DataParallel and DistributedDataParallel are refused"),
+    (("graph", CUDA, "float16"), "GradScaler"),
+    (("compile", CUDA, "bfloat16", "none", "partial"), "last_batch='drop'"),
+    (("trace", CUDA), "expected one of"),
+])
+def test_step_refusal_says_why(args, message):
+    assert message in harness.step_refusal(*args)
+
+
+@pytest.mark.parametrize("args", [("eager", torch.device("cpu"), "float16", "dp", "partial"),
+                                  ("graph", CUDA), ("compile", CUDA, "float32")])
+def test_step_refusal_accepts_what_runs(args):
+    assert harness.step_refusal(*args) is None
+
+
+def test_trainer_refuses_a_captured_step_without_cuda():
+    with pytest.raises(ValueError, match="needs a CUDA device"):
+        harness.Trainer("resnet9-w0.25", torch.device("cpu"), "float32", False, step="graph")
+
+
+def run_cli(tmp_path, root, *extra, command="compare") -> pd.DataFrame:
+    out = tmp_path / "run"
+    cli.main([command, "--data-root", str(root), "--max-samples", "256", "--batch-size", "32",
+              "--steps", "2", "--warmup", "1", "--repeats", "2", "--models", "resnet9-w0.25",
+              "--pipelines", "resident", "--modes", "model,e2e", "--out", str(out), *extra])
+    return pd.read_csv(out / "results.csv", keep_default_na=False)
+
+
+def test_cli_runs_every_step_kind_and_skips_captured_ones_without_cuda(tmp_path, synthetic_root):
+    df = run_cli(tmp_path, synthetic_root, "--step", "eager,graph,compile")
+    assert set(zip(df["mode"], df.step, df.status)) == {
+        ("model", "eager", "ok"), ("e2e", "eager", "ok"),
+        *{(m, s, "skipped") for m in ("model", "e2e") for s in ("graph", "compile")}}
+    skipped = df[df.status == "skipped"]
+    assert skipped.error.str.contains("needs a CUDA device").all() and len(skipped) == 4   # one row per config
+    ok = df[df.status == "ok"]
+    assert (pd.to_numeric(ok.compile_s) > 0).all()   # the first step, timed alone
+
+
+def test_cli_default_step_on_cpu_is_eager(tmp_path, synthetic_root):
+    df = run_cli(tmp_path, synthetic_root)
+    assert set(df.step) == {"eager"} and (df.status == "ok").all()
+
+
+def test_sweep_resume_tells_step_kinds_apart(tmp_path, synthetic_root, capsys):
+    run_cli(tmp_path, synthetic_root, command="sweep")
+    capsys.readouterr()
+    df = run_cli(tmp_path, synthetic_root, "--step", "eager,graph", command="sweep")
+    assert "resume: 2 of 4 configurations already done" in capsys.readouterr().err
+    assert (df.step == "graph").sum() == 2 and (df[df.step == "eager"].status == "ok").sum() == 4
+
+
+def test_resume_counts_rows_written_before_the_step_column_as_eager(tmp_path):
+    spec = harness.RunSpec("none", "model", "resnet9", PipelineConfig(device="cpu"), steps=1, repeats=1)
+    window = harness.Window(8, 0.1, pd.Series([1.0]).to_numpy(), pd.Series([1.0]).to_numpy(), float("nan"))
+    env = results.environment()
+    path = tmp_path / "results.csv"
+    results.CsvWriter(path, env, run_id="old").write(results.measured_row(spec, {}, 0, window))
+    old = pd.read_csv(path, dtype=str, keep_default_na=False)
+    old.drop(columns=["step"]).to_csv(path, index=False)
+    assert results.completed(path, env)[results.config_key(spec)] == 1
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--step", "graph,jit"], "expected a comma-separated list"),
+    (["--steps", "3", "--min-window-s", "1"], "give one"),
+])
+def test_cli_rejects_bad_step_options(tmp_path, argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["compare", "--device", "cpu", "--out", str(tmp_path / "x"), *argv])
+    assert message in str(e.value) + capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mode,pipeline,model,unit", [("loader", "resident", "none", None),
+                                                     ("model", "none", "resnet9-w0.25", harness.MODEL_BLOCK)])
+def test_windows_of_min_seconds_are_whole_epochs_or_blocks(mode, pipeline, model, unit, synthetic_root):
+    config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64,
+                            image_size=32)
+    spec = harness.RunSpec(pipeline, mode, model, config, steps=None, min_seconds=0.01, warmup=0, repeats=1)
+    (facts, window), = harness.run(spec)
+    unit = unit or facts["steps_per_epoch"]
+    assert len(window.step_ms) % unit == 0
+    assert window.seconds >= 0.005   # sized from the calibration window: near min_seconds, not one step
+
+
+def test_report_gives_each_step_kind_its_own_sections_against_the_same_loader_rows(tmp_path):
+    rows = []
+    for step, model_rate, e2e_rate in (("eager", 50_000, 45_000), ("graph", 200_000, 106_000)):
+        rows += [{"mode": "model", "pipeline": "none", "model": "m", "step": step, "img_per_s": model_rate},
+                 {"mode": "e2e", "pipeline": "p", "model": "m", "step": step, "img_per_s": e2e_rate}] * 3
+    rows += [{"mode": "loader", "pipeline": "p", "model": "none", "step": "", "img_per_s": 110_000}] * 3
+    frame = pd.DataFrame(rows).assign(run_id="r", gpu="G", batch_size=512, num_workers=4, dtype="bfloat16",
+                                      status="ok", error="", wait_frac=0.0)
+    frame.reindex(columns=results.COLUMNS).to_csv(tmp_path / "results.csv", index=False)
+    text = report.write([tmp_path / "results.csv"], tmp_path / "out").read_text()
+    sections = {s.split("\n")[0]: s for s in text.split("\n## ")[1:]}
+    eager, graph = (sections[f"r: G, 32 px, batch 512, bfloat16, 4 workers, {k} step"] for k in ("eager", "graph"))
+    assert "**contention**" in eager and "**input-bound**" in graph   # 106k: at the loader's 110k, below 200k
+    assert "110,000" in eager and "110,000" in graph   # the loader-only row in both
+
+
+def fast_rows(model: dict, loader: dict, e2e: dict) -> pd.DataFrame:
+    rows = [claims.row(f"none; {s}", "model_img_per_s", v, "img/s") for s, v in model.items()]
+    rows += [claims.row(p, "loader_img_per_s", v, "img/s") for p, v in loader.items()]
+    rows += [claims.row(f"{p}; {s}", "e2e_img_per_s", v, "img/s") for (p, s), v in e2e.items()]
+    return pd.DataFrame(rows)
+
+
+def test_judge_fast_step():
+    model = {"eager": 80_000, "compile": 330_000}
+    loader = {"resident": 2_000_000, "dataloader": 40_000, "prefetch": 300_000, "clash": 1_000_000}
+    e2e = {("resident", "eager"): 79_000, ("resident", "compile"): 325_000,     # fed by both
+           ("dataloader", "eager"): 38_000, ("dataloader", "compile"): 39_000,  # input-bound already
+           ("prefetch", "eager"): 78_000, ("prefetch", "compile"): 290_000,     # becomes the bottleneck
+           ("clash", "eager"): 79_000, ("clash", "compile"): 200_000}           # slower, not for want of input
+    v = claims.judge_fast_step(fast_rows(model, loader, e2e))
+    assert v.verdict == "depends on the pipeline"
+    said = dict(part.split(" (loader-only", 1) for part in v.detail.split("; ") if part.startswith("`"))
+    assert "keeps up with the compiled step" in said["`resident`"]
+    assert "already the bottleneck with the eager step" in said["`dataloader`"]
+    assert "becomes the bottleneck" in said["`prefetch`"] and "290,000 (88%)" in said["`prefetch`"]
+    assert "loader-only rate is above the model's" in said["`clash`"]
+    only = {k: v for k, v in e2e.items() if k[0] == "prefetch"}
+    assert claims.judge_fast_step(fast_rows(model, {"prefetch": 300_000}, only)).verdict == "holds"
+    only = {k: v for k, v in e2e.items() if k[0] == "resident"}
+    assert claims.judge_fast_step(fast_rows(model, {"resident": 2e6}, only)).verdict == "does not hold"
+    assert claims.judge_fast_step(fast_rows({"eager": 1.0}, loader, e2e)).verdict == "not measured"
+
+
+def train_losses(step: str, steps: int = 6) -> list[float]:
+    torch.manual_seed(0)
+    trainer = harness.Trainer("resnet9-w0.25", CUDA, "bfloat16", True, step=step)
+    g = torch.Generator().manual_seed(1)
+    losses = []
+    for _ in range(steps):
+        x = torch.randn(64, 3, 32, 32, generator=g).to(CUDA, torch.bfloat16).contiguous(memory_format=torch.channels_last)
+        y = torch.randint(0, 10, (64,), generator=g).to(CUDA)
+        trainer(x, y)
+        losses.append(trainer.loss.float().item())
+    return losses
+
+
+@needs_cuda
+@pytest.mark.parametrize("step", ["graph", "compile"])
+def test_captured_step_trains_the_same_model_as_eager(step):
+    eager, captured = train_losses("eager"), train_losses(step)
+    assert captured[0] == pytest.approx(eager[0], rel=2e-2)   # same initial weights, same first batch
+    assert captured[-1] == pytest.approx(eager[-1], rel=5e-2)   # bf16: kernels differ, training does not
+    assert captured[-1] < captured[0] - 0.05 or eager[-1] >= eager[0] - 0.05   # it trains, as eager does
+
+
+@needs_cuda
+def test_captured_step_refuses_a_batch_of_another_shape():
+    trainer = harness.Trainer("resnet9-w0.25", CUDA, "bfloat16", True, step="graph")
+    x = torch.randn(8, 3, 32, 32, device=CUDA, dtype=torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    y = torch.zeros(8, dtype=torch.int64, device=CUDA)
+    trainer(x, y)
+    with pytest.raises(ValueError, match="needs one batch shape"):
+        trainer(x[:4], y[:4])
