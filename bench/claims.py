@@ -679,7 +679,7 @@ def measure_fast_step(ctx: Context) -> list[dict]:
     (torch.compile + whole-step CUDA graph) training step of a small model; pipelines that cannot
     run here are left out."""
     s, rows = ctx.scale, []
-    config = ctx.config.replace(batch_size=s.train_batch, dtype="bfloat16", channels_last=True)
+    config = ctx.config.replace(batch_size=s.train_batch, dtype="bfloat16", channels_last=True, last_batch="drop")
     unavailable = pipelines.available()
     timing = dict(steps=s.fast_steps, warmup=s.warmup, repeats=s.repeats)
     specs = [harness.RunSpec(p, "loader", "none", config, **timing)

@@ -69,6 +69,7 @@ PARALLEL = ("none", "ddp", "dp")   # RunSpec: one GPU, DistributedDataParallel, 
 STEPS = ("eager", "graph", "compile")   # Trainer: how the training step runs (module docstring)
 WARMUP_BEFORE_CAPTURE = 3   # eager steps on a side stream before capture (cuDNN autotuning, optimizer state)
 MODEL_BLOCK = 50   # model mode, min_seconds: windows are whole blocks of this many steps
+WINDOW_MARGIN = 1.2   # min_seconds: size windows for 20% more, so run-to-run jitter stays above it
 
 
 def step_refusal(step: str, device: torch.device, precision: str = "bfloat16", parallel: str = "none",
@@ -134,6 +135,8 @@ class RunSpec:
             raise ValueError(f"step={self.step!r}: expected one of {STEPS}")
         if self.step != "eager" and self.mode not in ("model", "e2e"):
             raise ValueError(f"step={self.step!r} with mode={self.mode!r}: only model and e2e train")
+        if self.step != "eager" and self.mode == "e2e" and self.config.last_batch == "partial":
+            raise ValueError(step_refusal(self.step, torch.device("cuda"), last_batch="partial"))
         if self.min_seconds < 0 or (self.min_seconds and self.steps is not None):
             raise ValueError(f"min_seconds={self.min_seconds!r}: expected >= 0, and only with steps=None")
         if self.warmup < 0 or self.repeats < 1:
@@ -432,7 +435,7 @@ def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
         if spec.steps is None and spec.min_seconds:   # an untimed window sizes the timed ones
             probe = time_window(batches, step, unit, device, others).seconds
             longest = distributed.gather(probe)   # every rank must run the same number of steps
-            steps = unit * max(1, math.ceil(spec.min_seconds / max(longest)))
+            steps = unit * max(1, math.ceil(WINDOW_MARGIN * spec.min_seconds / max(longest)))
         for _ in range(spec.repeats):
             yield facts, time_window(batches, step, steps, device, others)
     finally:

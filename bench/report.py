@@ -58,7 +58,7 @@ def load(paths: list[str | Path]) -> pd.DataFrame:
               for p in paths]
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     nan = float("nan")
-    defaults = {"stage": "", "step": "", "image_size": 32, "copy": "", "batch_bytes": nan, "world_size": 1, "rank": 0,
+    defaults = {"stage": "", "step": "", "compile_s": nan, "image_size": 32, "copy": "", "batch_bytes": nan, "world_size": 1, "rank": 0,
                 "parallel": "none", "gpus": nan, "peak_gpu_mem_mb_others": nan, "world_img_per_s": nan}
     for column, value in defaults.items():   # CSVs written before these columns existed
         df[column] = df[column].fillna(value) if column in df else value
@@ -387,13 +387,20 @@ def write(paths: list[str | Path], out: Path) -> Path:
     parts = ["# Report", "", "Sources: " + ", ".join(f"`{Path(p).as_posix()}`" for p in paths), "",
              "## Environment", "", environment(df), "", TIMERS, ""]
     single = per_step(df[(df.world_size == 1) & (df.parallel == "none")])   # one process, one GPU
-    for i, (setting, group) in enumerate(single.groupby(SETTING, sort=True, dropna=False), start=1):
+    known = ["", *dict.fromkeys(["eager", "graph", "compile", *sorted(set(single.step))])]
+    single["step"] = pd.Categorical(single.step, categories=known, ordered=True)   # sections: eager, graph, compile
+    for i, (setting, group) in enumerate(single.groupby(SETTING, sort=True, dropna=False, observed=True), start=1):
         run, gpu, bs, dtype, workers, size, step = setting
         name = (f"{run}: {gpu if isinstance(gpu, str) else 'CPU'}, {size} px, batch {bs}, {dtype}, "
                 f"{workers} workers" + (f", {step} step" if step else ""))
         slug = f"{i}-{size}px-bs{bs}-{dtype}-w{workers}" + (f"-{step}" if step else "")
         group = label_variants(group)
         parts += [f"## {name}", ""]
+        first = group[(group["mode"] == "model") & (group.status == "ok")].groupby("model").compile_s.median().dropna()
+        if len(first):
+            parts += ["First training step alone (`compile_s`, before the warm-up: " + (
+                "side-stream warm-up, compilation and capture" if step in ("graph", "compile") else "cuDNN autotuning")
+                + "), model-only median: " + ", ".join(f"{k} {v:.1f} s" for k, v in first.items()) + ".", ""]
         m = medians(group)   # aggregated once per setting, read by every table and plot
         table, sentences = pipeline_table(m)
         if not table.empty:
@@ -413,7 +420,7 @@ def write(paths: list[str | Path], out: Path) -> Path:
             parts += ["### Not measured", ""] + [
                 f"- `{r.pipeline}` {r.stage or r.mode} {r.model}: {r.status} — {r.error}"
                 for r in failed.itertuples()] + [""]
-    for i, (setting, group) in enumerate(single.groupby([*RUN, "step"], sort=True, dropna=False), start=1):
+    for i, (setting, group) in enumerate(single.groupby([*RUN, "step"], sort=True, dropna=False, observed=True), start=1):
         points = transfer_points(group)
         if not points.empty:
             run, gpu, bs, dtype, workers, step = setting

@@ -18,6 +18,8 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
     (dict(mode="loader", model="none", step="graph"), "only model and e2e train"),
     (dict(steps=5, min_seconds=1.0), "only with steps=None"),
     (dict(min_seconds=-1.0), "expected >= 0"),
+    (dict(mode="e2e", pipeline="resident", step="graph", config=PipelineConfig(last_batch="partial")),
+     "last_batch='drop'"),
 ])
 def test_runspec_rejects_bad_step_options(kwargs, message):
     spec = dict(pipeline="none", mode="model", model="resnet9")
@@ -50,7 +52,7 @@ def test_trainer_refuses_a_captured_step_without_cuda():
 
 def run_cli(tmp_path, root, *extra, command="compare") -> pd.DataFrame:
     out = tmp_path / "run"
-    cli.main([command, "--data-root", str(root), "--max-samples", "256", "--batch-size", "32",
+    cli.main([command, "--device", "cpu", "--data-root", str(root), "--max-samples", "256", "--batch-size", "32",
               "--steps", "2", "--warmup", "1", "--repeats", "2", "--models", "resnet9-w0.25",
               "--pipelines", "resident", "--modes", "model,e2e", "--out", str(out), *extra])
     return pd.read_csv(out / "results.csv", keep_default_na=False)
