@@ -160,7 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "options given on the command line win")
     p = sub.add_parser("report", help="write REPORT.md and plots from result CSVs")
     p.add_argument("csv", nargs="+", type=Path, help="results.csv files")
-    p.add_argument("--out", type=Path, required=True, help="folder for REPORT.md and the PNGs")
+    p.add_argument("--out", type=Path, required=True, help="folder for REPORT.md, SUMMARY.md and the PNGs")
+    p.add_argument("--readme", type=Path, help="also replace the summary block of this Markdown file (between "
+                   "the markers report.README_START / README_END) with the summary, links relative to it")
     p = sub.add_parser("claims", help="test the common advice on feeding a GPU, one experiment per claim",
                        description="Run one small experiment per claim (pageable/pinned copies, non_blocking, "
                        "pin_memory, workers, collate_fn to GPU, AMP, OOM fixes), append tidy rows to "
@@ -281,7 +283,8 @@ def _run_specs(args, argv, specs, device, world, lead: bool) -> Path:
     out = args.out or Path("runs") / f"{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}-{device.type}"
     out = distributed.broadcast(out)
     env = results.environment()
-    writer = results.CsvWriter(out / "results.csv", env, run_id=out.name) if lead else None   # rank 0 writes
+    run_id = distributed.broadcast(f"{out.name}@{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}")
+    writer = results.CsvWriter(out / "results.csv", env, run_id=run_id) if lead else None   # rank 0 writes; one id per invocation
     todo = list(range(len(specs)))
     if lead:
         out.mkdir(parents=True, exist_ok=True)
@@ -391,7 +394,6 @@ def run_claims(args, argv: list[str]) -> Path:
 def summary(csv: Path) -> str:
     """Median img/s per configuration with its min-max over repeats (of the whole job, under
     torchrun), plus failures."""
-    import pandas as pd
     df = report.load([csv])
     ok = df[(df.status == "ok") & (df["rank"] == 0)]
     keys = ["mode", "stage", "step", "pipeline", "model", "image_size", "batch_size", "num_workers", "dtype",
@@ -438,7 +440,10 @@ def main(argv: list[str] | None = None) -> int:
         missing = [p for p in args.csv if not p.is_file()]
         if missing:
             raise SystemExit(f"pipebench report: no such file: {', '.join(map(str, missing))}")
-        path = report.write(args.csv, args.out)
+        try:
+            path = report.write(args.csv, args.out, args.readme)
+        except ValueError as e:
+            raise SystemExit(f"pipebench report: {e}")
         record(args.out, ["pipebench", *argv])
         print(path)
     elif args.command == "prepare":

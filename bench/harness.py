@@ -20,6 +20,9 @@ Each config runs `warmup` untimed steps, then `repeats` timed windows of `steps`
 ends with a device synchronize and is timed with the host clock; `seconds` covers exactly the
 window's steps. Per step, `wait` is the host time spent in `next()` (blocked on the input),
 and the step time is the interval between CUDA events recorded at step ends (host clock on CPU).
+`wait` includes whatever `next()` waits for: the input, and device synchronizations inside the
+pipeline that wait for the model's queued work too; the steps that began a new epoch (new
+iterator, worker start, shuffle) are also recorded apart as `restart_ms`.
 Pipeline construction (`setup_s`, including a resident upload) is outside every window.
 `RunSpec.min_seconds` > 0 with `steps=None` sizes every window from an untimed calibration window
 to the fewest whole epochs (model mode: blocks of 50 steps) that last at least that long.
@@ -152,6 +155,7 @@ class Window:
     step_ms: np.ndarray
     peak_gpu_mem_mb: float
     peak_gpu_mem_mb_others: float = math.nan   # DataParallel: the largest peak among the other GPUs
+    restart_ms: np.ndarray = field(default_factory=lambda: np.empty(0))   # wait of the steps that began an epoch
 
 
 class Trainer:
@@ -285,20 +289,34 @@ class Touch:
         self.acc.add_(labels[-1])
 
 
-def endless(pipeline: pipelines.Pipeline, one_epoch: Callable[[], Iterator] | None = None) -> Iterator:
+class endless:
     """The pipeline's batches (or what `one_epoch()` yields) epoch after epoch, calling
-    `set_epoch` before each."""
-    epoch = 0
-    while True:
-        pipeline.set_epoch(epoch)
-        count = 0
-        for batch in (one_epoch or pipeline.__iter__)():
-            count += 1
-            yield batch
-        if count == 0:
-            raise ValueError("the pipeline yields no batch: batch_size is larger than the samples "
-                             "with last_batch='drop'")
-        epoch += 1
+    `set_epoch` before each; `epoch` is the epoch of the last batch handed out, so a timer can
+    tell the steps that restarted an epoch (a new iterator: workers, shuffle, first batch)."""
+
+    def __init__(self, pipeline: pipelines.Pipeline, one_epoch: Callable[[], Iterator] | None = None):
+        self.pipeline, self.one_epoch = pipeline, one_epoch or pipeline.__iter__
+        self.epoch, self.current, self.count = -1, None, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        while True:
+            if self.current is None:
+                self.epoch += 1
+                self.pipeline.set_epoch(self.epoch)
+                self.current, self.count = iter(self.one_epoch()), 0
+            try:
+                batch = next(self.current)
+            except StopIteration:
+                if self.count == 0:
+                    raise ValueError("the pipeline yields no batch: batch_size is larger than the samples "
+                                     "with last_batch='drop'") from None
+                self.current = None
+                continue
+            self.count += 1
+            return batch
 
 
 def synthetic_batches(config: PipelineConfig, device: torch.device):
@@ -338,6 +356,7 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
     distributed.barrier()
     host_marks = np.empty(steps + 1)
     wait = np.empty(steps)
+    restarts = np.zeros(steps, dtype=bool)
     images = 0
     sync(device)
     start = time.perf_counter()
@@ -345,9 +364,11 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
     if cuda:
         marks[0].record()
     for i in range(steps):
+        epoch = getattr(batches, "epoch", None)
         t0 = time.perf_counter()
         x, y = next(batches)
         wait[i] = time.perf_counter() - t0
+        restarts[i] = epoch is not None and batches.epoch != epoch
         step(x, y)
         images += len(y)
         if cuda:
@@ -362,7 +383,7 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
         step_ms = np.diff(host_marks) * 1e3
         peak = math.nan
     other = max((torch.cuda.max_memory_allocated(d) / 2**20 for d in others), default=math.nan)
-    return Window(images, seconds, wait * 1e3, step_ms, peak, other)
+    return Window(images, seconds, wait * 1e3, step_ms, peak, other, wait[restarts] * 1e3)
 
 
 def stage_workload(spec: RunSpec, pipeline: pipelines.Pipeline, device: torch.device):

@@ -1,14 +1,14 @@
 """Models the harness trains: CIFAR ResNet-18, the small fast ResNet-9, or none.
 
 - `resnet18`: torchvision's ResNet-18 with the CIFAR stem (3x3 conv, stride 1, no max-pool),
-  about 0.56 GFLOP per 32x32 image forward; FIELD.md measured 26k img/s training on an H100 (fp32).
+  about 0.56 GFLOP per 32x32 image forward; 50k img/s training on an H100 (bf16, eager step;
+  73k compiled: results/2026-11-22-h100-step/REPORT.md).
 - `resnet9`: the DAWNBench / airbench-style ResNet-9 (Myrtle.ai), a few times cheaper.
   `resnet9-w<F>` scales its widths by F (e.g. `resnet9-w0.25`, `resnet9-w2`): the compute knob
   that moves model-only throughput continuously, to find where each pipeline stops keeping up.
 """
 from __future__ import annotations
 
-import torch
 import re
 
 from torch import nn

@@ -27,7 +27,7 @@ CONFIG_COLUMNS = ["pipeline", "mode", "stage", "model", "image_size", "batch_siz
                   "last_batch", "max_samples", "seed", "world_size", "rank", "parallel", "step", "dali_reader",
                   "dali_threads", "dali_queue_depth", "dali_hw_decoder_load"]
 MEASURE_COLUMNS = ["repeat", "steps", "warmup", "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
-                   "wait_ms_p50", "wait_ms_p95", "wait_frac", "step_ms_p50", "step_ms_p95",
+                   "wait_ms_p50", "wait_ms_p95", "wait_frac", "restart_ms", "step_ms_p50", "step_ms_p95",
                    "peak_gpu_mem_mb", "peak_gpu_mem_mb_others", "setup_s", "upload_s", "compile_s"]
 # What must match for a sweep to count an earlier row as this environment's (not the git commit).
 SAME_ENVIRONMENT = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "cpu_count", "hostname"]
@@ -119,6 +119,7 @@ def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window,
             "world_img_per_s": w.images / w.seconds if world_img_per_s is None else world_img_per_s,
             "wait_ms_p50": float(np.percentile(w.wait_ms, 50)), "wait_ms_p95": float(np.percentile(w.wait_ms, 95)),
             "wait_frac": float(w.wait_ms.sum() / 1e3 / w.seconds),
+            "restart_ms": float(np.median(w.restart_ms)) if len(w.restart_ms) else math.nan,
             "step_ms_p50": float(np.percentile(w.step_ms, 50)), "step_ms_p95": float(np.percentile(w.step_ms, 95)),
             "peak_gpu_mem_mb": w.peak_gpu_mem_mb, "peak_gpu_mem_mb_others": w.peak_gpu_mem_mb_others,
             "status": "ok", "error": ""}

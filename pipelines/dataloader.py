@@ -7,7 +7,8 @@ uint8 bytes) -> `.to(device)` from pageable memory. `config.pin_memory` and `con
 switch on DataLoader pinning and asynchronous copies for the classic ablation; bf16 and
 channels_last are applied on the device after the copy.
 
-Per-sample CPU work bounds it: FIELD.md measured 22.0k img/s with 15 workers on an H100 host.
+Per-sample CPU work bounds it: 41k img/s loader-only with 15 workers on an H100 host
+(results/2026-11-22-h100-step/REPORT.md).
 
 Determinism: each sample's transforms draw from a torch seed derived from (seed, epoch, batch,
 position, and the rank when sharded), so the output for a fixed seed does not depend on the
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import io
 
-import numpy as np
 import torch
 from PIL import Image
 from torchvision import transforms

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -10,6 +11,7 @@ import torch
 import pipelines
 from bench import cli, harness, results
 from pipelines.base import Pipeline
+from pipelines.config import PipelineConfig
 
 
 class Broken(Pipeline):
@@ -224,3 +226,19 @@ def test_csv_writer_moves_an_older_file_to_the_current_columns(tmp_path):
     df = pd.read_csv(path)
     assert list(df.columns) == results.COLUMNS and list(df.pipeline) == ["prefetch", "resident"]
     assert df.parallel.isna().tolist() == [True, False]
+
+
+def test_steps_that_begin_an_epoch_are_timed_apart_as_restarts(synthetic_root):
+    config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64)
+    spec = harness.RunSpec("resident", "loader", "none", config, steps=9, warmup=0, repeats=1)
+    (facts, window), = harness.run(spec)
+    assert facts["steps_per_epoch"] == 4
+    assert len(window.restart_ms) == 3   # steps 0, 4 and 8 start epochs 0, 1 and 2
+    row = results.measured_row(spec, facts, 0, window)
+    assert row["restart_ms"] == pytest.approx(float(np.median(window.restart_ms)))
+
+
+def test_every_invocation_gets_its_own_run_id(tmp_path, synthetic_root):
+    for _ in range(2):
+        df = compare(tmp_path, synthetic_root, "--pipelines", "resident", "--modes", "loader")
+    assert df.run_id.nunique() == 2 and df.run_id.str.startswith("run@").all()

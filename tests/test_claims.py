@@ -49,15 +49,15 @@ def test_combine():
 
 
 def test_select_by_number_and_name_in_the_order_given():
-    assert len(claims.CLAIMS) == 9 and len(set(claims.KEYS)) == 9
+    assert len(claims.CLAIMS) == 10 and len(set(claims.KEYS)) == 10
     assert [c.key for c in claims.select(["6", "amp", "1", "9"])] == \
         ["workers-vs-cores", "amp", "pageable-blocks", "oom-fixes"]
     assert claims.select(claims.KEYS) == claims.CLAIMS
-    assert claims.select([str(i) for i in range(1, 10)]) == claims.CLAIMS
+    assert claims.select([str(i) for i in range(1, 11)]) == claims.CLAIMS
     assert claims.select([]) == []
 
 
-@pytest.mark.parametrize("bad", ["0", "10", "-1", "amps", "", "1.0", "Pageable-Blocks"])
+@pytest.mark.parametrize("bad", ["0", "11", "-1", "amps", "", "1.0", "Pageable-Blocks"])
 def test_select_rejects_bad_names_naming_the_value(bad):
     with pytest.raises(ValueError, match=f"claim {bad!r}"):
         claims.select(["1", bad])
@@ -584,7 +584,7 @@ def test_cli_claims_end_to_end(tmp_path, synthetic_root):
     text = md.read_text()
     found = claims.verdicts(claims.read(csv))
     table = [line for line in text.splitlines() if line.startswith("| ") and line.split("|")[1].strip().isdigit()]
-    assert len(table) == 9
+    assert len(table) == len(claims.CLAIMS) == 10
     for i, (c, line) in enumerate(zip(claims.CLAIMS, table), 1):
         assert line == f"| {i} | {c.statement} | **{found[c.key].verdict}** |"
         assert f"## {i}. `{c.key}`" in text
@@ -645,7 +645,7 @@ def test_cli_report_only_needs_claims_csv(tmp_path):
     assert not (tmp_path / "CLAIMS.md").exists()
 
 
-@pytest.mark.parametrize("bad", ["0", "10", "6,nope", "pinned"])
+@pytest.mark.parametrize("bad", ["0", "11", "6,nope", "pinned"])
 def test_cli_rejects_a_bad_claims_value(bad, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["claims", "--claims", bad, "--device", "cpu", "--out", str(tmp_path / "x")])

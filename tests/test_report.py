@@ -1,6 +1,8 @@
 """The report on fixture CSVs with known numbers: verdicts, crossover, failures, determinism."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
 
@@ -32,45 +34,121 @@ def fixture_csv(path) -> str:
     return str(path)
 
 
+def r(median, spread=0.0):
+    """A `medians` row: median img/s with a [min-max] range of ± spread (a fraction)."""
+    return SimpleNamespace(img_per_s=median, low=median * (1 - spread), high=median * (1 + spread), n=3)
+
+
 @pytest.mark.parametrize("loader,model,e2e,label", [
-    (100_000, 50_000, 49_000, "compute-bound"), (10_000, 50_000, 9_800, "input-bound"),
-    (80_000, 50_000, 20_000, "contention"), (40_000, 50_000, 20_000, "contention")])
+    (r(100_000), r(50_000), r(49_000), "fed"), (r(10_000), r(50_000), r(9_800), "input-bound"),
+    (r(80_000), r(50_000), r(20_000), "slower than both"), (r(40_000), r(50_000), r(20_000), "slower than both"),
+    (None, r(50_000), r(20_000), "not fed"), (None, r(50_000), r(49_000), "fed"),
+    (r(100_000), r(50_000), r(47_380), "slower than both"),   # 94.76%: just under the threshold
+    (r(100_000), r(50_000, 0.04), r(46_000, 0.05), "fed"),     # 92%, but the ranges overlap
+    (r(48_000, 0.05), r(50_000, 0.05), r(20_000), "slower than both"),   # loader within noise of the model
+])
 def test_verdict(loader, model, e2e, label):
     assert report.verdict(loader, model, e2e)[0] == label
+
+
+def test_verdict_says_what_it_rests_on():
+    assert report.verdict(None, r(50_000), r(20_000))[1].endswith("loader-only not measured, so the cause is not known")
+    assert "(ranges overlap: within noise)" in report.verdict(r(1e6), r(50_000, 0.04), r(46_000, 0.05))[1]
+    assert report.verdict(r(1e6), r(50_000), r(47_380))[1].startswith("e2e (47,380) is below loader-only")
+
+
+@pytest.mark.parametrize("share,text", [(0.9476, "94.7%"), (0.95, "95.0%"), (0.9999, "99.9%"), (1.2, "120.0%")])
+def test_pct_rounds_down(share, text):
+    assert report.pct(share) == text
 
 
 def test_report_tables_crossover_and_failures(tmp_path):
     csv = fixture_csv(tmp_path / "results.csv")
     text = report.write([csv], tmp_path / "out").read_text()
-    assert "| quick      | fast" in text and "compute-bound" in text
-    assert "`slow` with fast: **input-bound** — e2e (9,800) is at the pipeline's loader-only ceiling (10,000)" in text
-    assert "`clash` with fast: **contention**" in text
-    assert ("`slow` keeps models up to 5,000 img/s fed at ≥ 95%; from 50,000 img/s up its loader-only rate "
-            "(10,000) is the bottleneck.") in text
-    assert "`quick` keeps models up to 50,000 img/s fed at ≥ 95%." in text
-    assert ("`clash` keeps none of the measured models fed at ≥ 95%; fast (50,000 img/s) reaches only 40% "
-            "although the loader alone is faster: contention, not the input rate.") in text
+    assert "| quick      | fast" in text
+    assert ("`slow` with fast (e2e (9,800) is at the loader-only rate (10,000), below model-only (50,000))") in text
+    assert "**Slower than both ceilings:** `clash` with fast (e2e (20,000) is below loader-only (80,000)" in text
+    assert ("`slow` keeps every measured model up to slow-net (5,000 img/s) fed; from fast (50,000 img/s) up its "
+            "loader-only rate (10,000) is the limit.") in text
+    assert "`quick` keeps every measured model up to fast (50,000 img/s) fed." in text
+    assert "`clash` keeps none of the measured models fed; fast not fed although the loader alone is faster." in text
     assert "`dali` loader none: skipped — NVIDIA DALI is not installed" in text
-    assert "50,000 [49,000–51,000]" in text   # median [min–max] over repeats
-    assert (tmp_path / "out" / "roofline-1-32px-bs512-bfloat16-w8-eager.png").stat().st_size > 10_000
+    assert "50,000 [49,000–51,000] n=3" in text   # median [min–max] over n windows
+    assert (tmp_path / "out" / "fed-1-32px-bs512-bfloat16-w8-eager.png").stat().st_size > 10_000
+    assert text.index("## Summary") < text.index("## Environment") < text.index(f"## {tmp_path.name}: Test GPU")
 
 
-def test_crossover_names_a_slower_model_left_unfed_as_contention(tmp_path):
+def test_crossover_is_a_frontier_not_a_best_case(tmp_path):
     rows = pd.read_csv(fixture_csv(tmp_path / "results.csv"))
     rows.loc[(rows.pipeline == "quick") & (rows.model == "slow-net"), "img_per_s"] = 3_000   # 60% of 5,000
     rows.to_csv(tmp_path / "results.csv", index=False)
     table, sentences = report.crossover(report.medians(report.load([tmp_path / "results.csv"])))
-    assert ("- `quick` keeps models up to 50,000 img/s fed at ≥ 95%; slow-net (5,000 img/s) reaches only 60% "
-            "although the loader alone is faster: contention, not the input rate.") in sentences
-    assert table.set_index("pipeline").loc["quick", "not fed: contention"] == "slow-net (5,000)"
+    quick = table.set_index("pipeline").loc["quick"]
+    assert quick["fastest model kept fed (model-only img/s)"] == "none"   # fast is fed, the slower slow-net is not
+    assert quick["not fed: slower than both"] == "slow-net (5,000)"
+    assert "`quick` keeps none of the measured models fed; slow-net not fed although the loader alone is faster." in sentences[0]
+
+
+def test_missing_loader_rows_are_not_measured_never_infinite(tmp_path):
+    rows = pd.read_csv(fixture_csv(tmp_path / "results.csv"))
+    rows = rows[rows["mode"] != "loader"]
+    rows.to_csv(tmp_path / "results.csv", index=False)
+    m = report.medians(report.load([tmp_path / "results.csv"]))
+    table, sentences = report.crossover(m)
+    clash = table.set_index("pipeline").loc["clash"]
+    assert clash["not fed: loader-only not measured"] == "fast (50,000)" and clash["not fed: slower than both"] == "—"
+    assert "although the loader alone is faster" not in sentences[0]
+    rows_, paragraph = report.pipeline_table(m)
+    assert rows_.set_index("pipeline").loc["clash", "loader-only img/s"] == "not measured"
+    assert "**Not fed, cause not measured:** `clash`" in paragraph[0]
 
 
 def test_report_is_reproducible(tmp_path):
     csv = fixture_csv(tmp_path / "results.csv")
     cli.main(["report", csv, "--out", str(tmp_path / "a")])
     cli.main(["report", csv, "--out", str(tmp_path / "b")])
-    for name in ("REPORT.md", "roofline-1-32px-bs512-bfloat16-w8-eager.png"):
+    for name in ("REPORT.md", "SUMMARY.md", "fed-1-32px-bs512-bfloat16-w8-eager.png"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_a_section_names_the_invocations_and_mixed_settings_it_pools(tmp_path):
+    rows = pd.read_csv(fixture_csv(tmp_path / "results.csv"))
+    rows.loc[rows.repeat == 2, ["run_id", "git_commit", "warmup"]] = ["second", "def", 20]
+    rows.loc[rows.repeat != 2, "warmup"] = 10
+    rows.to_csv(tmp_path / "results.csv", index=False)
+    text = report.write([tmp_path / "results.csv"], tmp_path / "out").read_text()
+    assert "Rows from 2 invocations of this results file (run ids `fixture`, `second`); commit abc, def" in text
+    assert "**Mixed settings pooled here:** warmup 10 / 20." in text
+
+
+def test_two_results_files_are_never_pooled(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        fixture_csv(tmp_path / name / "results.csv")
+    text = report.write([tmp_path / "a" / "results.csv", tmp_path / "b" / "results.csv"], tmp_path / "out").read_text()
+    assert "## a: Test GPU" in text and "## b: Test GPU" in text
+    a, b = text.split("## a: Test GPU")[1].split("## b: Test GPU")
+    assert a.count("50,000 [49,000–51,000] n=3") == b.count("50,000 [49,000–51,000] n=3") > 0
+    assert "n=6" not in text   # the two files' windows never pooled
+
+
+def test_summary_recommends_from_the_rows_and_readme_block_regenerates(tmp_path):
+    csv = fixture_csv(tmp_path / "results.csv")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# T\n\n{report.README_START}\nOLD-SUMMARY\n{report.README_END}\n\nrest\n")
+    report.write([csv], tmp_path / "out", readme)
+    summary = (tmp_path / "out" / "SUMMARY.md").read_text()
+    # fast: quick 49,000 fed; slow-net: quick 4,990 and slow 4,900 overlap ([4,890–5,090] vs [4,802–4,998])
+    assert "| fast (50,000)" in summary and "`quick`" in summary
+    assert "`quick` (within noise: `slow`)" in summary
+    assert "| not measured" in summary   # no dataloader rows: no speed-up over it
+    text = readme.read_text()
+    assert "OLD-SUMMARY" not in text and text.endswith(f"{report.README_END}\n\nrest\n")
+    heading = f"{tmp_path.name}: Test GPU, 32 px, batch 512, bfloat16, 8 workers, eager step"
+    assert f"]({(tmp_path / 'out').as_posix()}/REPORT.md#{report.anchor(heading)})" in text
+    assert report.anchor("run-1: GPU X, 32 px, batch 512") == "run-1-gpu-x-32-px-batch-512"
+    with pytest.raises(ValueError, match="needs the lines"):
+        report.write([csv], tmp_path / "out", tmp_path / "out" / "SUMMARY.md")
 
 
 def test_report_refuses_missing_csv(tmp_path, capsys):
@@ -104,23 +182,24 @@ def test_stage_ceilings_predict_the_bottleneck_and_flag_disagreement(tmp_path):
     csv = tmp_path / "results.csv"
     pd.concat([base, stages]).reindex(columns=results.COLUMNS).to_csv(csv, index=False)
     df = report.load([csv])
-    table, sentences = report.pipeline_table(report.medians(df))
+    table, _ = report.pipeline_table(report.medians(df))
     rows = table.set_index(["pipeline", "model"])
-    assert rows.loc[("slow", "fast"), "slowest stage (predicted)"] == "host"
-    assert rows.loc[("slow", "fast"), "prediction"] == "agrees"
+    assert rows.loc[("slow", "fast"), "slowest stage"] == "host"
+    assert rows.loc[("slow", "fast"), "check"] == "explains e2e"
     assert rows.loc[("slow", "fast"), "transfer share"] == "4.9% (pageable)"   # 9,800 / 200,000
-    assert rows.loc[("clash", "fast"), "slowest stage (predicted)"] == "model"
-    assert rows.loc[("clash", "fast"), "prediction"] == "**disagrees**"
+    assert rows.loc[("clash", "fast"), "slowest stage"] == "model"
+    assert rows.loc[("clash", "fast"), "check"] == "e2e well below it"
     assert rows.loc[("clash", "fast"), "transfer share"] == "4.0% (pinned)"    # its own copy: 20,000 / 500,000
-    assert rows.loc[("quick", "fast"), "transfer share"] == "—" and "prediction" in rows.columns
-    clash = next(s for s in sentences if s.startswith("- `clash` with fast"))
+    assert rows.loc[("quick", "fast"), "transfer share"] == "—" and "check" in rows.columns
+    stages = report.bottleneck({"host": 90_000, "h2d-pinned": 500_000, "device": 300_000}, "pinned", 50_000)
+    _, _, said = report.prediction(20_000, stages)
     serial = 1 / (1 / 90_000 + 1 / 500_000 + 1 / 300_000 + 1 / 50_000)
-    assert (f"the slowest stage is **model** (50,000 img/s); but e2e (20,000) reaches only 40% of it: "
+    assert (f"the slowest stage is **model** (50,000 img/s); e2e (20,000) reaches only 40.0% of it: "
             f"the stages do not overlap fully or slow each other down (run one after another they would "
-            f"give {serial:,.0f})") in clash
+            f"give {serial:,.0f})") == said
     text = report.write([csv], tmp_path / "out").read_text()
     assert "### Stage ceilings (img/s)" in text
-    assert "| slow       | pageable |           3,072 | 10,500 [10,500–10,500] | —     | 200,000" in text
+    assert "| slow       | pageable |           3,072 | 10,500 [10,500–10,500] n=3 | —     | 200,000" in text
 
 
 def test_transfer_share_against_bytes_per_image(tmp_path):
@@ -138,10 +217,10 @@ def test_transfer_share_against_bytes_per_image(tmp_path):
     assert share[("pageable", 224)] == pytest.approx(2_000 / 1_500)
     assert share[("pinned", 32)] == pytest.approx(50_000 / 15_000_000)
     text = report.write([csv], tmp_path / "out").read_text()
-    assert ("- net, pageable copies: the copy takes 133% of the model step at 150,528 B/image (224 px); "
+    assert ("- net, pageable copies: the copy takes 133.3% of the model step at 150,528 B/image (224 px); "
             "from 150,528 B/image (224 px) it is as long as the step: the bus alone is the limit, even fully "
             "overlapped.") in text
-    assert "- net, pinned copies: the copy takes 1% of the model step at 150,528 B/image (224 px); below 100%" in text
+    assert "- net, pinned copies: the copy takes 0.6% of the model step at 150,528 B/image (224 px); below 100%" in text
     assert (tmp_path / "out" / "transfer-1-bs512-bfloat16-w8-eager.png").stat().st_size > 10_000
 
 
@@ -149,7 +228,7 @@ def test_report_reads_csvs_from_before_stages_and_image_sizes(tmp_path):
     old = pd.read_csv(fixture_csv(tmp_path / "results.csv")).drop(columns=["stage", "image_size", "copy", "batch_bytes"])
     old.to_csv(tmp_path / "old.csv", index=False)
     text = report.write([tmp_path / "old.csv"], tmp_path / "out").read_text()
-    assert "## fixture: Test GPU, 32 px, batch 512, bfloat16, 8 workers" in text
+    assert f"## {tmp_path.name}: Test GPU, 32 px, batch 512, bfloat16, 8 workers, eager step" in text
 
 
 def test_scaling_section_from_ddp_and_dp_rows(tmp_path):
