@@ -4,6 +4,7 @@
     pipebench sweep --out DIR    # a grid (lists or --config FILE.json), resumable in DIR
     pipebench report CSV... --out DIR   # REPORT.md + plots from result CSVs
     pipebench claims             # test the common advice (pin_memory, non_blocking, workers, AMP...): CLAIMS.md
+    pipebench stability          # many epochs per pipeline, host and GPU memory per epoch (leaks)
     pipebench prepare            # generate the default data and its JPEG copy ahead of time
     pipebench download --root D  # fetch the genuine CIFAR-10 (network) into D/cifar-10-batches-py
     pipebench list               # registered pipelines and whether each can run here
@@ -12,9 +13,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import shlex
+import signal
 import sys
 import uuid
 from pathlib import Path
@@ -28,7 +31,7 @@ from pipelines.base import resolve_device
 from pipelines.config import (DALI_READERS, DTYPES, ENCODINGS, LAST_BATCH, SOURCES, PipelineConfig,
                               default_data_root)
 
-from . import claims, distributed, harness, report, results
+from . import claims, distributed, harness, report, results, runner, stability
 from .models import check_model
 
 
@@ -39,6 +42,19 @@ def _csv_list(allowed):
         if bad or not items:
             raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list of {list(allowed)}")
         return items
+    return parse
+
+
+def _positive(kind, minimum=1):
+    """argparse type: a number of `kind` >= minimum (> 0 for floats)."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or (value < minimum if kind is int else value <= 0):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {'an integer >= ' + str(minimum) if kind is int else 'a number > 0'}")
+        return value
     return parse
 
 
@@ -84,7 +100,7 @@ RUN_HELP = ("Run each pipeline loader-only, stage by stage and end-to-end and ea
 
 
 def _run_parser(sub, name: str, help: str, description: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help=help, description=description)
+    p = sub.add_parser(name, help=help, description=description, allow_abbrev=False)
     p.add_argument("--pipelines", type=_csv_list(pipelines.names()), default=pipelines.names(),
                    help=f"comma-separated, from {pipelines.names()} (default: all)")
     p.add_argument("--modes", type=_csv_list(harness.MODES), default=list(harness.MODES),
@@ -131,23 +147,30 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                    help="raw pixels, or decode the cached JPEG copy (dataloader) (default: raw)")
     p.add_argument("--last-batch", choices=LAST_BATCH, default="drop",
                    help="drop = every timed step has a full batch (default: drop)")
-    p.add_argument("--max-samples", type=int, help="use only the first N samples of the split")
-    p.add_argument("--steps", type=int, help="timed steps per repeat (default: whole epochs lasting "
+    p.add_argument("--max-samples", type=_positive(int), help="use only the first N samples of the split")
+    p.add_argument("--steps", type=_positive(int), help="timed steps per repeat (default: whole epochs lasting "
                    "--min-window-s on CUDA, 3 on CPU)")
-    p.add_argument("--min-window-s", type=float,
+    p.add_argument("--min-window-s", type=_positive(float),
                    help="without --steps: each window is the fewest whole epochs (model-only: blocks of "
                         f"{harness.MODEL_BLOCK} steps) lasting at least this many seconds, sized by an untimed "
                         "window first (default: 2 on CUDA; on CPU --steps 3 instead)")
-    p.add_argument("--warmup", type=int, help="untimed steps first (default: 10 on CUDA, 1 on CPU)")
-    p.add_argument("--repeats", type=int, help="timed windows per config (default: 5 on CUDA, 2 on CPU)")
+    p.add_argument("--warmup", type=_positive(int, 0), help="untimed steps first (default: 10 on CUDA, 1 on CPU)")
+    p.add_argument("--repeats", type=_positive(int), help="timed windows per config (default: 5 on CUDA, 2 on CPU)")
     p.add_argument("--seed", type=int, default=0, help="shuffle / augmentation seed (default: 0)")
+    p.add_argument("--timeout", type=_positive(float), default=runner.DEFAULT_TIMEOUT_S,
+                   help="seconds one configuration may take (its own process; on expiry its stacks are saved "
+                        "under OUT/timeouts/, it is killed with its workers and a `timeout` row written) "
+                        "(default: %(default)g)")
+    p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
+                   help="each configuration in its own process with the --timeout deadline; --no-isolate runs "
+                        "them in this one (starts faster, no deadline; always so under torchrun) (default: on)")
     p.add_argument("--out", type=Path, help="output folder (default: runs/<UTC time>-<device>)")
     _add_data_args(p)
     return p
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pipebench", description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="pipebench", description=__doc__.split("\n\n")[0], allow_abbrev=False,
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n\n", 1)[1])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -179,6 +202,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report-only", action="store_true", help="rebuild OUT/CLAIMS.md from OUT/claims.csv, measure nothing")
     p.add_argument("--seed", type=int, default=0, help="shuffle / augmentation seed (default: 0)")
     p.add_argument("--out", type=Path, help="output folder (default: runs/claims-<UTC time>-<device>)")
+    _add_data_args(p)
+    p = sub.add_parser("stability", help="many epochs per pipeline, memory after each: leaks show as climbing lines",
+                       description=stability.__doc__.split("\n\n")[1].replace("\n", " "))
+    p.add_argument("--pipelines", type=_csv_list(pipelines.names()), default=pipelines.names(),
+                   help="comma-separated (default: all; unavailable ones are left out)")
+    p.add_argument("--epochs", type=_positive(int), default=20, help="epochs per pipeline (default: %(default)s)")
+    p.add_argument("--batch-size", type=_positive(int), help="default: 512 on CUDA, 64 on CPU")
+    p.add_argument("--workers", type=_positive(int), help="default: cores - 1")
+    p.add_argument("--max-samples", type=_positive(int), help="use only the first N samples of the split")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
+    p.add_argument("--out", type=Path, required=True, help="folder for stability.csv, STABILITY.md, stability.png")
     _add_data_args(p)
     p = sub.add_parser("prepare", help="generate/validate the data and write its JPEG copy")
     _add_data_args(p)
@@ -263,9 +297,10 @@ def record(out: Path, command: list[str], env: dict | None = None) -> None:
         f.write(shlex.join(command) + "\n")
 
 
-def run_grid(args, argv: list[str]) -> Path:
-    """Measure the grid into OUT/results.csv. Under torchrun every process runs the same specs on
-    its own GPU and shard; rank 0 alone writes files, one row per rank and window."""
+def run_grid(args, argv: list[str]) -> int:
+    """Measure the grid into OUT/results.csv; the exit code (1 if a configuration failed or timed
+    out). Under torchrun every process runs the same specs on its own GPU and shard; rank 0 alone
+    writes files, one row per rank and window."""
     try:
         world, device_name = distributed.setup(args.device)
         device = resolve_device(device_name)
@@ -273,21 +308,34 @@ def run_grid(args, argv: list[str]) -> Path:
     except ValueError as e:
         raise SystemExit(f"pipebench {args.command}: {e}")
     lead = world.rank == 0
-    try:
-        return _run_specs(args, argv, specs, device, world, lead)
-    finally:
-        distributed.teardown()
-
-
-def _run_specs(args, argv, specs, device, world, lead: bool) -> Path:
     out = args.out or Path("runs") / f"{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}-{device.type}"
     out = distributed.broadcast(out)
+    try:
+        with runner.folder_lock(out) if lead else contextlib.nullcontext(), runner.signals_as_interrupts():
+            outcome = _run_specs(args, argv, specs, device, world, lead, out)
+    except ValueError as e:   # the folder is locked by another run
+        raise SystemExit(f"pipebench {args.command}: {e}")
+    except (runner.Interrupted, KeyboardInterrupt) as e:
+        if isinstance(e, KeyboardInterrupt):
+            e = runner.Interrupted(signal.SIGINT)
+        print(f"pipebench {args.command}: stopped by {e}; the rows of every finished configuration are in "
+              f"{out}/results.csv (the one running was discarded; `pipebench sweep --out {out}` resumes)",
+              file=sys.stderr)
+        return e.exit_code
+    finally:
+        distributed.teardown()
+    if lead and outcome.failed:
+        print(f"pipebench {args.command}: {outcome.failed} of {outcome.configurations} configurations failed or "
+              "timed out (their rows say why)", file=sys.stderr)
+    return 1 if outcome.failed else 0
+
+
+def _run_specs(args, argv, specs, device, world, lead: bool, out: Path) -> runner.Outcome:
     env = results.environment()
     run_id = distributed.broadcast(f"{out.name}@{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}")
     writer = results.CsvWriter(out / "results.csv", env, run_id=run_id) if lead else None   # rank 0 writes; one id per invocation
     todo = list(range(len(specs)))
     if lead:
-        out.mkdir(parents=True, exist_ok=True)
         launcher = ["torchrun", f"--nnodes={world.world_size // world.local_world_size}",
                     f"--nproc-per-node={world.local_world_size}", "-m", "bench.cli"] if world.distributed else ["pipebench"]
         record(out, [*launcher, *argv], env)
@@ -298,10 +346,11 @@ def _run_specs(args, argv, specs, device, world, lead: bool) -> Path:
             todo = [i for i, s in enumerate(specs) if done.get(results.config_key(s), 0) < s.repeats]
             print(f"resume: {len(specs) - len(todo)} of {len(specs)} configurations already done", file=sys.stderr)
     specs = [specs[i] for i in distributed.broadcast(todo)]   # rank 0's choice, the ranks' own configs
+    outcome = runner.Outcome(len(specs))
     if not specs:
         if lead:
             print(summary(out / "results.csv"))
-        return out
+        return outcome
 
     # Data generation and JPEG encoding happen here, outside every timer, only where read, rank 0 first.
     for turn in (True, False):
@@ -322,39 +371,29 @@ def _run_specs(args, argv, specs, device, world, lead: bool) -> Path:
     with tqdm(total=sum(s.repeats for s in specs), unit="window", desc=args.command, disable=not lead) as bar:
         for spec in specs:
             bar.set_description(f"{spec.pipeline} {spec.stage or spec.mode} {spec.model} {spec.config.image_size}px")
+            start = bar.n
+
+            def on_window(row: dict) -> None:
+                bar.update(1)
+                bar.set_postfix(img_per_s=f"{row['world_img_per_s']:,.0f}")
+
             skip = reasons.get(spec.pipeline) or harness.step_refusal(spec.step, device)
             if skip:
-                if lead:
-                    writer.write(results.failed_row(spec, "skipped", skip))
-                bar.update(spec.repeats)
-                continue
-            done = 0
-            try:
-                for facts, window in harness.run(spec):
-                    ranks = distributed.gather((spec, facts, window))
-                    world_rate = sum(w.images for _, _, w in ranks) / max(w.seconds for _, _, w in ranks)
-                    if lead:
-                        for rank_spec, rank_facts, rank_window in ranks:
-                            writer.write(results.measured_row(rank_spec, rank_facts, done, rank_window, world_rate))
-                    done += 1
-                    bar.update(1)
-                    bar.set_postfix(img_per_s=f"{world_rate:,.0f}")
-            except harness.NotApplicable as e:
-                if lead:
-                    writer.write(results.failed_row(spec, "not-applicable", str(e)))
-                bar.update(spec.repeats - done)
-            except Exception as e:   # one failing config becomes a row; the comparison goes on
-                if world.distributed:   # the other ranks may be inside a collective: end the job
-                    print(f"rank {world.rank}: {spec.pipeline} {spec.mode} {spec.model}: {type(e).__name__}: {e}",
-                          file=sys.stderr)
-                    raise
-                writer.write(results.failed_row(spec, "error", f"{type(e).__name__}: {e}"))
-                bar.update(spec.repeats - done)
-            finally:   # drop what a failed config still references before the next one
-                harness.release(device)
+                rows = [results.failed_row(spec, "skipped", skip)]
+            elif world.distributed or not args.isolate:
+                rows = runner.run_in_process(spec, world, on_window)
+            else:
+                rows = runner.run_isolated(spec, args.timeout, out, on_window)
+            bar.update(spec.repeats - (bar.n - start))
+            if lead:
+                for row in rows:
+                    writer.write(row)
+            statuses = {row["status"] for row in rows}
+            outcome.failed += bool(statuses & {"error", "timeout"})
+            outcome.ok += statuses == {"ok"}
     if lead:
         print(summary(out / "results.csv"))
-    return out
+    return outcome
 
 
 def run_claims(args, argv: list[str]) -> Path:
@@ -391,6 +430,45 @@ def run_claims(args, argv: list[str]) -> Path:
     return path
 
 
+def run_stability(args, argv: list[str]) -> int:
+    """`pipebench stability`: OUT/stability.csv, OUT/stability.png and OUT/STABILITY.md."""
+    import pandas as pd
+    try:
+        device = resolve_device(args.device)
+        config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed,
+                                device=str(device), max_samples=args.max_samples, last_batch="drop",
+                                batch_size=args.batch_size or (512 if device.type == "cuda" else 64),
+                                dtype="bfloat16" if device.type == "cuda" else "float32",
+                                channels_last=device.type == "cuda",
+                                **({} if args.workers is None else {"num_workers": args.workers}))
+    except (ValueError, RuntimeError) as e:
+        raise SystemExit(f"pipebench stability: {e}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    env = results.environment()
+    record(args.out, ["pipebench", *argv], env)
+    reasons = pipelines.available()
+    names = [n for n in args.pipelines if not reasons.get(n)]
+    rows = []
+    with tqdm(total=len(names) * args.epochs, unit="epoch", desc="stability") as bar:
+        for name in names:
+            bar.set_description(name)
+            rows += stability.measure(name, pipelines.resolve_config(name, config), args.epochs, bar)
+    df = pd.DataFrame(rows).assign(**{k: env[k] for k in ("gpu", "torch", "cpu_count", "hostname", "git_commit")})
+    df.to_csv(args.out / "stability.csv", index=False)
+    title = f"{env['gpu'] or 'CPU'}, batch {config.batch_size}, {config.num_workers} workers, {args.epochs} epochs"
+    stability.plot(df, args.out / "stability.png", title)
+    table = pd.DataFrame({c: stability.growth(df, c).map(lambda v: "—" if pd.isna(v) else f"{v:+,.1f}")
+                          for c in ("host_rss_mb", "children_rss_mb", "gpu_allocated_mb", "gpu_reserved_mb")})
+    skipped = [f"- `{n}`: {reasons[n]}" for n in args.pipelines if reasons.get(n)]
+    (args.out / "STABILITY.md").write_text("\n".join([
+        "# Stability: memory over epochs", "", f"{title}; generated by `pipebench stability` (COMMAND.txt) from "
+        "stability.csv. Growth in MB from epoch 2 to the last epoch (the first epochs warm caches and start "
+        "workers); flat lines are the pass.", "", table.reset_index().to_markdown(index=False), "",
+        "![memory per epoch](stability.png)", "", *(["Not run:", *skipped, ""] if skipped else [])]))
+    print(args.out / "STABILITY.md")
+    return 0
+
+
 def summary(csv: Path) -> str:
     """Median img/s per configuration with its min-max over repeats (of the whole job, under
     torchrun), plus failures."""
@@ -401,27 +479,36 @@ def summary(csv: Path) -> str:
     table = (ok.groupby(keys, sort=False)["world_img_per_s"]
              .agg(["median", "min", "max", "count"]).round(0).astype(int)
              .rename(columns={"median": "img/s median", "count": "repeats"}))
-    lines = [f"\n{csv}", table.to_string()]
+    lines = [f"\n{csv}", table.to_string() if len(table) else "no successful configuration"]
     for _, row in df[~df.status.isin(["ok", "not-applicable"])].iterrows():
         lines.append(f"{row.status}: {row.pipeline} {row['mode']} {row.model}: {row.error}")
     return "\n".join(lines)
 
 
-def config_tokens(path: Path) -> list[str]:
-    """A sweep --config JSON file as command-line tokens: lists joined by commas, true booleans
-    as bare flags (false ones left out), everything else as text."""
+def config_tokens(path: Path, parser: argparse.ArgumentParser) -> list[str]:
+    """A sweep --config JSON file as command-line tokens: lists joined by commas, true booleans as
+    bare flags, false ones as `--no-X` where the option has that form (else left out), everything
+    else as text. Keys must be the sweep options' names in full (e.g. "batch_size")."""
     try:
         values = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise SystemExit(f"pipebench sweep: --config {path}: {e}")
     if not isinstance(values, dict):
         raise SystemExit(f"pipebench sweep: --config {path}: expected a JSON object")
+    sweep = parser._subparsers._group_actions[0].choices["sweep"]
+    options = {o for action in sweep._actions for o in action.option_strings}
     tokens = []
     for key, value in values.items():
         flag = "--" + key.replace("_", "-")
+        if flag not in options or key in ("config", "out", "help"):
+            raise SystemExit(f"pipebench sweep: --config {path}: unknown key {key!r} (keys are the sweep options' "
+                             "names in full, with _ for -, e.g. \"batch_size\")")
         if value is True:
             tokens.append(flag)
-        elif value is not False:
+        elif value is False:
+            if "--no-" + flag[2:] in options:
+                tokens.append("--no-" + flag[2:])
+        else:
             tokens += [flag, ",".join(map(str, value)) if isinstance(value, list) else str(value)]
     return tokens
 
@@ -431,9 +518,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "config", None) is not None:   # the file's options first: typed ones win
-        args = parser.parse_args([argv[0], *config_tokens(args.config), *argv[1:]])
+        args = parser.parse_args([argv[0], *config_tokens(args.config, parser), *argv[1:]])
     if args.command in ("compare", "sweep"):
-        run_grid(args, argv)
+        return run_grid(args, argv)
     elif args.command == "claims":
         run_claims(args, argv)
     elif args.command == "report":
@@ -446,6 +533,8 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"pipebench report: {e}")
         record(args.out, ["pipebench", *argv])
         print(path)
+    elif args.command == "stability":
+        return run_stability(args, argv)
     elif args.command == "prepare":
         config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed)
         source, folder = sources.resolve_folder(config)

@@ -430,8 +430,14 @@ def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
             t0 = time.perf_counter()
             pipeline = pipelines.build(spec.pipeline, config)
             facts["setup_s"] = time.perf_counter() - t0
-            facts.update(data_source=pipeline.data.source, steps_per_epoch=len(pipeline),
-                         samples=shard_size(len(pipeline.data), config), **pipeline.info)
+            samples = shard_size(len(pipeline.data), config)
+            if config.batch_size > samples:   # a batch no step could have: refuse, or record what ran
+                if config.last_batch == "drop":
+                    raise ValueError(f"batch_size={config.batch_size} is larger than the {samples} samples per epoch "
+                                     "with last_batch='drop': no step would run (use a smaller batch or 'partial')")
+                facts["batch_size"] = samples
+            facts.update(data_source=pipeline.data.source, steps_per_epoch=len(pipeline), samples=samples,
+                         **pipeline.info)
             batches = endless(pipeline)
             unit = len(pipeline)
         if spec.mode == "stage":

@@ -33,13 +33,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from . import results  # noqa: E402
+
 FED = 0.95   # e2e / model-only at or above this (or ranges overlapping): the model is kept fed
 AGREE = 0.85   # e2e / slowest stage's ceiling at or above this: the stage explains e2e
 THRESHOLDS = (f"Thresholds: a pipeline keeps a model **fed** when its e2e median is ≥ {FED:.0%} of model-only "
               f"or their [min–max] ranges overlap (a smaller gap is within the windows' noise); the slowest "
               f"stage **explains** e2e when e2e is ≥ {AGREE:.0%} of that stage's ceiling. Percentages are "
               "rounded down, so a printed value never reaches a threshold the number does not.")
-RUN = ["source", "gpu", "batch_size", "dtype", "num_workers"]   # one results file: never pools files
+RUN = ["results_file", "gpu", "batch_size", "dtype", "num_workers"]   # one results file: never pools files
 SETTING = [*RUN, "image_size", "step"]
 STAGE_ORDER = ["host", "pin", "h2d-pageable", "h2d-pinned", "device"]
 # Options that make two rows of the same pipeline different configurations: named when they vary.
@@ -69,9 +71,9 @@ CPU cores."""
 
 
 def load(paths: list[str | Path]) -> pd.DataFrame:
-    frames = [pd.read_csv(p, keep_default_na=False, na_values=[""],
+    frames = [results.read_rows(p, keep_default_na=False, na_values=[""],
                           dtype={"stage": str, "copy": str, "parallel": str, "step": str, "run_id": str})
-              .assign(source=Path(p).parent.name or str(p)) for p in paths]
+              .assign(results_file=Path(p).parent.name or str(p)) for p in paths]
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     nan = float("nan")
     defaults = {"stage": "", "step": "", "compile_s": nan, "restart_ms": nan, "image_size": 32, "copy": "", "batch_bytes": nan, "world_size": 1, "rank": 0,
@@ -371,7 +373,7 @@ def transfer_section(points: pd.DataFrame, path: Path, title: str) -> list[str]:
     return [table.to_markdown(index=False), "", *sentences, "", f"![transfer share]({path.name})", ""]
 
 
-SCALE_KEY = ["source", "gpu", "per_gpu_batch", "dtype", "image_size", "step", "mode", "model", "pipeline"]   # never pools runs
+SCALE_KEY = ["results_file", "gpu", "per_gpu_batch", "dtype", "image_size", "step", "mode", "model", "pipeline"]   # never pools runs
 
 
 def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
@@ -514,8 +516,8 @@ def frontier_table(single: pd.DataFrame) -> pd.DataFrame:
 def transfer_summary(single: pd.DataFrame) -> list[str]:
     """One paragraph: the copy's largest share of the model step per copy kind and payload, the
     measured copy rate, and where the copy would equal the fastest measured step (extrapolated)."""
-    points = pd.concat([transfer_points(g) for _, g in single.groupby([*RUN, "step"], observed=True)],
-                       ignore_index=True) if len(single) else pd.DataFrame()
+    found = [transfer_points(g) for _, g in single.groupby([*RUN, "step"], observed=True, dropna=False)]
+    points = pd.concat(found, ignore_index=True) if found else pd.DataFrame()
     if points.empty:
         return ["Host transfer: no host-to-device stage rows in these results (run `--modes stage`)."]
     points = points.assign(gbps=points.bytes_per_image / points.copy_us / 1e3)
@@ -582,7 +584,7 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Pat
         raise ValueError("no rows in " + ", ".join(map(str, paths)))
     out.mkdir(parents=True, exist_ok=True)
     single = per_step(df[(df.world_size == 1) & (df.parallel == "none")])   # one process, one GPU
-    known = ["", *dict.fromkeys(["eager", "graph", "compile", *sorted(set(single.step))])]
+    known = list(dict.fromkeys(["", "eager", "graph", "compile", *sorted(set(single.step))]))
     single["step"] = pd.Categorical(single.step, categories=known, ordered=True)   # sections: eager, graph, compile
     brief = summary(single, "REPORT.md")
     (out / "SUMMARY.md").write_text("\n".join(["# Summary", "", *brief[2:]]))

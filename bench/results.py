@@ -1,7 +1,8 @@
 """Tidy result rows: one row per run x repeat, config fields as columns, environment included.
 
-Rows are appended to the CSV (through pandas) as soon as each repeat ends, so a killed run keeps
-every row already written. A configuration that fails becomes a row with `status="error"` and
+Each row is appended whole (one line, one `write` on an append-only descriptor, then `fsync`), so
+a killed run or a full disk leaves at most a torn last line: `read_rows` drops it with a warning and
+the next writer moves it aside to `results.csv.torn` before appending. Errors are kept on one line. A configuration that fails becomes a row with `status="error"` and
 the exception in `error`; one that cannot run here (a missing optional dependency) becomes
 `status="skipped"` with the reason; a stage the pipeline does not have becomes `status="not-applicable"`.
 """
@@ -9,11 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata
+import io
 import math
 import os
 import platform
 import socket
 import subprocess
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +28,9 @@ from .harness import RunSpec, Window
 CONFIG_COLUMNS = ["pipeline", "mode", "stage", "model", "image_size", "batch_size", "num_workers", "dtype", "channels_last",
                   "pin_memory", "non_blocking", "prefetch_depth", "encoding", "augment", "split",
                   "last_batch", "max_samples", "seed", "world_size", "rank", "parallel", "step", "dali_reader",
-                  "dali_threads", "dali_queue_depth", "dali_hw_decoder_load"]
-MEASURE_COLUMNS = ["repeat", "steps", "warmup", "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
+                  "dali_threads", "dali_queue_depth", "dali_hw_decoder_load",
+                  "source", "data_seed", "requested_steps", "min_window_s", "warmup"]
+MEASURE_COLUMNS = ["repeat", "steps", "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
                    "wait_ms_p50", "wait_ms_p95", "wait_frac", "restart_ms", "step_ms_p50", "step_ms_p95",
                    "peak_gpu_mem_mb", "peak_gpu_mem_mb_others", "setup_s", "upload_s", "compile_s"]
 # What must match for a sweep to count an earlier row as this environment's (not the git commit).
@@ -82,7 +86,8 @@ def _config_fields(spec: RunSpec) -> dict[str, object]:
     c = spec.config
     fields = {name: getattr(c, name) for name in CONFIG_COLUMNS if hasattr(c, name)}
     fields.update(pipeline=spec.pipeline, mode=spec.mode, stage=spec.stage, model=spec.model, warmup=spec.warmup,
-                  parallel=spec.parallel, step=spec.step if spec.mode in ("model", "e2e") else "")
+                  parallel=spec.parallel, step=spec.step if spec.mode in ("model", "e2e") else "",
+                  requested_steps=spec.steps, min_window_s=spec.min_seconds)
     return fields
 
 
@@ -92,13 +97,25 @@ def config_key(spec: RunSpec) -> tuple[str, ...]:
     return tuple("" if fields[c] is None else str(fields[c]) for c in CONFIG_COLUMNS)
 
 
+def read_rows(path: str | Path, **options) -> pd.DataFrame:
+    """A results CSV through pandas; a torn last line (no newline: the writer was killed or the
+    disk filled mid-row) is left out with a warning instead of failing the whole file."""
+    data = Path(path).read_bytes()
+    if data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        warnings.warn(f"{path}: its last line is torn ({len(data) - cut} bytes without a newline); left out",
+                      stacklevel=2)
+        data = data[:cut]
+    return pd.read_csv(io.BytesIO(data), **options) if data.strip() else pd.DataFrame()
+
+
 def completed(path: str | Path, env: dict[str, object]) -> dict[tuple[str, ...], float]:
     """config_key -> number of ok rows already in the CSV for this environment (infinite for a
     stage found not applicable: nothing to repeat)."""
     path = Path(path)
     if not path.exists() or path.stat().st_size == 0:
         return {}
-    df = pd.read_csv(path, dtype=str, keep_default_na=False).reindex(columns=COLUMNS, fill_value="")
+    df = read_rows(path, dtype=str, keep_default_na=False).reindex(columns=COLUMNS, fill_value="")
     df["parallel"] = df.parallel.replace("", "none")   # rows from before these columns existed
     trained = df["mode"].isin(["model", "e2e"]) & (df.step == "")
     df.loc[trained, "step"] = "eager"
@@ -126,28 +143,42 @@ def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window,
 
 
 def failed_row(spec: RunSpec, status: str, error: str, facts: dict | None = None) -> dict[str, object]:
-    return {**_config_fields(spec), **(facts or {}), "status": status, "error": error}
+    return {**_config_fields(spec), **(facts or {}), "status": status, "error": " | ".join(error.splitlines())}
 
 
 class CsvWriter:
-    """Appends rows to one CSV with a fixed column order; every row carries run id and environment."""
+    """Appends rows to one CSV with a fixed column order, each row whole and synced to disk; every
+    row carries run id and environment."""
 
     def __init__(self, path: str | Path, env: dict[str, object], run_id: str, columns: list[str] = COLUMNS):
         self.path = Path(path)
         self.columns = columns
-        if self.path.exists() and self.path.stat().st_size:   # an older file: move it to these columns
-            old = pd.read_csv(self.path, dtype=str, keep_default_na=False)
-            if list(old.columns) != list(columns):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists() and self.path.stat().st_size:
+            data = self.path.read_bytes()
+            if not data.endswith(b"\n"):   # a torn last row: keep it apart, append after the last whole one
+                cut = data.rfind(b"\n") + 1
+                with open(self.path.with_name(self.path.name + ".torn"), "ab") as torn:
+                    torn.write(data[cut:] + b"\n")
+                os.truncate(self.path, cut)
+                warnings.warn(f"{self.path}: a torn last line ({len(data) - cut} bytes) was moved to "
+                              f"{self.path.name}.torn", stacklevel=2)
+            old = read_rows(self.path, dtype=str, keep_default_na=False)
+            if len(old.columns) and list(old.columns) != list(columns):   # an older file: move it to these columns
                 extra = [c for c in old.columns if c not in columns]
                 if extra:
                     raise ValueError(f"{self.path}: columns {extra} are not written by this version")
                 old.reindex(columns=columns, fill_value="").to_csv(self.path, index=False)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.stamp = {"run_id": run_id, **env}
 
     def write(self, row: dict[str, object]) -> None:
         row = {**row, **self.stamp, "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
         frame = pd.DataFrame([row]).reindex(columns=self.columns)
         header = not self.path.exists() or self.path.stat().st_size == 0
-        frame.to_csv(self.path, mode="a", header=header, index=False)
-
+        text = frame.to_csv(header=header, index=False, lineterminator="\n").encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, text)
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -12,7 +12,7 @@ Per-sample CPU work bounds it: 41k img/s loader-only with 15 workers on an H100 
 
 Determinism: each sample's transforms draw from a torch seed derived from (seed, epoch, batch,
 position, and the rank when sharded), so the output for a fixed seed does not depend on the
-number of workers.
+number of workers; the process's own torch RNG is restored after each sample.
 """
 from __future__ import annotations
 
@@ -38,12 +38,17 @@ class _Samples(torch.utils.data.Dataset):
 
     def __getitem__(self, key):
         index, seed = key
-        torch.random.default_generator.manual_seed(seed)
         if self.jpeg is not None:
-            image = Image.open(io.BytesIO(self.jpeg[index])).convert("RGB")
+            try:
+                image = Image.open(io.BytesIO(self.jpeg[index])).convert("RGB")
+            except OSError as e:   # name the sample, not just the codec's complaint
+                raise ValueError(f"sample {index} of the JPEG copy cannot be decoded ({e}): rebuild it with "
+                                 "`pipebench prepare`") from None
         else:
             image = Image.fromarray(self.images[index])
-        return self.transform(image), int(self.labels[index])
+        with torch.random.fork_rng(devices=[]):   # the caller's RNG (the trainer's, with 0 workers) untouched
+            torch.random.default_generator.manual_seed(seed)
+            return self.transform(image), int(self.labels[index])
 
 
 class _EpochPlan(torch.utils.data.Sampler):
@@ -82,7 +87,8 @@ class DataLoaderPipeline(Pipeline):
     def make_loader(self, pin_memory: bool, **options) -> torch.utils.data.DataLoader:
         """The DataLoader over this pipeline's samples and epoch plan (config.num_workers persistent
         workers); `options` override DataLoader arguments (e.g. num_workers, collate_fn)."""
-        options = {"num_workers": self.config.num_workers, "pin_memory": pin_memory, **options}
+        options = {"num_workers": self.config.num_workers, "pin_memory": pin_memory,
+                   "generator": torch.Generator().manual_seed(self.config.seed), **options}   # not the global RNG
         options.setdefault("persistent_workers", options["num_workers"] > 0)
         return torch.utils.data.DataLoader(self.samples, batch_sampler=_EpochPlan(self), **options)
 

@@ -10,6 +10,8 @@ waits on an event. The apex `data_prefetcher` / timm `PrefetchLoader` design, wi
 preallocated pinned buffers instead of per-batch pinning.
 
 Stream safety: the stream, the events and the pinned slots are created once in `__init__`.
+One iterator at a time owns the slots: `iter()` fixes the epoch, and a newer iterator (or
+`stages()`) ends the previous one, whose fills are cancelled or awaited first.
 A slot is refilled only after the event recorded right after its copy has completed; outputs are
 allocated on the side stream and `record_stream`-ed to the consumer's stream, so the caching
 allocator never hands them out while the consumer may still read them.
@@ -25,7 +27,7 @@ import numpy as np
 import torch
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .base import Pipeline, Stages, draw_augmentation, normalize
+from .base import Pipeline, Stages, augmentation_generator, draw_augmentation, normalize
 from .config import CHANNELS
 
 
@@ -63,16 +65,19 @@ class PrefetchPipeline(Pipeline):
         # Enough slots for every thread to fill one while `prefetch_depth` are in flight.
         self.slots = [slot() for _ in range(config.prefetch_depth + threads)]
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="prefetch")
+        self.generation = 0   # bumped by every new iterator; an older one ends at its next step
+        self.active: dict = {}   # the live iterator's pending fills
 
-    def _fill(self, slot: _Slot, batch: int, index) -> int:
-        """Producer thread: gather (and augment) one batch into a slot the GPU no longer reads."""
+    def _fill(self, slot: _Slot, batch: int, index, epoch: int) -> int:
+        """Producer thread: gather (and augment) one batch of `epoch` into a slot the GPU no longer reads."""
         if slot.copied is not None:
             slot.copied.synchronize()
         n = len(index)
         out = slot.images[:n].numpy()
         if self.config.augment:
             pad = self.config.pad
-            dy, dx, flip = (t.numpy() for t in draw_augmentation(n, pad, self.generator("cpu", batch)))
+            dy, dx, flip = (t.numpy() for t in draw_augmentation(
+                n, pad, augmentation_generator(self.config, epoch, batch, "cpu")))
             plain, mirrored = self.windows
             keep = ~flip   # a flipped crop at dx is the crop of the mirrored image at 2*pad - dx
             out[keep] = plain[index[keep], dy[keep], dx[keep]]
@@ -95,21 +100,40 @@ class PrefetchPipeline(Pipeline):
         return out, labels
 
     def __iter__(self):
+        """One epoch, fixed when this is called (epoch and its batches). Starting a new iterator ends
+        the previous one: its fills are cancelled or awaited before the slots are reused."""
         if self.pool is None:
             raise RuntimeError("prefetch pipeline is closed")
-        batches = self.batches()
+        self._end_active()
+        self.generation += 1
+        return self._epoch(self.generation, self.batches(), self.epoch)
+
+    def _end_active(self) -> None:
+        """Stop the live iterator's fillers writing into the slots (a newer iterator or stages())."""
+        for future in self.active.values():
+            future.cancel()
+        for future in self.active.values():
+            if not future.cancelled():
+                future.exception()
+        self.active = {}
+        if self.stream is not None:
+            self.stream.synchronize()   # its copies out of the slots are done
+
+    def _epoch(self, generation: int, batches: list, epoch: int):
         nslots, depth = len(self.slots), self.config.prefetch_depth
-        pending = {}   # batch number -> future of its fill
+        pending = self.active = {}   # batch number -> future of its fill
 
         def submit(b: int) -> None:
             if b < len(batches):
-                pending[b] = self.pool.submit(self._fill, self.slots[b % nslots], b, batches[b])
+                pending[b] = self.pool.submit(self._fill, self.slots[b % nslots], b, batches[b], epoch)
 
         for b in range(nslots):
             submit(b)
         launched: deque = deque()
         try:
             for b in range(len(batches)):
+                if self.generation != generation:   # a newer iterator took the slots: this one is over
+                    return
                 while len(launched) < depth and b + len(launched) < len(batches):
                     nxt = b + len(launched)
                     launched.append((self.slots[nxt % nslots], self._launch(
@@ -123,19 +147,18 @@ class PrefetchPipeline(Pipeline):
                     labels.record_stream(consumer)
                 yield images, labels
         finally:   # an abandoned epoch must not leave fillers writing into the slots
-            for future in pending.values():
-                future.cancel()
-            for future in pending.values():
-                if not future.cancelled():
-                    future.exception()
+            if self.generation == generation:
+                self._end_active()
 
     def stages(self) -> Stages:
         """host: the producer threads filling pinned slots (pinning is part of the fill); payload:
         the uint8 batch and labels; device: normalize."""
         if self.pool is None:
             raise RuntimeError("prefetch pipeline is closed")
+        self.generation += 1   # ends a live iterator: the stages reuse its slots
+        self._end_active()
         slot = self.slots[0]
-        n = self._fill(slot, 0, self.batches()[0])
+        n = self._fill(slot, 0, self.batches()[0], self.epoch)
         payload = [slot.images[:n].clone(), slot.labels[:n].clone()]
         on_device = payload[0].to(self.device)
         return Stages(host=self._host_batches, payload=payload, copy="pinned" if self.cuda else "none",
@@ -150,15 +173,17 @@ class PrefetchPipeline(Pipeline):
             n = future.result()
             return [slot.images[:n], slot.labels[:n]], slot.labels[:n]
 
+        epoch = self.epoch
         for b, index in enumerate(self.batches()):
             slot = self.slots[b % len(self.slots)]   # free: the fill that used it was awaited
-            pending.append((slot, self.pool.submit(self._fill, slot, b, index)))
+            pending.append((slot, self.pool.submit(self._fill, slot, b, index, epoch)))
             if len(pending) == len(self.slots):
                 yield oldest()
         while pending:
             yield oldest()
 
     def close(self) -> None:
+        self.generation += 1
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None

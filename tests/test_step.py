@@ -52,7 +52,7 @@ def test_trainer_refuses_a_captured_step_without_cuda():
 
 def run_cli(tmp_path, root, *extra, command="compare") -> pd.DataFrame:
     out = tmp_path / "run"
-    cli.main([command, "--device", "cpu", "--data-root", str(root), "--max-samples", "256", "--batch-size", "32",
+    cli.main([command, "--no-isolate", "--device", "cpu", "--data-root", str(root), "--max-samples", "256", "--batch-size", "32",
               "--steps", "2", "--warmup", "1", "--repeats", "2", "--models", "resnet9-w0.25",
               "--pipelines", "resident", "--modes", "model,e2e", "--out", str(out), *extra])
     return pd.read_csv(out / "results.csv", keep_default_na=False)

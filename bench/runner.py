@@ -1,0 +1,216 @@
+"""The grid runner: measure a list of RunSpecs into one results folder, surviving what goes wrong.
+
+- **One configuration, one process, one deadline.** Each configuration runs in a fresh child
+  process (forked from a `forkserver` that has imported torch but never touched CUDA, so a child
+  starts in well under a second and can use the GPU). The child leads its own process group and
+  streams its rows as JSON lines to a journal; the parent shows progress and, past `timeout`
+  seconds, has the child dump every thread's stack (`faulthandler`) into `OUT/timeouts/`, kills the
+  whole group (DataLoader workers included) and writes a `timeout` row. A CUDA error that poisons
+  a context, a crash or a hang costs one row, not the sweep.
+- **Nothing counted twice.** A configuration's rows are committed to `results.csv` only when it
+  finishes; a configuration that fails, times out or is interrupted leaves one `error` / `timeout`
+  row or nothing, never partial `ok` rows, so a resumed sweep reruns it cleanly.
+- **One writer per folder.** `OUT/.lock` is held (flock) for the whole run; a second run into the
+  same folder is refused with the holder's pid.
+- **Honest endings.** Ctrl-C or SIGTERM ends the child's group at once, keeps every finished
+  configuration's rows and raises `Interrupted`; the caller exits 130 (143 for SIGTERM).
+  `Outcome.failed` counts the configurations that errored or timed out.
+
+Under torchrun (several processes), and with `--no-isolate`, configurations run in this process
+(no deadline): under torchrun a failure ends the job (the other ranks may be inside a collective);
+rows are still committed per configuration.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import faulthandler
+import fcntl
+import json
+import multiprocessing
+import os
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pipelines
+
+from . import distributed, harness, results
+
+DEFAULT_TIMEOUT_S = 1800.0   # per configuration; compilation and a slow DataLoader epoch fit well inside
+STARTUP_S = 120.0   # a child's start (the forkserver importing torch, once) before its deadline runs
+POLL_S = 0.05
+
+
+class Interrupted(Exception):
+    """The run was stopped by a signal (SIGINT: exit code 130, SIGTERM: 143)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.exit_code = 128 + signum
+
+
+@dataclass
+class Outcome:
+    configurations: int = 0
+    failed: int = 0      # error or timeout rows written by this run
+    ok: int = 0          # configurations with all their windows measured
+
+
+@contextlib.contextmanager
+def folder_lock(out: Path):
+    """Hold OUT/.lock for the block; refuse (ValueError) if another process holds it."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".lock", "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            raise ValueError(f"{out} is in use by another pipebench run (pid {f.read().strip() or '?'}): "
+                             "wait for it or choose another --out") from None
+        f.seek(0)
+        f.truncate()
+        f.write(str(os.getpid()))
+        f.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def signals_as_interrupts():
+    """SIGTERM (and SIGINT) raise Interrupted in the main thread for the duration of the block."""
+    def handler(signum, frame):
+        raise Interrupted(signum)
+    saved = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
+
+
+def _context():
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["bench.harness"])   # torch imported once, CUDA never initialized there
+    return ctx
+
+
+def _child(spec: harness.RunSpec, entry, path: list[str], journal: str, stacks: str) -> None:
+    """Child process: its own process group, stacks on SIGUSR1, one JSON line per window or failure."""
+    os.setsid()
+    faulthandler.register(signal.SIGUSR1, file=open(stacks, "w"), all_threads=True)
+    sys.path[:] = path
+    if entry is not None:   # a pipeline registered at run time in the parent (tests, plug-ins)
+        pipelines._REGISTRY[spec.pipeline] = entry
+    with open(journal, "a") as out:
+        def emit(record: dict) -> None:
+            out.write(json.dumps(record, default=str) + "\n")
+            out.flush()
+        emit({"ready": True})   # the deadline starts now
+        try:
+            for repeat, (facts, window) in enumerate(harness.run(spec)):
+                emit({"row": results.measured_row(spec, facts, repeat, window)})
+        except harness.NotApplicable as e:
+            emit({"status": "not-applicable", "error": str(e)})
+        except Exception as e:
+            emit({"status": "error", "error": f"{type(e).__name__}: {e}"})
+
+
+def _innermost(stack_dump: str) -> str:
+    """The main thread's innermost frame from a faulthandler dump, or ''."""
+    lines = stack_dump.splitlines()
+    main = next((i for i, line in enumerate(lines) if line.startswith(("Current thread", "Thread")) and
+                 "(most recent call first)" in line and i + 1 < len(lines)), None)
+    return lines[main + 1].strip() if main is not None else ""
+
+
+def run_isolated(spec: harness.RunSpec, timeout: float, out: Path, on_window=None) -> list[dict]:
+    """Run one configuration in a child process; returns the rows to commit (its windows, or one
+    error / timeout / not-applicable row). `on_window(row)` is called as windows arrive."""
+    with tempfile.TemporaryDirectory(prefix="pipebench-") as tmp:
+        journal, stacks = Path(tmp) / "rows.jsonl", Path(tmp) / "stacks.txt"
+        journal.touch()
+        entry = pipelines._REGISTRY.get(spec.pipeline)
+        child = _context().Process(target=_child, args=(spec, entry, list(sys.path), str(journal), str(stacks)))
+        records: list[dict] = []
+        child.start()
+        deadline = time.monotonic() + STARTUP_S + timeout   # until the child says it is ready
+        try:
+            with open(journal) as feed:
+                def drain() -> None:
+                    for line in iter(feed.readline, ""):
+                        if not line.endswith("\n"):   # a line still being written: read it next time
+                            feed.seek(feed.tell() - len(line))
+                            break
+                        record = json.loads(line)
+                        if "ready" in record:
+                            nonlocal deadline
+                            deadline = time.monotonic() + timeout
+                            continue
+                        records.append(record)
+                        if "row" in record and on_window is not None:
+                            on_window(record["row"])
+                while child.is_alive() and time.monotonic() < deadline:
+                    child.join(POLL_S)
+                    drain()
+                if child.is_alive():   # past the deadline: stacks first, then the whole group
+                    os.kill(child.pid, signal.SIGUSR1)
+                    time.sleep(1.0)
+                    _kill_group(child)
+                    dump = stacks.read_text() if stacks.exists() else ""
+                    folder = out / "timeouts"
+                    folder.mkdir(exist_ok=True)
+                    name = f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{spec.pipeline}-{spec.stage or spec.mode}.txt"
+                    (folder / name).write_text(dump)
+                    where = _innermost(dump)
+                    return [results.failed_row(spec, "timeout", f"no result within {timeout:g} s; stacks of every "
+                                               f"thread in timeouts/{name}" + (f"; main thread in {where}" if where else ""))]
+                drain()
+        except BaseException:   # Ctrl-C, SIGTERM, a parent-side bug: never leave the child running
+            _kill_group(child)
+            raise
+        failure = next((r for r in records if "status" in r), None)
+        if failure is not None:
+            return [results.failed_row(spec, failure["status"], failure["error"])]
+        rows = [r["row"] for r in records]
+        if child.exitcode != 0 or len(rows) < spec.repeats:
+            code = child.exitcode
+            how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
+            return [results.failed_row(spec, "error", f"the configuration's process ended ({how}) after "
+                                       f"{len(rows)} of {spec.repeats} windows")]
+        return rows
+
+
+def _kill_group(child) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signal.SIGKILL)
+    child.join(5)
+
+
+def run_in_process(spec: harness.RunSpec, world: distributed.World, on_window=None) -> list[dict]:
+    """Run one configuration in this process (`--no-isolate`, or every rank of a torchrun job);
+    the rows of every rank. A failure becomes one error row, except under torchrun, where it prints
+    the rank and raises: the other ranks may be inside a collective. No deadline here."""
+    rows = []
+    try:
+        for repeat, (facts, window) in enumerate(harness.run(spec)):
+            ranks = distributed.gather((spec, facts, window))
+            world_rate = sum(w.images for _, _, w in ranks) / max(w.seconds for _, _, w in ranks)
+            rows += [results.measured_row(s, f, repeat, w, world_rate) for s, f, w in ranks]
+            if on_window is not None:
+                on_window(rows[-1])
+    except harness.NotApplicable as e:
+        return [results.failed_row(spec, "not-applicable", str(e))]
+    except Exception as e:
+        if not world.distributed:
+            return [results.failed_row(spec, "error", f"{type(e).__name__}: {e}")]
+        print(f"rank {world.rank}: {spec.pipeline} {spec.mode} {spec.model}: {type(e).__name__}: {e}", file=sys.stderr)
+        raise
+    finally:   # drop what a failed config still references before the next one
+        harness.release(pipelines.base.resolve_device(spec.config.device))
+    return rows

@@ -1,0 +1,248 @@
+"""Faults a long sweep meets, each with what the suite does about it (the README's fault table):
+hangs, crashes, Ctrl-C, torn rows, a second writer, all-failed grids, bad data, bad options."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import pipelines
+from bench import cli, report, results, runner
+from pipelines.base import Pipeline
+from pipelines.config import PipelineConfig
+from pipelines.dataloader import _Samples
+from torchvision import transforms
+
+PIDS = "PIPEBENCH_TEST_PIDS"   # where the hanging pipeline records its pid and its helper's
+
+
+class Hanging(Pipeline):
+    """Starts a helper process (as DataLoader workers are), records both pids, then hangs."""
+    name = "hanging"
+
+    def __iter__(self):
+        helper = subprocess.Popen(["sleep", "300"])
+        Path(os.environ[PIDS]).write_text(f"{os.getpid()} {helper.pid}")
+        while True:
+            time.sleep(0.1)
+        yield
+
+    def stages(self):
+        raise NotImplementedError
+
+
+class Slow(Pipeline):
+    """Half a second per batch: long enough to be interrupted mid-configuration."""
+    name = "slow"
+
+    def __iter__(self):
+        for _ in range(len(self)):
+            time.sleep(0.5)
+            yield torch.zeros(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64)
+
+    def stages(self):
+        raise NotImplementedError
+
+
+class Crashing(Slow):
+    """Dies the way a segfaulting decoder does: SIGKILL, no exception, no row of its own."""
+    name = "crashing"
+
+    def __iter__(self):
+        os.kill(os.getpid(), signal.SIGKILL)
+        yield
+
+
+def run(tmp_path, root, *extra, command="compare", out="run") -> int:
+    return cli.main([command, "--device", "cpu", "--data-root", str(root), "--max-samples", "64",
+                     "--batch-size", "16", "--steps", "2", "--warmup", "0", "--repeats", "2", "--workers", "1",
+                     "--modes", "loader", "--out", str(tmp_path / out), *extra])
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"   # a zombie is dead, only not yet reaped
+
+
+def test_a_hang_becomes_a_timeout_row_with_stacks_and_leaves_no_process(tmp_path, synthetic_root, monkeypatch):
+    monkeypatch.setitem(pipelines._REGISTRY, "hanging", (__name__, "Hanging"))
+    monkeypatch.setenv(PIDS, str(tmp_path / "pids"))
+    code = run(tmp_path, synthetic_root, "--pipelines", "hanging,resident", "--timeout", "4")
+    assert code == 1
+    df = pd.read_csv(tmp_path / "run" / "results.csv")
+    hung = df[df.pipeline == "hanging"]
+    assert hung.status.tolist() == ["timeout"] and "no result within 4 s" in hung.error.iloc[0]
+    dump = (tmp_path / "run" / hung.error.iloc[0].split("stacks of every thread in ")[1].split(";")[0]).read_text()
+    assert "__iter__" in dump and "test_runner.py" in dump   # where it hung
+    assert (df[df.pipeline == "resident"].status == "ok").sum() == 2   # the sweep went on
+    for pid in map(int, (tmp_path / "pids").read_text().split()):   # the child and its helper
+        deadline = time.monotonic() + 5
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(pid)
+
+
+def test_a_crashed_configuration_is_one_error_row(tmp_path, synthetic_root, monkeypatch):
+    monkeypatch.setitem(pipelines._REGISTRY, "crashing", (__name__, "Crashing"))
+    assert run(tmp_path, synthetic_root, "--pipelines", "crashing,resident") == 1
+    df = pd.read_csv(tmp_path / "run" / "results.csv")
+    crashed = df[df.pipeline == "crashing"]
+    assert crashed.status.tolist() == ["error"] and "(killed by SIGKILL) after 0 of 2 windows" in crashed.error.iloc[0]
+    assert (df[df.pipeline == "resident"].status == "ok").sum() == 2
+
+
+def test_ctrl_c_mid_configuration_then_resume_counts_nothing_twice(tmp_path, synthetic_root, monkeypatch):
+    monkeypatch.setitem(pipelines._REGISTRY, "slow", (__name__, "Slow"))
+    csv = tmp_path / "run" / "results.csv"
+
+    def interrupt_once_resident_is_written():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if csv.exists() and "resident" in csv.read_text():
+                time.sleep(1.0)   # the slow configuration is running now
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=interrupt_once_resident_is_written, daemon=True).start()
+    assert run(tmp_path, synthetic_root, "--pipelines", "resident,slow", command="sweep") == 130
+    df = pd.read_csv(csv)
+    assert df.pipeline.tolist() == ["resident", "resident"]   # no partial rows of `slow`
+    assert run(tmp_path, synthetic_root, "--pipelines", "resident,slow", command="sweep") == 0
+    df = pd.read_csv(csv)
+    assert df.groupby("pipeline").size().to_dict() == {"resident": 2, "slow": 2}
+    assert sorted(df[df.pipeline == "slow"].repeat) == [0, 1]
+
+
+def test_a_torn_last_line_is_set_aside_and_resume_and_report_go_on(tmp_path, synthetic_root):
+    run(tmp_path, synthetic_root, "--pipelines", "resident", command="sweep")
+    csv = tmp_path / "run" / "results.csv"
+    whole = csv.read_bytes()
+    csv.write_bytes(whole + whole.splitlines(keepends=True)[-1][:40])   # a row cut by a full disk
+    with pytest.warns(UserWarning, match="torn"):
+        assert len(results.read_rows(csv)) == 2
+    with pytest.warns(UserWarning, match="torn"):
+        report.write([csv], tmp_path / "report")
+    with pytest.warns(UserWarning, match="moved to results.csv.torn"):
+        assert run(tmp_path, synthetic_root, "--pipelines", "resident,prefetch", command="sweep") == 0
+    df = pd.read_csv(csv)
+    assert df.groupby("pipeline").size().to_dict() == {"prefetch": 2, "resident": 2}
+    assert (tmp_path / "run" / "results.csv.torn").read_bytes() == whole.splitlines(keepends=True)[-1][:40] + b"\n"
+
+
+def test_a_second_run_into_a_locked_folder_is_refused(tmp_path, synthetic_root):
+    with runner.folder_lock(tmp_path / "run"):
+        with pytest.raises(SystemExit, match=r"in use by another pipebench run \(pid \d+\)"):
+            run(tmp_path, synthetic_root, "--pipelines", "resident", "--no-isolate")
+    assert run(tmp_path, synthetic_root, "--pipelines", "resident", "--no-isolate") == 0   # released
+
+
+def test_a_grid_where_everything_failed_exits_non_zero_and_says_so(tmp_path, synthetic_root, capsys):
+    code = run(tmp_path, synthetic_root, "--pipelines", "resident", "--batch-size", "128", "--no-isolate")
+    captured = capsys.readouterr()
+    assert code == 1 and "1 of 1 configurations failed" in captured.err
+    assert "no successful configuration" in captured.out
+    df = pd.read_csv(tmp_path / "run" / "results.csv")   # 128 > 64 samples with last_batch drop
+    assert df.status.tolist() == ["error"] and "larger than the 64 samples per epoch" in df.error.iloc[0]
+
+
+def test_a_batch_larger_than_the_split_records_what_ran_with_partial(tmp_path, synthetic_root):
+    run(tmp_path, synthetic_root, "--pipelines", "resident", "--batch-size", "128", "--last-batch", "partial",
+        "--no-isolate")
+    df = pd.read_csv(tmp_path / "run" / "results.csv")
+    assert (df.status == "ok").all() and (df.batch_size == 64).all()
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--steps", "0"], "expected an integer >= 1"), (["--repeats", "0"], "expected an integer >= 1"),
+    (["--warmup", "-1"], "expected an integer >= 0"), (["--timeout", "0"], "expected a number > 0"),
+    (["--batch", "32"], "unrecognized arguments: --batch"),   # no abbreviations
+])
+def test_bad_cli_values_are_one_line_errors(tmp_path, argv, message, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["compare", "--device", "cpu", "--out", str(tmp_path / "x"), *argv])
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("values,message", [({"batch": [32]}, "unknown key 'batch'"),
+                                             ({"work": [1]}, "unknown key 'work'"),
+                                             ({"out": "x"}, "unknown key 'out'")])
+def test_config_json_keys_must_be_whole_option_names(tmp_path, values, message):
+    path = tmp_path / "grid.json"
+    path.write_text(json.dumps(values))
+    with pytest.raises(SystemExit, match=message):
+        cli.main(["sweep", "--config", str(path), "--out", str(tmp_path / "x")])
+
+
+def test_config_json_false_is_honoured(tmp_path):
+    parser = cli.build_parser()
+
+    def parsed(values: dict):
+        path = tmp_path / "grid.json"
+        path.write_text(json.dumps(values))
+        return parser.parse_args(["sweep", "--out", "x", *cli.config_tokens(path, parser)])
+
+    args = parsed({"channels_last": False, "pin_memory": False})
+    assert args.channels_last is False and args.pin_memory is False
+    args = parsed({"channels_last": True, "batch_size": [8, 16]})
+    assert args.channels_last is True and args.batch_size == [8, 16]
+
+
+def test_a_corrupt_jpeg_names_its_sample():
+    data = type("Data", (), {"images": None, "labels": np.zeros(3, np.int64),
+                             "jpeg": [b"\xff\xd8 not a jpeg", b"junk", b"junk"]})()
+    samples = _Samples(data, transforms.ToTensor())
+    with pytest.raises(ValueError, match="sample 1 of the JPEG copy cannot be decoded"):
+        samples[1, 0]
+
+
+def test_prefetch_a_new_iterator_ends_the_previous_one_and_the_epoch_is_fixed_at_start(synthetic_root):
+    config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64)
+
+    def epoch_of(epoch: int) -> list[torch.Tensor]:
+        with pipelines.build("prefetch", config) as fresh:
+            fresh.set_epoch(epoch)
+            return [x for x, _ in fresh]
+
+    with pipelines.build("prefetch", config) as p:
+        first = iter(p)                 # epoch 0, fixed now
+        p.set_epoch(3)
+        assert torch.equal(next(first)[0], epoch_of(0)[0])
+        second = iter(p)                # epoch 3: ends `first`
+        assert [torch.equal(x, y) for (x, _), y in zip(second, epoch_of(3))] == [True] * 4
+        with pytest.raises(StopIteration):
+            next(first)
+
+
+def test_dataloader_leaves_the_callers_random_stream_alone(synthetic_root):
+    config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64,
+                            num_workers=0)
+    with pipelines.build("dataloader", config) as p:
+        torch.manual_seed(123)
+        expected = torch.rand(3)
+        torch.manual_seed(123)
+        next(iter(p))
+        assert torch.equal(torch.rand(3), expected)
+
+
+def test_stability_records_memory_after_every_epoch(tmp_path, synthetic_root):
+    out = tmp_path / "stability"
+    assert cli.main(["stability", "--device", "cpu", "--pipelines", "resident,dataloader", "--epochs", "3",
+                     "--max-samples", "128", "--workers", "1", "--data-root", str(synthetic_root),
+                     "--out", str(out)]) == 0
+    df = pd.read_csv(out / "stability.csv")
+    assert df.groupby("pipeline").epoch.apply(list).to_dict() == {"dataloader": [0, 1, 2], "resident": [0, 1, 2]}
+    assert (df.host_rss_mb > 10).all() and (df[df.pipeline == "dataloader"].children == 1).all()
+    assert (out / "stability.png").stat().st_size > 10_000 and "| resident" in (out / "STABILITY.md").read_text()
