@@ -100,9 +100,12 @@ def _context():
     return ctx
 
 
-def _child(spec: harness.RunSpec, entry, path: list[str], journal: str, stacks: str) -> None:
-    """Child process: its own process group, stacks on SIGUSR1, one JSON line per window or failure."""
+def _child(spec: harness.RunSpec, entry, path: list[str], environ: dict, journal: str, stacks: str) -> None:
+    """Child process: the parent's environment and import path now (the forkserver's are from its
+    start), its own process group, stacks on SIGUSR1, one JSON line per window or failure."""
     os.setsid()
+    os.environ.clear()
+    os.environ.update(environ)
     faulthandler.register(signal.SIGUSR1, file=open(stacks, "w"), all_threads=True)
     sys.path[:] = path
     if entry is not None:   # a pipeline registered at run time in the parent (tests, plug-ins)
@@ -136,7 +139,8 @@ def run_isolated(spec: harness.RunSpec, timeout: float, out: Path, on_window=Non
         journal, stacks = Path(tmp) / "rows.jsonl", Path(tmp) / "stacks.txt"
         journal.touch()
         entry = pipelines._REGISTRY.get(spec.pipeline)
-        child = _context().Process(target=_child, args=(spec, entry, list(sys.path), str(journal), str(stacks)))
+        child = _context().Process(target=_child, args=(spec, entry, list(sys.path), dict(os.environ),
+                                                                str(journal), str(stacks)))
         records: list[dict] = []
         child.start()
         deadline = time.monotonic() + STARTUP_S + timeout   # until the child says it is ready

@@ -9,8 +9,8 @@
                 ...
 
 `names()` lists every registered pipeline, `available()` says which can be built here and why
-not. Pipeline modules are imported only when built, so a missing optional dependency (DALI)
-affects only its own pipeline.
+not. Pipeline modules are imported only when built, so a missing optional dependency (DALI,
+timm, SPDL) affects only its own pipeline.
 """
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ _REGISTRY = {
     "dali": ("pipelines.dali", "DaliPipeline"),
     "dali-raw": ("pipelines.dali", "DaliRawPipeline"),
     "tvjpeg": ("pipelines.tvjpeg", "TorchvisionJpegPipeline"),
+    "timm": ("pipelines.timm_prefetch", "TimmPrefetchPipeline"),
+    "spdl": ("pipelines.spdl_pipeline", "SpdlPipeline"),
 }
 
 __all__ = ["Pipeline", "PipelineConfig", "available", "build", "names", "resolve_config"]

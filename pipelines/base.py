@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 import torch
 
 from .config import FLIP_P, MEAN, STD, PipelineConfig
@@ -97,6 +98,15 @@ def draw_augmentation(n: int, pad: int, generator: torch.Generator, device: torc
     offsets = torch.randint(0, 2 * pad + 1, (2, n), generator=generator, device=device)
     flip = torch.rand(n, generator=generator, device=device) < FLIP_P
     return offsets[0], offsets[1], flip
+
+
+def crop_windows(images: np.ndarray, size: int, pad: int) -> tuple[np.ndarray, np.ndarray]:
+    """Strided views [i, dy, dx] -> the size x size x C crop at (dy, dx) of zero-padded NHWC image
+    i, of the images and of their mirror images (a flipped crop at dx is the mirror's crop at
+    2 * pad - dx): numpy fancy indexing over them gathers a batch of crops in one copy."""
+    padded = np.pad(images, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    return tuple(sliding_window_view(p, (size, size), axis=(1, 2)).transpose(0, 1, 2, 4, 5, 3)
+                 for p in (padded, padded[:, :, ::-1]))
 
 
 def pad_images(images: torch.Tensor, pad: int) -> torch.Tensor:

@@ -25,9 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from numpy.lib.stride_tricks import sliding_window_view
 
-from .base import Pipeline, Stages, augmentation_generator, draw_augmentation, normalize
+from .base import Pipeline, Stages, augmentation_generator, crop_windows, draw_augmentation, normalize
 from .config import CHANNELS
 
 
@@ -47,10 +46,7 @@ class PrefetchPipeline(Pipeline):
         super().__init__(config, data)
         size, pad = config.image_size, config.pad
         if config.augment:   # windows[i, dy, dx] is the S x S x 3 crop at (dy, dx) of padded image i
-            padded = np.pad(self.data.images, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
-            self.windows = tuple(
-                sliding_window_view(p, (size, size), axis=(1, 2)).transpose(0, 1, 2, 4, 5, 3)
-                for p in (padded, padded[:, :, ::-1]))   # plain, mirrored
+            self.windows = crop_windows(self.data.images, size, pad)   # plain, mirrored
         self.cuda = self.device.type == "cuda"
         self.stream = torch.cuda.Stream(self.device) if self.cuda else None
         threads = max(1, config.num_workers)

@@ -242,7 +242,7 @@ def test_stages_run_alone(variant, indexed_root):
         images = out[0] if isinstance(out, tuple) else out
         assert images.shape == (64, 3, 32, 32) and images.device.type == p.device.type
         first = p.batches()[0]
-        pixels = {"dataloader": 4 * 3072, "prefetch": 3072, "dali-raw": 3072}   # float32 / uint8
+        pixels = {"dataloader": 4 * 3072, "prefetch": 3072, "dali-raw": 3072, "timm": 3072, "spdl": 3072}   # float32 / uint8
         if p.name == "resident":
             expected = 0
         elif p.name in pixels:

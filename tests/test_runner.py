@@ -244,5 +244,6 @@ def test_stability_records_memory_after_every_epoch(tmp_path, synthetic_root):
                      "--out", str(out)]) == 0
     df = pd.read_csv(out / "stability.csv")
     assert df.groupby("pipeline").epoch.apply(list).to_dict() == {"dataloader": [0, 1, 2], "resident": [0, 1, 2]}
-    assert (df.host_rss_mb > 10).all() and (df[df.pipeline == "dataloader"].children == 1).all()
+    workers = df[df.pipeline == "dataloader"]
+    assert (df.host_rss_mb > 10).all() and (workers.children >= 1).all() and (workers.children_rss_mb > 0).all()
     assert (out / "stability.png").stat().st_size > 10_000 and "| resident" in (out / "STABILITY.md").read_text()

@@ -1,0 +1,112 @@
+"""`spdl`: Meta's SPDL (`spdl.pipeline.PipelineBuilder`), thread-based stages whose
+work releases the GIL, with its own host-to-device transfer stage.
+
+Bytes (`spdl`): uint8 arrays in host memory -> the epoch plan's batches as the pipeline's source ->
+a `pipe` stage of config.num_workers threads gathers each batch's crops + flips with numpy fancy
+indexing over strided window views of the zero-padded set (numpy releases the GIL), N x S x S x 3
+uint8 -> a one-thread `pipe` stage runs `spdl.io.transfer_tensor_h2d` (pin, `non_blocking` copy on
+that thread's own CUDA stream, then a synchronize of that stream, so the batch is on the device
+when handed over) -> SPDL's sink queue -> the consumer normalizes it on its own stream. Stage outputs keep the plan's
+order (`output_order="input"`).
+
+No JPEG variant: SPDL's image decoders (`spdl.io.load_image_batch`, and `decode_image_nvjpeg`) load
+its `libspdl` extension, which links the system's FFmpeg libraries (libavutil 56-61); on the
+machines this project runs on (the CPU development image and the GPU image) none is installed, and
+both calls fail with "Failed to import libspdl" (checked with spdl 0.8.0, 2026-11-22).
+
+Needs SPDL (`pip install -e '.[peers]'`); without it the pipeline is unavailable with that reason.
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from .base import Pipeline, Stages, augmentation_generator, crop_windows, draw_augmentation, normalize
+
+try:
+    import spdl.io
+    from spdl.pipeline import PipelineBuilder
+except ImportError as e:   # optional peer: pipelines.available() reports this
+    raise ImportError(f"SPDL is not installed: pip install -e '.[peers]' ({e})") from None
+
+
+class SpdlPipeline(Pipeline):
+    name = "spdl"
+    encoding = "raw"
+
+    def __init__(self, config, data=None):
+        super().__init__(config, data)
+        self.pad = config.pad if config.augment else 0
+        self.cuda = self.device.type == "cuda"
+        self.threads = max(1, config.num_workers)
+        self.views = crop_windows(self.data.images, config.image_size, self.pad)
+        self.transfer = ThreadPoolExecutor(1, thread_name_prefix="spdl-h2d") if self.cuda else None
+        self.open = True
+
+    def _gather(self, job) -> tuple[torch.Tensor, torch.Tensor]:
+        """Thread stage: one batch's uint8 crops (N x S x S x 3) and labels, on the host."""
+        b, index, epoch = job
+        plain, mirrored = self.views
+        n = len(index)
+        if self.pad:
+            dy, dx, flip = (t.numpy() for t in draw_augmentation(
+                n, self.pad, augmentation_generator(self.config, epoch, b, "cpu")))
+        else:
+            dy = dx = np.zeros(n, np.int64)
+            flip = np.zeros(n, bool)
+        out = np.empty((n, self.config.image_size, self.config.image_size, 3), np.uint8)
+        keep = ~flip
+        out[keep] = plain[index[keep], dy[keep], dx[keep]]
+        out[flip] = mirrored[index[flip], dy[flip], 2 * self.pad - dx[flip]]
+        return torch.from_numpy(out), torch.from_numpy(self.data.labels[index])
+
+    def _builder(self, batches: list, epoch: int) -> PipelineBuilder:
+        builder = (PipelineBuilder()
+                   .add_source([(b, index, epoch) for b, index in enumerate(batches)])
+                   .pipe(self._gather, concurrency=self.threads, output_order="input", name="gather"))
+        if self.cuda:
+            builder = builder.pipe(spdl.io.transfer_tensor_h2d, executor=self.transfer, output_order="input",
+                                   name="h2d")
+        return builder.add_sink(buffer_size=max(1, self.config.prefetch_depth))
+
+    def __iter__(self):
+        if not self.open:
+            raise RuntimeError(f"{self.name} pipeline is closed")
+        batches, epoch = self.batches(), self.epoch
+        return self._epoch(batches, epoch)
+
+    def _epoch(self, batches: list, epoch: int):
+        pipeline = self._builder(batches, epoch).build(num_threads=self.threads + 1)
+        with pipeline.auto_stop():
+            for images, labels in pipeline.get_iterator():
+                yield normalize(images, self.config), labels
+
+    def stages(self) -> Stages:
+        """host: the SPDL pipeline without its transfer stage; payload: one uint8 batch and labels
+        (transfer_tensor_h2d pins it, then copies); device: normalize."""
+        if not self.open:
+            raise RuntimeError(f"{self.name} pipeline is closed")
+        batches, epoch = self.batches(), self.epoch
+        images, labels = self._gather((0, batches[0], epoch))
+        on_device = images.to(self.device)
+
+        def host():
+            builder = (PipelineBuilder()
+                       .add_source([(b, index, epoch) for b, index in enumerate(batches)])
+                       .pipe(self._gather, concurrency=self.threads, output_order="input")
+                       .add_sink(buffer_size=max(1, self.config.prefetch_depth)))
+            pipeline = builder.build(num_threads=self.threads)
+            with pipeline.auto_stop():
+                for batch in pipeline.get_iterator():
+                    yield list(batch), batch[1]
+
+        return Stages(host=host, payload=[images, labels], copy="pinned" if self.cuda else "none",
+                      pins=self.cuda, device=lambda: normalize(on_device, self.config))
+
+    def close(self) -> None:
+        self.open = False
+        if self.transfer is not None:
+            self.transfer.shutdown(wait=True)
+            self.transfer = None

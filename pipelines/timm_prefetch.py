@@ -1,0 +1,107 @@
+"""`timm`: the field's most copied GPU prefetcher, as timm's training script builds it.
+
+Bytes: uint8 arrays in host memory -> DataLoader workers (config.num_workers, persistent) crop the
+zero-padded image and flip it per sample in numpy (the offsets and flips drawn per batch from the
+project's augmentation stream, as every pipeline does) and return C x H x W uint8 ->
+`timm.data.fast_collate` stacks them into a uint8 batch (no ToTensor: the float conversion happens
+on the GPU) -> the DataLoader's pin-memory thread -> `timm.data.PrefetchLoader` copies the next batch
+`non_blocking` on its side stream and normalizes it there in the contract's dtype, one batch ahead.
+Its output is N x C x H x W contiguous: for `channels_last` one more copy on the consumer's stream
+converts it, counted as part of this pipeline's cost.
+
+Needs timm (`pip install -e '.[peers]'`); without it the pipeline is unavailable with that reason.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .base import Pipeline, Stages, draw_augmentation, rank_seeds
+from .config import MEAN, STD
+
+try:
+    from timm.data.loader import PrefetchLoader, fast_collate
+except ImportError as e:   # optional peer: pipelines.available() reports this
+    raise ImportError(f"timm is not installed: pip install -e '.[peers]' ({e})") from None
+
+
+class _Crops(torch.utils.data.Dataset):
+    """Map-style dataset keyed by (index, dy, dx, flip): the crop of the zero-padded uint8 image."""
+
+    def __init__(self, padded: np.ndarray, labels: np.ndarray, size: int):
+        self.padded, self.labels, self.size = padded, labels, size
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, key):
+        index, dy, dx, flip = key
+        crop = self.padded[index, dy:dy + self.size, dx:dx + self.size]
+        if flip:
+            crop = crop[:, ::-1]
+        return np.ascontiguousarray(crop.transpose(2, 0, 1)), int(self.labels[index])
+
+
+class _EpochPlan(torch.utils.data.Sampler):
+    """Batch sampler reading the pipeline's current epoch: lists of (index, dy, dx, flip) keys."""
+
+    def __init__(self, pipeline: "TimmPrefetchPipeline"):
+        self.pipeline = pipeline
+
+    def __iter__(self):
+        p = self.pipeline
+        pad = p.config.pad if p.config.augment else 0
+        for b, index in enumerate(p.batches()):
+            if p.config.augment:
+                dy, dx, flip = (t.tolist() for t in draw_augmentation(len(index), pad, p.generator("cpu", b)))
+            else:
+                dy = dx = [0] * len(index)
+                flip = [False] * len(index)
+            yield list(zip(index.tolist(), dy, dx, flip))
+
+    def __len__(self) -> int:
+        return len(self.pipeline)
+
+
+class TimmPrefetchPipeline(Pipeline):
+    name = "timm"
+    encoding = "raw"
+
+    def __init__(self, config, data=None):
+        super().__init__(config, data)
+        pad = config.pad if config.augment else 0
+        padded = np.pad(self.data.images, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+        self.samples = _Crops(padded, self.data.labels, config.image_size)
+        cuda = self.device.type == "cuda"
+        workers = config.num_workers
+        loader = torch.utils.data.DataLoader(
+            self.samples, batch_sampler=_EpochPlan(self), num_workers=workers, collate_fn=fast_collate,
+            pin_memory=cuda, persistent_workers=workers > 0,
+            generator=torch.Generator().manual_seed(int(rank_seeds(config, 3)[0])))
+        self.loader = PrefetchLoader(loader, mean=MEAN, std=STD, device=self.device,
+                                     img_dtype=getattr(torch, config.dtype))
+        self.memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
+
+    def __iter__(self):
+        if self.loader is None:
+            raise RuntimeError("timm pipeline is closed")
+        for images, labels in self.loader:
+            yield images.contiguous(memory_format=self.memory_format), labels
+
+    def stages(self) -> Stages:
+        """host: the DataLoader alone (workers, fast_collate and, on CUDA, its pin-memory thread), no
+        copy; payload: one uint8 batch; device: PrefetchLoader's normalization of a batch already on
+        the device, plus the memory-format conversion."""
+        if self.loader is None:
+            raise RuntimeError("timm pipeline is closed")
+        batch, labels = next(iter(self.loader.loader))
+        on_device = batch.to(self.device)
+        mean, std = self.loader.mean, self.loader.std
+        cuda = self.device.type == "cuda"
+        return Stages(host=lambda: iter(self.loader.loader), payload=[batch, labels],
+                      copy="pinned" if cuda else "none", pins=cuda,
+                      device=lambda: on_device.to(mean.dtype).sub_(mean).div_(std)
+                      .contiguous(memory_format=self.memory_format))
+
+    def close(self) -> None:
+        self.loader = None   # drops the persistent workers, which shuts them down
