@@ -43,6 +43,7 @@ class SpdlPipeline(Pipeline):
         self.threads = max(1, config.num_workers)
         self.views = crop_windows(self.data.images, config.image_size, self.pad)
         self.transfer = ThreadPoolExecutor(1, thread_name_prefix="spdl-h2d") if self.cuda else None
+        self.active = None   # the live epoch's generator (its SPDL pipeline stops when it is closed)
         self.open = True
 
     def _gather(self, job) -> tuple[torch.Tensor, torch.Tensor]:
@@ -74,8 +75,10 @@ class SpdlPipeline(Pipeline):
     def __iter__(self):
         if not self.open:
             raise RuntimeError(f"{self.name} pipeline is closed")
-        batches, epoch = self.batches(), self.epoch
-        return self._epoch(batches, epoch)
+        if self.active is not None:   # one SPDL pipeline at a time: stop the previous epoch's
+            self.active.close()
+        self.active = self._epoch(self.batches(), self.epoch)
+        return self.active
 
     def _epoch(self, batches: list, epoch: int):
         pipeline = self._builder(batches, epoch).build(num_threads=self.threads + 1)
@@ -107,6 +110,9 @@ class SpdlPipeline(Pipeline):
 
     def close(self) -> None:
         self.open = False
+        if self.active is not None:   # stop SPDL's pipeline before its transfer thread goes away
+            self.active.close()
+            self.active = None
         if self.transfer is not None:
             self.transfer.shutdown(wait=True)
             self.transfer = None
