@@ -7,6 +7,8 @@
   seconds, has the child dump every thread's stack (`faulthandler`) into `OUT/timeouts/`, kills the
   whole group (DataLoader workers included) and writes a `timeout` row. A CUDA error that poisons
   a context, a crash or a hang costs one row, not the sweep.
+- **Stuck exits cost nothing.** A child that wrote all its rows but does not exit (a non-daemon
+  library thread, a worker that will not stop) is killed after EXIT_GRACE_S; its rows count.
 - **Nothing counted twice.** A configuration's rows are committed to `results.csv` only when it
   finishes; a configuration that fails, times out or is interrupted leaves one `error` / `timeout`
   row or nothing, never partial `ok` rows, so a resumed sweep reruns it cleanly.
@@ -42,6 +44,7 @@ from . import distributed, harness, results
 
 DEFAULT_TIMEOUT_S = 1800.0   # per configuration; compilation and a slow DataLoader epoch fit well inside
 STARTUP_S = 120.0   # a child's start (the forkserver importing torch, once) before its deadline runs
+EXIT_GRACE_S = 15.0   # after its last record, a child stuck exiting (workers, library threads) is killed
 POLL_S = 0.05
 
 
@@ -122,6 +125,7 @@ def _child(spec: harness.RunSpec, entry, path: list[str], environ: dict, journal
             emit({"status": "not-applicable", "error": str(e)})
         except Exception as e:
             emit({"status": "error", "error": f"{type(e).__name__}: {e}"})
+        emit({"done": True})   # from here on the parent only waits EXIT_GRACE_S for the exit
 
 
 def _innermost(stack_dump: str) -> str:
@@ -142,6 +146,7 @@ def run_isolated(spec: harness.RunSpec, timeout: float, out: Path, on_window=Non
         child = _context().Process(target=_child, args=(spec, entry, list(sys.path), dict(os.environ),
                                                                 str(journal), str(stacks)))
         records: list[dict] = []
+        finished = False   # the child wrote its last record
         child.start()
         deadline = time.monotonic() + STARTUP_S + timeout   # until the child says it is ready
         try:
@@ -152,9 +157,10 @@ def run_isolated(spec: harness.RunSpec, timeout: float, out: Path, on_window=Non
                             feed.seek(feed.tell() - len(line))
                             break
                         record = json.loads(line)
-                        if "ready" in record:
-                            nonlocal deadline
-                            deadline = time.monotonic() + timeout
+                        if "ready" in record or "done" in record:
+                            nonlocal deadline, finished
+                            deadline = time.monotonic() + (timeout if "ready" in record else EXIT_GRACE_S)
+                            finished = finished or "done" in record
                             continue
                         records.append(record)
                         if "row" in record and on_window is not None:
@@ -162,7 +168,9 @@ def run_isolated(spec: harness.RunSpec, timeout: float, out: Path, on_window=Non
                 while child.is_alive() and time.monotonic() < deadline:
                     child.join(POLL_S)
                     drain()
-                if child.is_alive():   # past the deadline: stacks first, then the whole group
+                if child.is_alive() and finished:   # measured, but stuck exiting: end it, keep the rows
+                    _kill_group(child)
+                elif child.is_alive():   # past the deadline: stacks first, then the whole group
                     os.kill(child.pid, signal.SIGUSR1)
                     time.sleep(1.0)
                     _kill_group(child)
@@ -182,7 +190,7 @@ def run_isolated(spec: harness.RunSpec, timeout: float, out: Path, on_window=Non
         if failure is not None:
             return [results.failed_row(spec, failure["status"], failure["error"])]
         rows = [r["row"] for r in records]
-        if child.exitcode != 0 or len(rows) < spec.repeats:
+        if (child.exitcode != 0 and not finished) or len(rows) < spec.repeats:
             code = child.exitcode
             how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
             return [results.failed_row(spec, "error", f"the configuration's process ended ({how}) after "

@@ -62,6 +62,16 @@ class Crashing(Slow):
         yield
 
 
+class Lingering(Slow):
+    """Measures fine, then keeps its process from exiting (a non-daemon thread that never ends)."""
+    name = "lingering"
+
+    def __iter__(self):
+        threading.Thread(target=time.sleep, args=(300,), daemon=False).start()
+        while True:
+            yield torch.zeros(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64)
+
+
 def run(tmp_path, root, *extra, command="compare", out="run") -> int:
     return cli.main([command, "--device", "cpu", "--data-root", str(root), "--max-samples", "64",
                      "--batch-size", "16", "--steps", "2", "--warmup", "0", "--repeats", "2", "--workers", "1",
@@ -101,6 +111,16 @@ def test_a_crashed_configuration_is_one_error_row(tmp_path, synthetic_root, monk
     crashed = df[df.pipeline == "crashing"]
     assert crashed.status.tolist() == ["error"] and "(killed by SIGKILL) after 0 of 2 windows" in crashed.error.iloc[0]
     assert (df[df.pipeline == "resident"].status == "ok").sum() == 2
+
+
+def test_a_configuration_stuck_exiting_keeps_its_rows_and_is_ended(tmp_path, synthetic_root, monkeypatch):
+    monkeypatch.setitem(pipelines._REGISTRY, "lingering", (__name__, "Lingering"))
+    monkeypatch.setattr(runner, "EXIT_GRACE_S", 1.0)
+    start = time.monotonic()
+    assert run(tmp_path, synthetic_root, "--pipelines", "lingering", "--timeout", "60") == 0
+    assert time.monotonic() - start < 30   # not the 60 s deadline, not the thread's 300 s
+    df = pd.read_csv(tmp_path / "run" / "results.csv")
+    assert df.status.tolist() == ["ok", "ok"]
 
 
 def test_ctrl_c_mid_configuration_then_resume_counts_nothing_twice(tmp_path, synthetic_root, monkeypatch):
