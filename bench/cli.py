@@ -355,13 +355,18 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path) -> runne
     # Data generation and JPEG encoding happen here, outside every timer, only where read, rank 0 first.
     for turn in (True, False):
         if lead == turn:
-            source, folder = sources.resolve_folder(specs[0].config)
-            quality = specs[0].config.jpeg_quality
-            for size in sorted({s.config.image_size for s in specs if s.config.encoding == "jpeg"}):
-                sources.prepare_jpeg(folder, quality, size)
-            for size in sorted({s.config.image_size for s in specs
-                                if s.pipeline == "dali" and s.config.dali_reader == "file"}):
-                sources.prepare_jpeg_tree(folder, quality, size)
+            try:
+                source, folder = sources.resolve_folder(specs[0].config)
+                quality = specs[0].config.jpeg_quality
+                for size in sorted({s.config.image_size for s in specs if s.config.encoding == "jpeg"}):
+                    sources.prepare_jpeg(folder, quality, size)
+                for size in sorted({s.config.image_size for s in specs
+                                    if s.pipeline == "dali" and s.config.dali_reader == "file"}):
+                    sources.prepare_jpeg_tree(folder, quality, size)
+            except OSError as e:   # a missing root, a folder that cannot be written: one line, no traceback
+                hint = (" (choose a writable --data-root or $PIPEBENCH_DATA)"
+                        if isinstance(e, PermissionError) else "")
+                raise SystemExit(f"pipebench {args.command}: {e}{hint}") from None
         distributed.barrier()
     if lead:
         ranks = f"; {world.world_size} processes" if world.distributed else ""

@@ -385,7 +385,7 @@ def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     ok["replicas"] = ok.gpus.where(ok.parallel == "dp", ok.world_size).astype(int)
     ok["per_gpu_batch"] = (ok.batch_size // ok.replicas).where(ok.parallel == "dp", ok.batch_size)
     ok["pipeline"] = ok.pipeline.replace("none", "(model-only)")
-    ok["gpu"] = ok.gpu.fillna("CPU")
+    ok["gpu"] = ok.gpu.astype(object).fillna("CPU")
     keys = [*SCALE_KEY, "parallel", "replicas"]
     lead = ok[ok["rank"] == 0].groupby(keys).world_img_per_s.agg(["median", "min", "max"])
     # peak memory per GPU: DDP's ranks each hold one (busiest / least busy rank); DP's main GPU and the others

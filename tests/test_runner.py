@@ -185,6 +185,12 @@ def test_a_batch_larger_than_the_split_records_what_ran_with_partial(tmp_path, s
     assert (df.status == "ok").all() and (df.batch_size == 64).all()
 
 
+def test_a_missing_data_root_is_one_line(tmp_path):
+    with pytest.raises(SystemExit, match=r"no CIFAR-10 here; run `pipebench download --root"):
+        cli.main(["compare", "--device", "cpu", "--no-isolate", "--source", "cifar10", "--data-root",
+                  str(tmp_path / "nowhere"), "--modes", "loader", "--out", str(tmp_path / "run")])
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--steps", "0"], "expected an integer >= 1"), (["--repeats", "0"], "expected an integer >= 1"),
     (["--warmup", "-1"], "expected an integer >= 0"), (["--timeout", "0"], "expected a number > 0"),
