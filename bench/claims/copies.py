@@ -48,12 +48,13 @@ def judge_pageable_blocks(df: pd.DataFrame) -> Verdict:
                    "device time; " + "; ".join(parts) + ".")
 
 
-PAGEABLE_BLOCKS = Claim("pageable-blocks", "`t.to(\"cuda\")` from pageable memory blocks the host until the copy is done.",
-      TUTORIAL,
-      "Random uint8 host tensors of each size in pageable memory; host time of the `.to(device)` call "
-      "(`call_ms`) vs the copy's device time (`copy_ms`, CUDA events around the call) and the time until "
-      "a synchronize after it returns (`done_ms`); device idle before each call, warm-up calls first.",
-      True, measure_pageable_blocks, judge_pageable_blocks)
+PAGEABLE_BLOCKS = Claim(
+    "pageable-blocks", "`t.to(\"cuda\")` from pageable memory blocks the host until the copy is done.",
+    TUTORIAL,
+    "Random uint8 host tensors of each size in pageable memory; host time of the `.to(device)` call "
+    "(`call_ms`) vs the copy's device time (`copy_ms`, CUDA events around the call) and the time until "
+    "a synchronize after it returns (`done_ms`); device idle before each call, warm-up calls first.",
+    True, measure_pageable_blocks, judge_pageable_blocks)
 
 
 # 2. non_blocking: no overlap from pageable memory, overlap from pinned
@@ -105,13 +106,14 @@ def judge_non_blocking(df: pd.DataFrame) -> Verdict:
                    "< 25% of a pageable copy and > 75% of a pinned one; " + "; ".join(parts) + ".")
 
 
-NON_BLOCKING_OVERLAP = Claim("non-blocking-overlap", "`non_blocking=True` from pageable memory gives no overlap; from pinned memory "
-      "the call returns at once and CPU work overlaps the copy.", TUTORIAL,
-      "`.to(device, non_blocking=True)` from pageable and from pinned memory: call time vs the copy's device "
-      "time and the time to completion (as in claim 1), then the same call followed by a busy CPU loop as "
-      "long as the copy (`work_ms`) before the synchronize (`with_work_ms`); share of the copy hidden = "
-      "(copy alone + work − both) / copy alone, each until the synchronize.",
-      True, measure_non_blocking, judge_non_blocking)
+NON_BLOCKING_OVERLAP = Claim(
+    "non-blocking-overlap", "`non_blocking=True` from pageable memory gives no overlap; from pinned memory "
+    "the call returns at once and CPU work overlaps the copy.", TUTORIAL,
+    "`.to(device, non_blocking=True)` from pageable and from pinned memory: call time vs the copy's device "
+    "time and the time to completion (as in claim 1), then the same call followed by a busy CPU loop as "
+    "long as the copy (`work_ms`) before the synchronize (`with_work_ms`); share of the copy hidden = "
+    "(copy alone + work − both) / copy alone, each until the synchronize.",
+    True, measure_non_blocking, judge_non_blocking)
 
 
 # 3. pin_memory() on the fly is slower than a plain .to()
@@ -158,12 +160,13 @@ def judge_pin_on_the_fly(df: pd.DataFrame) -> Verdict:
     return Verdict(verdict, "slower counted as > 5% more time to completion; " + "; ".join(parts) + ".")
 
 
-PIN_ON_THE_FLY = Claim("pin-on-the-fly", "`t.pin_memory().to(dev, non_blocking=True)` on the fly is slower than a plain `.to(dev)`.",
-      TUTORIAL, "Time to completion (synchronized) of a plain `.to(device)` and of pinning on the fly then "
-      "copying, both from the same pageable tensor, and of a copy from memory pinned ahead of time for "
-      "reference: the first call of each (`first_done_ms`, nothing cached yet for that size), then repeated "
-      "calls after warm-up (`done_ms`).",
-      True, measure_pin_on_the_fly, judge_pin_on_the_fly)
+PIN_ON_THE_FLY = Claim(
+    "pin-on-the-fly", "`t.pin_memory().to(dev, non_blocking=True)` on the fly is slower than a plain `.to(dev)`.",
+    TUTORIAL, "Time to completion (synchronized) of a plain `.to(device)` and of pinning on the fly then "
+    "copying, both from the same pageable tensor, and of a copy from memory pinned ahead of time for "
+    "reference: the first call of each (`first_done_ms`, nothing cached yet for that size), then repeated "
+    "calls after warm-up (`done_ms`).",
+    True, measure_pin_on_the_fly, judge_pin_on_the_fly)
 
 
 # 4. GPU -> CPU non_blocking without a synchronize
@@ -216,12 +219,13 @@ def judge_d2h_without_sync(df: pd.DataFrame) -> Verdict:
                    f"trials. {fix}.")
 
 
-D2H_WITHOUT_SYNC = Claim("d2h-without-sync", "GPU→CPU `non_blocking=True` without a synchronize can hand back data that is not there yet.",
-      TUTORIAL, "A float32 device tensor gets a new value each trial and is copied to the host with "
-      "`non_blocking=True`; the host reads it at once and again after `current_stream().synchronize()`. "
-      "'busy stream' queues a ~10 ms kernel first (as unfinished training work would); 'idle stream' does not. "
-      "Reading the not-yet-written pinned buffer is safe: only its contents are wrong.",
-      True, measure_d2h_without_sync, judge_d2h_without_sync)
+D2H_WITHOUT_SYNC = Claim(
+    "d2h-without-sync", "GPU→CPU `non_blocking=True` without a synchronize can hand back data that is not there yet.",
+    TUTORIAL, "A float32 device tensor gets a new value each trial and is copied to the host with "
+    "`non_blocking=True`; the host reads it at once and again after `current_stream().synchronize()`. "
+    "'busy stream' queues a ~10 ms kernel first (as unfinished training work would); 'idle stream' does not. "
+    "Reading the not-yet-written pinned buffer is safe: only its contents are wrong.",
+    True, measure_d2h_without_sync, judge_d2h_without_sync)
 
 
 CLAIMS = [PAGEABLE_BLOCKS, NON_BLOCKING_OVERLAP, PIN_ON_THE_FLY, D2H_WITHOUT_SYNC]

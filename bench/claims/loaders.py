@@ -70,15 +70,16 @@ def judge_pin_memory_exchange(df: pd.DataFrame) -> Verdict:
     return Verdict(verdict, "a change counts beyond ±2% of the epoch time; " + "; ".join(parts) + ".")
 
 
-PIN_MEMORY_EXCHANGE = Claim("pin-memory-exchange", "`DataLoader(pin_memory=True)` alone can make a naive loop slower (bs 64, no "
-      "workers, `.cuda()`: 6.57 s → 7.03 s); with workers, `non_blocking=True` and CPU work to overlap it gets "
-      "faster (bs 1024, 6 workers, 0.1 s CPU work per step: 5.72 s → 5.48 s).",
-      "PyTorch forums, “When to set pin_memory to true?” (discuss.pytorch.org/t/19723), CIFAR-10, one GPU",
-      "Our reconstruction (the thread gives times, not code): one epoch's worth of steps of the dataloader "
-      "pipeline with ToTensor + Normalize per sample, no augmentation, no model; float32 batches copied with "
-      "`.to(device)` (case B: `non_blocking=True`, then a busy CPU loop per step). Synchronized windows after "
-      "warm-up steps; persistent workers, so worker start-up is outside the windows.",
-      True, measure_pin_memory_exchange, judge_pin_memory_exchange)
+PIN_MEMORY_EXCHANGE = Claim(
+    "pin-memory-exchange", "`DataLoader(pin_memory=True)` alone can make a naive loop slower (bs 64, no "
+    "workers, `.cuda()`: 6.57 s → 7.03 s); with workers, `non_blocking=True` and CPU work to overlap it gets "
+    "faster (bs 1024, 6 workers, 0.1 s CPU work per step: 5.72 s → 5.48 s).",
+    "PyTorch forums, “When to set pin_memory to true?” (discuss.pytorch.org/t/19723), CIFAR-10, one GPU",
+    "Our reconstruction (the thread gives times, not code): one epoch's worth of steps of the dataloader "
+    "pipeline with ToTensor + Normalize per sample, no augmentation, no model; float32 batches copied with "
+    "`.to(device)` (case B: `non_blocking=True`, then a busy CPU loop per step). Synchronized windows after "
+    "warm-up steps; persistent workers, so worker start-up is outside the windows.",
+    True, measure_pin_memory_exchange, judge_pin_memory_exchange)
 
 
 # 6. More workers than cores stops helping
@@ -124,12 +125,13 @@ def judge_workers_vs_cores(df: pd.DataFrame) -> Verdict:
     return Verdict("holds" if gain <= 0.05 else "does not hold", detail + ".")
 
 
-WORKERS_VS_CORES = Claim("workers-vs-cores", "More DataLoader workers than CPU cores stops helping.",
-      "common advice (e.g. PyTorch forums: set num_workers to the number of cores)",
-      "The dataloader pipeline loader-only (PIL crop/flip/ToTensor/Normalize per sample in the workers, "
-      "pin_memory on a GPU) over a sweep of worker counts up to twice the cores; windows after a warm-up "
-      "that drains the workers' initial prefetch.",
-      False, measure_workers_vs_cores, judge_workers_vs_cores)
+WORKERS_VS_CORES = Claim(
+    "workers-vs-cores", "More DataLoader workers than CPU cores stops helping.",
+    "common advice (e.g. PyTorch forums: set num_workers to the number of cores)",
+    "The dataloader pipeline loader-only (PIL crop/flip/ToTensor/Normalize per sample in the workers, "
+    "pin_memory on a GPU) over a sweep of worker counts up to twice the cores; windows after a warm-up "
+    "that drains the workers' initial prefetch.",
+    False, measure_workers_vs_cores, judge_workers_vs_cores)
 
 
 # 7. collate_fn that moves the batch to the GPU
@@ -187,12 +189,13 @@ def judge_collate_to_gpu(df: pd.DataFrame) -> Verdict:
     return Verdict(verdict, f"{outcome}. {COLLATE_ZERO}: {zero:,.0f} img/s; {speeds}.")
 
 
-COLLATE_TO_GPU = Claim("collate-to-gpu", "Moving the batch to the GPU inside `collate_fn` is a free speed-up.",
-      "common advice in forum answers and blog posts",
-      "The dataloader pipeline's samples with a `collate_fn` that calls `.to(device)`: first with the "
-      "configured workers (start method as the platform defaults), then loader-only with 0 workers, next to "
-      "the dataloader pipeline (workers, pin_memory, non_blocking) and the prefetch pipeline.",
-      True, measure_collate_to_gpu, judge_collate_to_gpu)
+COLLATE_TO_GPU = Claim(
+    "collate-to-gpu", "Moving the batch to the GPU inside `collate_fn` is a free speed-up.",
+    "common advice in forum answers and blog posts",
+    "The dataloader pipeline's samples with a `collate_fn` that calls `.to(device)`: first with the "
+    "configured workers (start method as the platform defaults), then loader-only with 0 workers, next to "
+    "the dataloader pipeline (workers, pin_memory, non_blocking) and the prefetch pipeline.",
+    True, measure_collate_to_gpu, judge_collate_to_gpu)
 
 
 CLAIMS = [PIN_MEMORY_EXCHANGE, WORKERS_VS_CORES, COLLATE_TO_GPU]

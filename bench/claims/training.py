@@ -96,12 +96,13 @@ def judge_amp(df: pd.DataFrame) -> Verdict:
                    "peak training memory, speed as 'about 20%' for ≥ +10% img/s; " + "; ".join(parts) + ".")
 
 
-AMP = Claim("amp", "AMP cuts memory by about 50% and speeds training up by about 20%.",
-      "common summary of mixed precision in blog posts and talks",
-      "Model-only training steps on one float32 batch on the device (forward, cross-entropy, backward, SGD), "
-      "fp32 with TF32 off and on, bf16 autocast, fp16 autocast + GradScaler; NCHW and channels_last; "
-      "synchronized windows; peak memory = max allocated within the window (model, optimizer, activations).",
-      True, measure_amp, judge_amp)
+AMP = Claim(
+    "amp", "AMP cuts memory by about 50% and speeds training up by about 20%.",
+    "common summary of mixed precision in blog posts and talks",
+    "Model-only training steps on one float32 batch on the device (forward, cross-entropy, backward, SGD), "
+    "fp32 with TF32 off and on, bf16 autocast, fp16 autocast + GradScaler; NCHW and channels_last; "
+    "synchronized windows; peak memory = max allocated within the window (model, optimizer, activations).",
+    True, measure_amp, judge_amp)
 
 
 # 9. Gradient accumulation and empty_cache() against out-of-memory
@@ -197,13 +198,14 @@ def judge_oom_fixes(df: pd.DataFrame) -> Verdict:
                    + "; ".join(facts(s) for s in settings[1:]) + ".")
 
 
-OOM_FIXES = Claim("oom-fixes", "Gradient accumulation and `torch.cuda.empty_cache()` fix out-of-memory errors.",
-      "common advice in forum answers",
-      "Model-only fp32 training of one batch size: plain, with `empty_cache()` after every step, and as k "
-      "accumulated micro-batches (same effective batch): peak allocated and reserved memory and img/s; then "
-      "each under a memory cap (`set_per_process_memory_fraction`) halfway between the peak allocated memory "
-      "of the plain batch and of the first accumulation factor.",
-      True, measure_oom_fixes, judge_oom_fixes)
+OOM_FIXES = Claim(
+    "oom-fixes", "Gradient accumulation and `torch.cuda.empty_cache()` fix out-of-memory errors.",
+    "common advice in forum answers",
+    "Model-only fp32 training of one batch size: plain, with `empty_cache()` after every step, and as k "
+    "accumulated micro-batches (same effective batch): peak allocated and reserved memory and img/s; then "
+    "each under a memory cap (`set_per_process_memory_fraction`) halfway between the peak allocated memory "
+    "of the plain batch and of the first accumulation factor.",
+    True, measure_oom_fixes, judge_oom_fixes)
 
 
 # 10. torch.compile / CUDA graphs make the input pipeline the bottleneck
@@ -266,14 +268,15 @@ def judge_fast_step(df: pd.DataFrame) -> Verdict:
 # ---------------------------------------------------------------------------------------------
 
 
-COMPILE_MAKES_INPUT_THE_BOTTLENECK = Claim("compile-makes-input-the-bottleneck", "`torch.compile` / CUDA graphs make the input pipeline the bottleneck.",
-      "common observation about fast training loops; the CIFAR-10 speed records (airbench, hlb-CIFAR10) "
-      "keep the whole set on the GPU and never use a DataLoader",
-      "A small model (ResNet-9, width × 0.25, bf16 autocast, channels_last) trained model-only on one "
-      "synthetic batch and e2e from each pipeline, with the eager step and with `torch.compile` plus the "
-      "whole step captured in one CUDA graph (`--step compile`); each pipeline loader-only once. Harness "
-      "windows after warm-up; compilation and capture happen before them.",
-      True, measure_fast_step, judge_fast_step)
+COMPILE_MAKES_INPUT_THE_BOTTLENECK = Claim(
+    "compile-makes-input-the-bottleneck", "`torch.compile` / CUDA graphs make the input pipeline the bottleneck.",
+    "common observation about fast training loops; the CIFAR-10 speed records (airbench, hlb-CIFAR10) "
+    "keep the whole set on the GPU and never use a DataLoader",
+    "A small model (ResNet-9, width × 0.25, bf16 autocast, channels_last) trained model-only on one "
+    "synthetic batch and e2e from each pipeline, with the eager step and with `torch.compile` plus the "
+    "whole step captured in one CUDA graph (`--step compile`); each pipeline loader-only once. Harness "
+    "windows after warm-up; compilation and capture happen before them.",
+    True, measure_fast_step, judge_fast_step)
 
 
 CLAIMS = [AMP, OOM_FIXES, COMPILE_MAKES_INPUT_THE_BOTTLENECK]
