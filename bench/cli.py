@@ -16,9 +16,11 @@ import argparse
 import contextlib
 import datetime as dt
 import json
+import os
 import shlex
 import signal
 import sys
+import traceback
 import uuid
 from pathlib import Path
 
@@ -28,8 +30,8 @@ from tqdm import tqdm
 import pipelines
 from pipelines import sources
 from pipelines.base import resolve_device
-from pipelines.config import (DALI_READERS, DTYPES, ENCODINGS, LAST_BATCH, SOURCES, PipelineConfig,
-                              default_data_root)
+from pipelines.config import (DALI_READERS, DTYPES, ENCODINGS, LAST_BATCH, SOURCES, WORKER_START_METHODS,
+                              PipelineConfig, default_cache_root, default_data_root)
 
 from . import claims, distributed, harness, report, results, runner, stability
 from .models import check_model
@@ -89,6 +91,10 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", choices=SOURCES, default="auto",
                    help="auto = real CIFAR-10 under --data-root if present, else synthetic (default: auto)")
     p.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic set (default: 0)")
+    p.add_argument("--cache-dir", default=default_cache_root(),
+                   help="where the JPEG copies (and a synthetic set not under --data-root) are written, "
+                        "under DIR/<source>/, so --data-root may be read-only (default: $PIPEBENCH_CACHE, "
+                        "else beside the data)")
 
 
 RUN_HELP = ("Run each pipeline loader-only, stage by stage and end-to-end and each model on a "
@@ -130,6 +136,9 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
     p.add_argument("--pin-memory", action="store_true", help="dataloader: DataLoader(pin_memory=True)")
     p.add_argument("--non-blocking", action="store_true", help="dataloader: .to(device, non_blocking=True)")
     p.add_argument("--prefetch-depth", type=int, default=2, help="prefetch: batches in flight (default: 2)")
+    p.add_argument("--worker-start", choices=WORKER_START_METHODS, default=PipelineConfig.worker_start,
+                   help="dataloader, timm: how DataLoader workers start; forkserver and spawn are safe in a "
+                        "process running threads, fork is Linux's default before Python 3.14 (default: %(default)s)")
     p.add_argument("--parallel", choices=("none", "dp"), default="none",
                    help="model and e2e over several GPUs in one process: dp = torch.nn.DataParallel over "
                         "every visible GPU, fed batch-size x GPUs. For DistributedDataParallel launch the "
@@ -221,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", default=default_data_root(), help="destination (default: %(default)s)")
     sub.add_parser("list", help="registered pipelines and whether each can run here")
     sub.add_parser("env", help="print the environment recorded with every result")
+    for command in sub.choices.values():
+        command.add_argument("--debug", action="store_true", help="print the traceback of an error (else one "
+                             "line) and keep whole tracebacks in error rows")
     return parser
 
 
@@ -232,9 +244,11 @@ def specs_for(args, device: torch.device, world: distributed.World = distributed
         raise ValueError("--parallel dp runs in one process on CUDA devices: not under torchrun, not on a CPU")
     base = PipelineConfig(
         data_root=args.data_root, source=args.source, data_seed=args.data_seed, encoding=args.encoding,
+        cache_root=args.cache_dir,
         last_batch=args.last_batch, max_samples=args.max_samples, seed=args.seed, device=str(device),
         channels_last=cuda if args.channels_last is None else args.channels_last,
         pin_memory=args.pin_memory, non_blocking=args.non_blocking, prefetch_depth=args.prefetch_depth,
+        worker_start=args.worker_start,
         rank=world.rank, world_size=world.world_size,
         dali_reader=args.dali_reader, dali_queue_depth=args.dali_queue_depth,
         dali_hw_decoder_load=args.dali_hw_decoder_load,
@@ -297,6 +311,13 @@ def record(out: Path, command: list[str], env: dict | None = None) -> None:
         f.write(shlex.join(command) + "\n")
 
 
+def _fail(command: str, error: BaseException) -> SystemExit:
+    """A user-facing error as one line (`pipebench COMMAND: message`); with --debug its traceback first."""
+    if os.environ.get("PIPEBENCH_DEBUG"):
+        traceback.print_exception(error)
+    return SystemExit(f"pipebench {command}: {error}")
+
+
 def run_grid(args, argv: list[str]) -> int:
     """Measure the grid into OUT/results.csv; the exit code (1 if a configuration failed or timed
     out). Under torchrun every process runs the same specs on its own GPU and shard; rank 0 alone
@@ -306,7 +327,7 @@ def run_grid(args, argv: list[str]) -> int:
         device = resolve_device(device_name)
         specs = specs_for(args, device, world)
     except ValueError as e:
-        raise SystemExit(f"pipebench {args.command}: {e}")
+        raise _fail(args.command, e) from None
     lead = world.rank == 0
     out = args.out or Path("runs") / f"{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}-{device.type}"
     out = distributed.broadcast(out)
@@ -314,7 +335,7 @@ def run_grid(args, argv: list[str]) -> int:
         with runner.folder_lock(out) if lead else contextlib.nullcontext(), runner.signals_as_interrupts():
             outcome = _run_specs(args, argv, specs, device, world, lead, out)
     except ValueError as e:   # the folder is locked by another run
-        raise SystemExit(f"pipebench {args.command}: {e}")
+        raise _fail(args.command, e) from None
     except (runner.Interrupted, KeyboardInterrupt) as e:
         if isinstance(e, KeyboardInterrupt):
             e = runner.Interrupted(signal.SIGINT)
@@ -357,12 +378,12 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path) -> runne
         if lead == turn:
             try:
                 source, folder = sources.resolve_folder(specs[0].config)
-                quality = specs[0].config.jpeg_quality
+                quality, cache = specs[0].config.jpeg_quality, specs[0].config.cache_root
                 for size in sorted({s.config.image_size for s in specs if s.config.encoding == "jpeg"}):
-                    sources.prepare_jpeg(folder, quality, size)
+                    sources.prepare_jpeg(folder, quality, size, cache)
                 for size in sorted({s.config.image_size for s in specs
                                     if s.pipeline == "dali" and s.config.dali_reader == "file"}):
-                    sources.prepare_jpeg_tree(folder, quality, size)
+                    sources.prepare_jpeg_tree(folder, quality, size, cache)
             except OSError as e:   # a missing root, a folder that cannot be written: one line, no traceback
                 hint = (" (choose a writable --data-root or $PIPEBENCH_DATA)"
                         if isinstance(e, PermissionError) else "")
@@ -410,10 +431,10 @@ def run_claims(args, argv: list[str]) -> Path:
         try:
             device = resolve_device(args.device)
             config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed,
-                                    seed=args.seed, device=str(device),
+                                    cache_root=args.cache_dir, seed=args.seed, device=str(device),
                                     **({} if args.workers is None else {"num_workers": args.workers}))
         except (ValueError, RuntimeError) as e:   # a bad or unavailable --device, bad options
-            raise SystemExit(f"pipebench claims: {e}")
+            raise _fail("claims", e) from None
         now = dt.datetime.now(dt.timezone.utc)
         args.out = args.out or Path("runs") / f"claims-{now:%Y%m%d-%H%M%S}-{device.type}"
         args.out.mkdir(parents=True, exist_ok=True)
@@ -441,13 +462,14 @@ def run_stability(args, argv: list[str]) -> int:
     try:
         device = resolve_device(args.device)
         config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed,
-                                device=str(device), max_samples=args.max_samples, last_batch="drop",
+                                cache_root=args.cache_dir, device=str(device), max_samples=args.max_samples,
+                                last_batch="drop",
                                 batch_size=args.batch_size or (512 if device.type == "cuda" else 64),
                                 dtype="bfloat16" if device.type == "cuda" else "float32",
                                 channels_last=device.type == "cuda",
                                 **({} if args.workers is None else {"num_workers": args.workers}))
     except (ValueError, RuntimeError) as e:
-        raise SystemExit(f"pipebench stability: {e}")
+        raise _fail("stability", e) from None
     args.out.mkdir(parents=True, exist_ok=True)
     env = results.environment()
     record(args.out, ["pipebench", *argv], env)
@@ -522,6 +544,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.debug:   # the configuration processes inherit it
+        os.environ["PIPEBENCH_DEBUG"] = "1"
     if getattr(args, "config", None) is not None:   # the file's options first: typed ones win
         args = parser.parse_args([argv[0], *config_tokens(args.config, parser), *argv[1:]])
     if args.command in ("compare", "sweep"):
@@ -535,20 +559,25 @@ def main(argv: list[str] | None = None) -> int:
         try:
             path = report.write(args.csv, args.out, args.readme)
         except ValueError as e:
-            raise SystemExit(f"pipebench report: {e}")
+            raise _fail("report", e) from None
         record(args.out, ["pipebench", *argv])
         print(path)
     elif args.command == "stability":
         return run_stability(args, argv)
     elif args.command == "prepare":
-        config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed)
-        source, folder = sources.resolve_folder(config)
-        for split in ("train", "test"):
-            sources.load_split(folder, split)   # validates every file
-        jpeg = sources.prepare_jpeg(folder, args.jpeg_quality)
-        sizes = sources.load_jpeg(folder, "train", args.jpeg_quality)
-        print(f"{source}: {folder} (validated)\nJPEG q{args.jpeg_quality}: {jpeg} "
-              f"(mean {len(sizes.data) / len(sizes):.0f} B per train image)")
+        try:   # bad data, a folder that cannot be written: one line, no traceback
+            config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed,
+                                    cache_root=args.cache_dir)
+            source, folder = sources.resolve_folder(config)
+            for split in ("train", "test"):
+                sources.load_split(folder, split, config.cache_root)   # validates every file and its checksum
+            jpeg = sources.prepare_jpeg(folder, args.jpeg_quality, cache_root=config.cache_root)
+            sizes = sources.load_jpeg(folder, "train", args.jpeg_quality, cache_root=config.cache_root)
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"pipebench prepare: {e}") from None
+        print(f"{source}: {folder} (validated; checksums match {sources.checksum_origin(folder)})\n"
+              f"JPEG q{args.jpeg_quality}: {jpeg} (checksums match JPEG.json; "
+              f"mean {len(sizes.data) / len(sizes):.0f} B per train image)")
     elif args.command == "download":
         print(sources.download_cifar10(args.root))
     elif args.command == "list":

@@ -14,6 +14,7 @@ import io
 import math
 import os
 import platform
+import re
 import socket
 import subprocess
 import warnings
@@ -26,7 +27,7 @@ import torch
 from .harness import RunSpec, Window
 
 CONFIG_COLUMNS = ["pipeline", "mode", "stage", "model", "image_size", "batch_size", "num_workers", "dtype", "channels_last",
-                  "pin_memory", "non_blocking", "prefetch_depth", "encoding", "augment", "split",
+                  "pin_memory", "non_blocking", "prefetch_depth", "worker_start", "encoding", "augment", "split",
                   "last_batch", "max_samples", "seed", "world_size", "rank", "parallel", "step", "dali_reader",
                   "dali_threads", "dali_queue_depth", "dali_hw_decoder_load",
                   "source", "data_seed", "requested_steps", "min_window_s", "warmup"]
@@ -143,7 +144,22 @@ def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window,
 
 
 def failed_row(spec: RunSpec, status: str, error: str, facts: dict | None = None) -> dict[str, object]:
-    return {**_config_fields(spec), **(facts or {}), "status": status, "error": " | ".join(error.splitlines())}
+    return {**_config_fields(spec), **(facts or {}), "status": status, "error": one_line(error)}
+
+
+def one_line(error: str) -> str:
+    """An error message as one CSV field: its lines joined by " | ". An exception re-raised from a
+    DataLoader worker carries the worker's whole traceback in its message ("Caught X in DataLoader
+    worker process N." / "Original Traceback (most recent call last):" / ... / the error itself):
+    it keeps only its last line, the error, and where it was raised, e.g. "ValueError: sample 3 of
+    ... (in DataLoader worker process 0)"; unless $PIPEBENCH_DEBUG is set (not empty), which
+    keeps every line."""
+    lines = error.strip().splitlines()
+    if len(lines) > 2 and lines[1].startswith("Original Traceback") and not os.environ.get("PIPEBENCH_DEBUG"):
+        caught = re.search(r"Caught \w+ (in .+?)\.?$", lines[0])
+        if caught:
+            lines = [f"{lines[-1].strip()} ({caught[1]})"]
+    return " | ".join(lines)
 
 
 class CsvWriter:

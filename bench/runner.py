@@ -7,8 +7,9 @@
   seconds, has the child dump every thread's stack (`faulthandler`) into `OUT/timeouts/`, kills the
   whole group (DataLoader workers included) and writes a `timeout` row. A CUDA error that poisons
   a context, a crash or a hang costs one row, not the sweep.
-- **Stuck exits cost nothing.** A child that wrote all its rows but does not exit (a non-daemon
-  library thread, a worker that will not stop) is killed after EXIT_GRACE_S; its rows count.
+- **Exits cost nothing.** A child leaves with `os._exit` right after its last record (no joining of
+  library threads, no interpreter finalizers), and the parent then kills its process group, so
+  nothing it started outlives it; one stuck even so is killed after EXIT_GRACE_S; its rows count.
 - **Nothing counted twice.** A configuration's rows are committed to `results.csv` only when it
   finishes; a configuration that fails, times out or is interrupted leaves one `error` / `timeout`
   row or nothing, never partial `ok` rows, so a resumed sweep reruns it cleanly.
@@ -35,6 +36,7 @@ import signal
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,8 +126,13 @@ def _child(spec: harness.RunSpec, entry, path: list[str], environ: dict, journal
         except harness.NotApplicable as e:
             emit({"status": "not-applicable", "error": str(e)})
         except Exception as e:
-            emit({"status": "error", "error": f"{type(e).__name__}: {e}"})
-        emit({"done": True})   # from here on the parent only waits EXIT_GRACE_S for the exit
+            emit({"status": "error", "error": traceback.format_exc() if os.environ.get("PIPEBENCH_DEBUG")
+                  else f"{type(e).__name__}: {e}"})
+        emit({"done": True})
+    # Everything is recorded and the pipeline closed: leave now rather than join library threads and
+    # run finalizers at interpreter exit, which can wait for minutes; the parent ends the process
+    # group (workers, compile processes) and waits at most EXIT_GRACE_S for this exit.
+    os._exit(0)
 
 
 def _innermost(stack_dump: str) -> str:
@@ -168,7 +175,7 @@ def run_isolated(spec: harness.RunSpec, timeout: float, out: Path, on_window=Non
                 while child.is_alive() and time.monotonic() < deadline:
                     child.join(POLL_S)
                     drain()
-                if child.is_alive() and finished:   # measured, but stuck exiting: end it, keep the rows
+                if finished:   # measured: end whatever the group still runs (stuck exiting, orphans); keep the rows
                     _kill_group(child)
                 elif child.is_alive():   # past the deadline: stacks first, then the whole group
                     os.kill(child.pid, signal.SIGUSR1)

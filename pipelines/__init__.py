@@ -10,7 +10,7 @@
 
 `names()` lists every registered pipeline, `available()` says which can be built here and why
 not. Pipeline modules are imported only when built, so a missing optional dependency (DALI,
-timm, SPDL) affects only its own pipeline.
+timm, SPDL, torchcodec) affects only its own pipeline.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ _REGISTRY = {
     "dali": ("pipelines.dali", "DaliPipeline"),
     "dali-raw": ("pipelines.dali", "DaliRawPipeline"),
     "tvjpeg": ("pipelines.tvjpeg", "TorchvisionJpegPipeline"),
+    "torchcodec": ("pipelines.torchcodec_jpeg", "TorchcodecJpegPipeline"),
     "timm": ("pipelines.timm_prefetch", "TimmPrefetchPipeline"),
     "spdl": ("pipelines.spdl_pipeline", "SpdlPipeline"),
 }

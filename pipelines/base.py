@@ -20,6 +20,7 @@ augmentation draws and the crop/flip gather (`crop_grid`, `gather_crops`; torch,
 from __future__ import annotations
 
 import abc
+import multiprocessing
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -150,6 +151,40 @@ def normalize(images: torch.Tensor, config: PipelineConfig) -> torch.Tensor:
     return torch.addcmul(shift, x, scale, out=out)
 
 
+def worker_context(config: PipelineConfig, preload: str):
+    """The multiprocessing context DataLoader workers start with (config.worker_start), or None for
+    no workers. "forkserver" (the default; Python 3.14's default on Linux) and "spawn" start workers
+    from a clean process, which is safe in a process that already runs threads (CUDA's, a pipeline's,
+    a progress bar's), where `fork()` can copy a lock another thread holds and deadlock the worker.
+    The forkserver imports `preload` (the dataset's module) once, so every worker starts with torch
+    already imported. Datasets that workers receive by pickling keep their arrays in shared memory
+    (`SharedArrays`)."""
+    if config.num_workers == 0:
+        return None
+    context = multiprocessing.get_context(config.worker_start)
+    if config.worker_start == "forkserver":
+        context.set_forkserver_preload([preload])   # takes effect when this process starts its server
+    return context
+
+
+class SharedArrays:
+    """Mixin for a Dataset that DataLoader workers receive by pickling (forkserver / spawn): its numpy
+    attributes travel as torch shared-memory tensors (a file descriptor each, not the bytes), copied
+    into shared memory once, on the first pickling, and are numpy views again in the worker. With
+    fork or 0 workers nothing is pickled and nothing is copied."""
+
+    def __getstate__(self) -> dict:
+        state = dict(vars(self))
+        shared = state.pop("_shared", None)
+        if shared is None:
+            shared = {k: torch.from_numpy(v).share_memory_() for k, v in state.items() if isinstance(v, np.ndarray)}
+            self._shared = shared
+        return {**state, **shared}
+
+    def __setstate__(self, state: dict) -> None:
+        vars(self).update({k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in state.items()})
+
+
 @dataclass
 class Stages:
     """One pipeline's per-batch work, split so that each stage can be timed alone.
@@ -221,3 +256,34 @@ class Pipeline(abc.ABC):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def undecodable_jpeg(files, indices) -> tuple[int, str] | None:
+    """(i, the decoder's message) for the first i of `indices` whose JPEG bytes `files[i]` do not
+    decode on the CPU, or None. For error paths only (a GPU decoder rejected a batch and did not say
+    which file): it decodes every file named.
+
+    The check is libjpeg-turbo through `torchvision.io.decode_jpeg`. In our trials it rejected every
+    file that nvJPEG (torchvision on an H100), DALI's CPU decoder or PIL rejected: a missing or
+    damaged header (all of them reject it), a file cut short (all but nvJPEG, which decodes it to
+    wrong pixels without an error); no PIL setting (`ImageFile.LOAD_TRUNCATED_IMAGES`) makes it
+    lenient. Its limit: libjpeg-turbo only warns about most garbage inside the entropy-coded data
+    ("Corrupt JPEG data" on stderr) and decodes it to wrong pixels, so such a file passes here, as
+    it does in DALI's CPU decoder, PIL and nvJPEG."""
+    from torchvision.io import ImageReadMode, decode_jpeg
+    for i in indices:
+        i = int(i)
+        data = torch.from_numpy(np.frombuffer(bytearray(files[i]), np.uint8))   # a copy: bytes or views
+        try:
+            decode_jpeg(data, mode=ImageReadMode.RGB)
+        except (RuntimeError, ValueError) as e:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            where = first.split(", ", 2)   # torchvision's "decode_jpeg, <source file>:<line>, <message>"
+            return i, where[2] if len(where) == 3 and where[1].rpartition(":")[2].isdigit() else first
+    return None
+
+
+def undecodable_sample(split: str, index: int, reason: str, copy: str = "JPEG copy") -> ValueError:
+    """The one-line error naming a sample of the JPEG copy that cannot be decoded."""
+    return ValueError(f"sample {index} of the {split} {copy} cannot be decoded ({reason}): rebuild it "
+                      "with `pipebench prepare`")

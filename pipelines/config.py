@@ -35,11 +35,17 @@ SPLITS = ("train", "test")
 DTYPES = ("float32", "bfloat16")
 LAST_BATCH = ("partial", "drop")
 DALI_READERS = ("external", "parallel", "file")
+WORKER_START_METHODS = ("forkserver", "spawn", "fork")
 
 
 def default_data_root() -> str:
     """`$PIPEBENCH_DATA` if set, else `./data` (ignored by git)."""
     return os.environ.get("PIPEBENCH_DATA", "data")
+
+
+def default_cache_root() -> str | None:
+    """`$PIPEBENCH_CACHE` if set, else None: copies of the data (JPEG) are written beside it."""
+    return os.environ.get("PIPEBENCH_CACHE") or None
 
 
 def default_num_workers() -> int:
@@ -63,6 +69,7 @@ class PipelineConfig:
     """
 
     data_root: str = field(default_factory=default_data_root)
+    cache_root: str | None = field(default_factory=default_cache_root)  # JPEG copies, a synthetic set to generate; None: beside the data
     source: str = "auto"          # auto: real CIFAR-10 under data_root if present, else synthetic
     data_seed: int = 0            # seed of the synthetic set
     encoding: str = "raw"         # raw uint8 pixels, or the cached JPEG copy (decoded per sample)
@@ -82,6 +89,7 @@ class PipelineConfig:
     pin_memory: bool = False
     non_blocking: bool = False
     prefetch_depth: int = 2       # batches kept in flight ahead of the consumer
+    worker_start: str = "forkserver"  # how DataLoader workers start (dataloader, timm): see WORKER_START_METHODS
     # NVIDIA DALI (`dali`, `dali-raw`); defaults from the tuning runs in results/2026-11-21-h100-dali
     dali_reader: str = "external"     # external / parallel: the epoch plan through external_source,
                                       # in DALI's thread / in num_workers processes; file: fn.readers.file
@@ -93,7 +101,8 @@ class PipelineConfig:
 
     def __post_init__(self) -> None:
         choices = {"source": SOURCES, "encoding": ENCODINGS, "split": SPLITS,
-                   "dtype": DTYPES, "last_batch": LAST_BATCH, "dali_reader": DALI_READERS}
+                   "dtype": DTYPES, "last_batch": LAST_BATCH, "dali_reader": DALI_READERS,
+                   "worker_start": WORKER_START_METHODS}
         for name, allowed in choices.items():
             value = getattr(self, name)
             if value not in allowed:
@@ -121,6 +130,8 @@ class PipelineConfig:
             raise ValueError(f"PipelineConfig.max_samples={self.max_samples!r}: expected None or an integer >= 1")
         if not (self.device in ("auto", "cpu") or self.device.startswith("cuda")):
             raise ValueError(f"PipelineConfig.device={self.device!r}: expected 'auto', 'cpu', 'cuda' or 'cuda:N'")
+        if self.cache_root is not None and (not isinstance(self.cache_root, str) or not self.cache_root):
+            raise ValueError(f"PipelineConfig.cache_root={self.cache_root!r}: expected None or a non-empty path")
         for name in ("augment", "shuffle", "channels_last", "pin_memory", "non_blocking"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"PipelineConfig.{name}={getattr(self, name)!r}: expected True or False")

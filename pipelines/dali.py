@@ -44,7 +44,8 @@ except ImportError as e:   # the message every caller (build, sweeps) shows
         "drivers) or pip install -e '.[dali-cu13]' (nvidia-dali-cuda130, CUDA 13)") from e
 
 from . import sources
-from .base import Pipeline, Stages, augmentation_generator, draw_augmentation, epoch_batches, rank_seeds
+from .base import (Pipeline, Stages, augmentation_generator, draw_augmentation, epoch_batches, rank_seeds,
+                   undecodable_jpeg, undecodable_sample)
 from .config import FLIP_P, MEAN, STD
 
 
@@ -75,6 +76,16 @@ class _EpochSource:
             dy, dx, flip = (t.numpy() for t in draw_augmentation(len(index), pad, generator))
             batch += [np.stack([dy, dx], axis=1).astype(np.int32) - pad, flip.astype(np.int32)]
         return batch
+
+
+class _Files:
+    """Files by sample index, read when asked for (the file tree, on an error path)."""
+
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __getitem__(self, i: int) -> bytes:
+        return self.paths[i].read_bytes()
 
 
 class _FixedSource:
@@ -124,7 +135,8 @@ class DaliPipeline(Pipeline):
             source = fixed or _EpochSource(c, self.samples(), self.data.labels, self.first_epoch)
             return fn.external_source(source=source, num_outputs=4 if c.augment else 2, batch=True,
                                       batch_info=True, parallel=c.dali_reader == "parallel" and not fixed)
-        root = sources.prepare_jpeg_tree(self.data.folder, c.jpeg_quality, c.image_size)
+        root = self.tree_root = sources.prepare_jpeg_tree(self.data.folder, c.jpeg_quality, c.image_size,
+                                                          c.cache_root)
         files = [sources.tree_path(c.split, i, label) for i, label in enumerate(self.data.labels)]
         samples, labels = fn.readers.file(
             file_root=str(root), files=files, labels=self.data.labels.tolist(), name="reader",
@@ -169,7 +181,7 @@ class DaliPipeline(Pipeline):
         if self.iterator is None:
             raise RuntimeError(f"{self.name} pipeline is closed")
         if self.in_epoch:   # DALI cannot reset mid-epoch: finish the abandoned one
-            for _ in self.iterator:
+            while self._next() is not None:
                 pass
             self.in_epoch = False
         if not self.file_reader and self.epoch != self.next_epoch:
@@ -177,10 +189,47 @@ class DaliPipeline(Pipeline):
         if self.next_epoch > self.first_epoch:
             self.iterator.reset()
         self.next_epoch += 1
-        self.in_epoch = True
-        for out in self.iterator:
+        self.in_epoch, self.fetched = True, 0
+        while (out := self._next()) is not None:
             yield self._to_contract(out)
         self.in_epoch = False
+
+    def _next(self):
+        """DALI's next batch of the epoch under way (epoch `next_epoch - 1`), None at its end. DALI
+        reports a file its decoder rejects as an error of the whole pipeline, a RuntimeError with
+        the graph's traceback and "nvImageCodec failure: '#4'" (a status: not a supported image) or
+        "Failed to decode sample #3" (a position in a batch it does not name), raised by the call
+        that fetches that batch: it becomes a one-line ValueError naming the sample."""
+        try:
+            out = next(self.iterator)
+        except StopIteration:
+            return None
+        except Exception:   # DALI maps its errors to RuntimeError, ValueError, IndexError, TypeError
+            bad = self._undecodable()
+            if bad is None:
+                raise
+            raise bad from None
+        self.fetched += 1
+        return out
+
+    def _undecodable(self) -> ValueError | None:
+        """After a DALI error: the error naming the first file that does not decode on the CPU
+        (`base.undecodable_jpeg`, see its limits) among those DALI may have been decoding, or None.
+        External source: the batches from the one due next to the last that DALI can have
+        prefetched (dali_queue_depth ahead, plus one). readers.file: its own order, so every file of
+        the tree, which holds the same bytes as the packed copy but can be damaged apart from it."""
+        c = self.config
+        if self.encoding != "jpeg":
+            return None
+        if self.file_reader:
+            paths = [self.tree_root / sources.tree_path(c.split, i, label)
+                     for i, label in enumerate(self.data.labels)]
+            bad = undecodable_jpeg(_Files(paths), range(len(paths)))
+            return None if bad is None else undecodable_sample(c.split, *bad, f"JPEG file tree ({paths[bad[0]]})")
+        plan = epoch_batches(len(self.data), c, self.next_epoch - 1)
+        window = plan[self.fetched:self.fetched + c.dali_queue_depth + 2]
+        bad = undecodable_jpeg(self.data.jpeg, np.concatenate(window)) if window else None
+        return None if bad is None else undecodable_sample(c.split, *bad)
 
     def _to_contract(self, out):
         images, labels = out[0]["images"], out[0]["labels"]

@@ -13,6 +13,9 @@ Per-sample CPU work bounds it: 41k img/s loader-only with 15 workers on an H100 
 Determinism: each sample's transforms draw from a torch seed derived from (seed, epoch, batch,
 position, and the rank when sharded), so the output for a fixed seed does not depend on the
 number of workers; the process's own torch RNG is restored after each sample.
+
+Workers start with config.worker_start (forkserver by default, safe in a threaded process; see
+`base.worker_context`) and receive the arrays through shared memory.
 """
 from __future__ import annotations
 
@@ -22,16 +25,17 @@ import torch
 from PIL import Image
 from torchvision import transforms
 
-from .base import Pipeline, Stages, rank_seeds
+from .base import Pipeline, SharedArrays, Stages, rank_seeds, undecodable_sample, worker_context
 from .config import MEAN, STD, FLIP_P
 
 
-class _Samples(torch.utils.data.Dataset):
+class _Samples(SharedArrays, torch.utils.data.Dataset):
     """Map-style dataset keyed by (index, seed): a PIL image through torchvision transforms."""
 
-    def __init__(self, data, transform):
-        self.images, self.labels, self.jpeg = data.images, data.labels, data.jpeg
-        self.transform = transform
+    def __init__(self, data, transform, split: str):
+        self.images, self.labels = data.images, data.labels
+        self.jpeg, self.offsets = (data.jpeg.data, data.jpeg.offsets) if data.jpeg is not None else (None, None)
+        self.transform, self.split = transform, split
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -40,10 +44,10 @@ class _Samples(torch.utils.data.Dataset):
         index, seed = key
         if self.jpeg is not None:
             try:
-                image = Image.open(io.BytesIO(self.jpeg[index])).convert("RGB")
+                file = self.jpeg[self.offsets[index]:self.offsets[index + 1]]
+                image = Image.open(io.BytesIO(file)).convert("RGB")
             except OSError as e:   # name the sample, not just the codec's complaint
-                raise ValueError(f"sample {index} of the JPEG copy cannot be decoded ({e}): rebuild it with "
-                                 "`pipebench prepare`") from None
+                raise undecodable_sample(self.split, index, str(e)) from None
         else:
             image = Image.fromarray(self.images[index])
         with torch.random.fork_rng(devices=[]):   # the caller's RNG (the trainer's, with 0 workers) untouched
@@ -76,7 +80,7 @@ class DataLoaderPipeline(Pipeline):
                  transforms.RandomHorizontalFlip(FLIP_P)] if config.augment else []
         transform = transforms.Compose(steps + [transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
         cuda = self.device.type == "cuda"
-        self.samples = _Samples(self.data, transform)
+        self.samples = _Samples(self.data, transform, config.split)
         self.pins = config.pin_memory and cuda
         self.loader = self.make_loader(pin_memory=self.pins)
         self.host_loader = None   # the same loader without pinning, built by stages()
@@ -88,8 +92,11 @@ class DataLoaderPipeline(Pipeline):
         """The DataLoader over this pipeline's samples and epoch plan (config.num_workers persistent
         workers); `options` override DataLoader arguments (e.g. num_workers, collate_fn)."""
         options = {"num_workers": self.config.num_workers, "pin_memory": pin_memory,
+                   "multiprocessing_context": worker_context(self.config, __name__),
                    "generator": torch.Generator().manual_seed(self.config.seed), **options}   # not the global RNG
         options.setdefault("persistent_workers", options["num_workers"] > 0)
+        if options["num_workers"] == 0:
+            options["multiprocessing_context"] = None
         return torch.utils.data.DataLoader(self.samples, batch_sampler=_EpochPlan(self), **options)
 
     def _on_device(self, images: torch.Tensor) -> torch.Tensor:

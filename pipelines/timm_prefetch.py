@@ -7,7 +7,8 @@ project's augmentation stream, as every pipeline does) and return C x H x W uint
 on the GPU) -> the DataLoader's pin-memory thread -> `timm.data.PrefetchLoader` copies the next batch
 `non_blocking` on its side stream and normalizes it there in the contract's dtype, one batch ahead.
 Its output is N x C x H x W contiguous: for `channels_last` one more copy on the consumer's stream
-converts it, counted as part of this pipeline's cost.
+converts it, counted as part of this pipeline's cost. Workers start with config.worker_start (see
+`base.worker_context`).
 
 Needs timm (`pip install -e '.[peers]'`); without it the pipeline is unavailable with that reason.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .base import Pipeline, Stages, draw_augmentation, rank_seeds
+from .base import Pipeline, SharedArrays, Stages, draw_augmentation, rank_seeds, worker_context
 from .config import MEAN, STD
 
 try:
@@ -25,7 +26,7 @@ except ImportError as e:   # optional peer: pipelines.available() reports this
     raise ImportError(f"timm is not installed: pip install -e '.[peers]' ({e})") from None
 
 
-class _Crops(torch.utils.data.Dataset):
+class _Crops(SharedArrays, torch.utils.data.Dataset):
     """Map-style dataset keyed by (index, dy, dx, flip): the crop of the zero-padded uint8 image."""
 
     def __init__(self, padded: np.ndarray, labels: np.ndarray, size: int):
@@ -76,7 +77,7 @@ class TimmPrefetchPipeline(Pipeline):
         workers = config.num_workers
         loader = torch.utils.data.DataLoader(
             self.samples, batch_sampler=_EpochPlan(self), num_workers=workers, collate_fn=fast_collate,
-            pin_memory=cuda, persistent_workers=workers > 0,
+            pin_memory=cuda, persistent_workers=workers > 0, multiprocessing_context=worker_context(config, __name__),
             generator=torch.Generator().manual_seed(int(rank_seeds(config, 3)[0])))
         self.loader = PrefetchLoader(loader, mean=MEAN, std=STD, device=self.device,
                                      img_dtype=getattr(torch, config.dtype))

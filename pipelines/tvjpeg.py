@@ -14,7 +14,8 @@ import numpy as np
 import torch
 from torchvision.io import ImageReadMode, decode_jpeg
 
-from .base import Pipeline, Stages, crop_grid, draw_augmentation, gather_crops, normalize, pad_images
+from .base import (Pipeline, Stages, crop_grid, draw_augmentation, gather_crops, normalize, pad_images,
+                   undecodable_jpeg, undecodable_sample)
 
 
 class TorchvisionJpegPipeline(Pipeline):
@@ -35,13 +36,23 @@ class TorchvisionJpegPipeline(Pipeline):
         start = 0
         for b, index in enumerate(batches):
             n = len(index)
-            yield self._decode([self.files[i] for i in index], b), self.labels[order[start:start + n]]
+            yield self._decode([self.files[i] for i in index], b, index), self.labels[order[start:start + n]]
             start += n
 
-    def _decode(self, files: list[torch.Tensor], b: int) -> torch.Tensor:
-        """Batch `b`'s files -> contract images: decode, crop/flip, normalize."""
+    def decode_files(self, files: list[torch.Tensor]) -> list[torch.Tensor]:
+        """One batch of JPEG files -> 3 x S x S uint8 images on the device, in one batched call."""
+        return decode_jpeg(files, mode=ImageReadMode.RGB, device=self.device)
+
+    def _decode(self, files: list[torch.Tensor], b: int, index: np.ndarray) -> torch.Tensor:
+        """Batch `b`'s files (samples `index`) -> contract images: decode, crop/flip, normalize."""
         n = len(files)
-        decoded = decode_jpeg(files, mode=ImageReadMode.RGB, device=self.device)
+        try:
+            decoded = self.decode_files(files)
+        except RuntimeError:   # one error for the whole batch: name the sample if a file is bad
+            bad = undecodable_jpeg(self.data.jpeg, index)
+            if bad is None:
+                raise
+            raise undecodable_sample(self.config.split, *bad) from None
         pixels = torch.stack(decoded).permute(0, 2, 3, 1)   # B x S x S x 3 view
         if self.config.augment:
             c = self.config
@@ -64,7 +75,7 @@ class TorchvisionJpegPipeline(Pipeline):
         first = [self.files[i] for i in index]
         payload = [torch.cat(first), torch.from_numpy(self.data.labels[index])]
         return Stages(host=host, payload=payload, copy="pageable" if self.device.type == "cuda" else "none",
-                      pins=False, device=lambda: self._decode(first, 0))
+                      pins=False, device=lambda: self._decode(first, 0, index))
 
     def close(self) -> None:
         self.files = []

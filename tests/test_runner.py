@@ -3,6 +3,7 @@ hangs, crashes, Ctrl-C, torn rows, a second writer, all-failed grids, bad data, 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from bench import cli, report, results, runner
 from pipelines.base import Pipeline
 from pipelines.config import PipelineConfig
 from pipelines.dataloader import _Samples
+from pipelines.sources import JpegSet
 from torchvision import transforms
 
 PIDS = "PIPEBENCH_TEST_PIDS"   # where the hanging pipeline records its pid and its helper's
@@ -63,11 +65,14 @@ class Crashing(Slow):
 
 
 class Lingering(Slow):
-    """Measures fine, then keeps its process from exiting (a non-daemon thread that never ends)."""
+    """Measures fine, but would keep its process from exiting (a non-daemon thread that never ends)
+    and leaves a helper process behind (as compile workers do); records both pids."""
     name = "lingering"
 
     def __iter__(self):
         threading.Thread(target=time.sleep, args=(300,), daemon=False).start()
+        helper = subprocess.Popen(["sleep", "300"])
+        Path(os.environ[PIDS]).write_text(f"{os.getpid()} {helper.pid}")
         while True:
             yield torch.zeros(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64)
 
@@ -113,14 +118,20 @@ def test_a_crashed_configuration_is_one_error_row(tmp_path, synthetic_root, monk
     assert (df[df.pipeline == "resident"].status == "ok").sum() == 2
 
 
-def test_a_configuration_stuck_exiting_keeps_its_rows_and_is_ended(tmp_path, synthetic_root, monkeypatch):
+def test_a_configuration_exits_at_once_keeps_its_rows_and_leaves_no_process(tmp_path, synthetic_root, monkeypatch):
     monkeypatch.setitem(pipelines._REGISTRY, "lingering", (__name__, "Lingering"))
-    monkeypatch.setattr(runner, "EXIT_GRACE_S", 1.0)
+    monkeypatch.setenv(PIDS, str(tmp_path / "pids"))
+    monkeypatch.setattr(runner, "EXIT_GRACE_S", 120.0)
     start = time.monotonic()
-    assert run(tmp_path, synthetic_root, "--pipelines", "lingering", "--timeout", "60") == 0
-    assert time.monotonic() - start < 30   # not the 60 s deadline, not the thread's 300 s
+    assert run(tmp_path, synthetic_root, "--pipelines", "lingering", "--timeout", "120") == 0
+    assert time.monotonic() - start < 60   # not the grace period, not the deadline, not the thread's 300 s
     df = pd.read_csv(tmp_path / "run" / "results.csv")
     assert df.status.tolist() == ["ok", "ok"]
+    for pid in map(int, (tmp_path / "pids").read_text().split()):   # the child and its helper
+        deadline = time.monotonic() + 5
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(pid)
 
 
 def test_ctrl_c_mid_configuration_then_resume_counts_nothing_twice(tmp_path, synthetic_root, monkeypatch):
@@ -227,10 +238,11 @@ def test_config_json_false_is_honoured(tmp_path):
 
 
 def test_a_corrupt_jpeg_names_its_sample():
-    data = type("Data", (), {"images": None, "labels": np.zeros(3, np.int64),
-                             "jpeg": [b"\xff\xd8 not a jpeg", b"junk", b"junk"]})()
-    samples = _Samples(data, transforms.ToTensor())
-    with pytest.raises(ValueError, match="sample 1 of the JPEG copy cannot be decoded"):
+    files = [b"\xff\xd8 not a jpeg", b"junk", b"junk"]
+    jpeg = JpegSet(np.frombuffer(b"".join(files), np.uint8), np.cumsum([0, *map(len, files)]), 90)
+    data = type("Data", (), {"images": None, "labels": np.zeros(3, np.int64), "jpeg": jpeg})()
+    samples = _Samples(data, transforms.ToTensor(), "test")
+    with pytest.raises(ValueError, match="sample 1 of the test JPEG copy cannot be decoded"):
         samples[1, 0]
 
 
@@ -273,3 +285,37 @@ def test_stability_records_memory_after_every_epoch(tmp_path, synthetic_root):
     workers = df[df.pipeline == "dataloader"]
     assert (df.host_rss_mb > 10).all() and (workers.children >= 1).all() and (workers.children_rss_mb > 0).all()
     assert (out / "stability.png").stat().st_size > 10_000 and "| resident" in (out / "STABILITY.md").read_text()
+
+
+@pytest.mark.parametrize("name", ["dataloader", "timm"])
+def test_dataloader_workers_start_outside_the_threaded_process_by_default(synthetic_root, name):
+    if name not in [n for n, reason in pipelines.available().items() if reason is None]:
+        pytest.skip(f"{name} unavailable here")
+    config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64,
+                            num_workers=2)
+    assert config.worker_start == "forkserver"
+    with pipelines.build(name, config.replace(num_workers=0)) as p:
+        expected = [x for x, _ in p]
+    for method in ("forkserver", "fork"):
+        with pipelines.build(name, config.replace(worker_start=method)) as p:
+            assert all(torch.equal(x, y) for (x, _), y in zip(p, expected))
+            workers = multiprocessing.active_children()
+            parents = {int(Path(f"/proc/{w.pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) for w in workers}
+            assert len(workers) >= 2
+            # forkserver: children of a clean server process, not forks of this one (which runs threads)
+            assert (os.getpid() in parents) == (method == "fork")
+
+
+def test_shared_arrays_travel_as_shared_memory_copied_once():
+    from pipelines.base import SharedArrays
+
+    class Holder(SharedArrays):
+        def __init__(self):
+            self.images, self.name = np.arange(4096, dtype=np.uint8), "x"
+
+    holder = Holder()
+    first, second = holder.__getstate__(), holder.__getstate__()
+    assert first["images"].is_shared() and first["images"] is second["images"] and first["name"] == "x"
+    clone = Holder.__new__(Holder)
+    clone.__setstate__(first)
+    assert isinstance(clone.images, np.ndarray) and np.array_equal(clone.images, holder.images)

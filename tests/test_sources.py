@@ -1,17 +1,23 @@
 """Sources: the safe CIFAR-10 loader, the synthetic set and the JPEG copy."""
 from __future__ import annotations
 
+import errno
 import io
+import json
 import os
 import pickle
 import struct
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
+from bench import cli
 from pipelines import sources
+from pipelines.config import PipelineConfig
 
 
 def py2_pickle(data: np.ndarray, labels: list[int]) -> bytes:
@@ -91,7 +97,6 @@ def test_rejects_truncated_and_missing_files(tmp_path):
 
 
 def test_missing_real_data_says_how_to_get_it(tmp_path):
-    from pipelines.config import PipelineConfig
     with pytest.raises(FileNotFoundError, match="pipebench download"):
         sources.resolve_folder(PipelineConfig(data_root=str(tmp_path), source="cifar10"))
 
@@ -149,3 +154,191 @@ def test_jpeg_copy_decodes_close_to_the_pixels(indexed_root):
     for i in (0, 4321, 9999):
         decoded = np.asarray(Image.open(io.BytesIO(jpeg[i])).convert("RGB"))
         assert np.abs(decoded.astype(int) - images[i]).mean() < 4
+
+
+# --- checksums, rebuilt caches, where caches go (issue 13) ---------------------------------------
+
+@pytest.fixture
+def small(monkeypatch):
+    """Sets of 100 images per batch file (600 in all): the same code paths in milliseconds."""
+    monkeypatch.setattr(sources, "PER_FILE", 100)
+
+
+def write_set(root: Path, seed: int = 0) -> Path:
+    """A standard-layout set written by pipebench (read as source='cifar10'), pixels from `seed`."""
+    folder = root / sources.BATCH_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    for stream, split in enumerate(("train", "test")):
+        n = sources.PER_FILE * len(sources.TRAIN_FILES if split == "train" else sources.TEST_FILES)
+        sources.write_split(folder, split, *sources.synthesize(n, seed, stream))
+    return folder
+
+
+def flip_byte(path: Path) -> None:
+    """Invert one byte in the middle of the file (pixel data in a batch or a packed JPEG copy)."""
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    path.write_bytes(bytes(raw))
+
+
+def files_under(root: Path) -> dict[Path, int]:
+    return {p: p.stat().st_mtime_ns for p in root.rglob("*")}
+
+
+def test_a_flipped_byte_in_the_synthetic_set_is_one_line_naming_the_file(tmp_path, small):
+    folder = sources.ensure_synthetic(tmp_path, seed=0)
+    recorded = json.loads((folder / sources.CHECKSUMS).read_text())["crc32"]
+    assert sorted(recorded) == sorted([*sources.TRAIN_FILES, *sources.TEST_FILES, "batches.meta"])
+    flip_byte(folder / "data_batch_3")
+    sources.load_batch(folder / "data_batch_3")   # still a valid batch: only the checksum tells
+    with pytest.raises(sources.CifarFormatError) as caught:
+        sources.load_split(folder, "train")
+    message = str(caught.value)
+    assert message.startswith(f"{folder / 'data_batch_3'}: checksum does not match the one recorded when "
+                              f"it was written (crc32 {recorded['data_batch_3']} vs "), message
+    assert message.endswith(f"the file changed or is damaged; delete {folder} and it is generated again")
+    assert "\n" not in message
+    sources.load_split(folder, "test")   # the other split's files are intact
+
+
+def test_a_synthetic_set_without_checksums_is_generated_again(tmp_path, small):
+    folder = sources.ensure_synthetic(tmp_path, seed=0)
+    intact = (folder / "test_batch").read_bytes()
+    (folder / sources.CHECKSUMS).unlink()   # as an older pipebench wrote it
+    flip_byte(folder / "test_batch")
+    assert sources.ensure_synthetic(tmp_path, seed=0) == folder
+    assert (folder / "test_batch").read_bytes() == intact
+    sources.verify(folder, (*sources.TRAIN_FILES, *sources.TEST_FILES, "batches.meta"))
+
+
+def test_published_md5s_are_torchvision_s():
+    from torchvision.datasets import CIFAR10
+    published = {name: md5 for name, md5 in CIFAR10.train_list + CIFAR10.test_list}
+    assert sources.CIFAR10_MD5 == {**published, CIFAR10.meta["filename"]: CIFAR10.meta["md5"]}
+
+
+def test_a_download_is_checked_against_the_published_md5_once(tmp_path, small, monkeypatch):
+    data, cache = tmp_path / "data", tmp_path / "cache"
+    folder = data / sources.BATCH_FOLDER
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(4)
+    (folder / "test_batch").write_bytes(py2_pickle(rng.integers(0, 256, (100, 3072), dtype=np.uint8),
+                                                   rng.integers(0, 10, 100).tolist()))
+    with pytest.raises(sources.CifarFormatError) as caught:
+        sources.load_split(folder, "test", cache)
+    assert str(caught.value) == (
+        f"{folder / 'test_batch'}: md5 {sources.checksum(folder / 'test_batch', 'md5')} differs from the "
+        f"genuine file's {sources.CIFAR10_MD5['test_batch']} (published by torchvision): the file is damaged "
+        f"or not CIFAR-10; run `pipebench download --root {data}` to fetch it again")
+
+    monkeypatch.setitem(sources.CIFAR10_MD5, "test_batch", sources.checksum(folder / "test_batch", "md5"))
+    sources.load_split(folder, "test", cache)   # genuine (as far as the table says): recorded
+    record = json.loads((cache / "cifar10" / sources.VERIFIED).read_text())
+    assert record == {"test_batch": sources.checksum(folder / "test_batch")}
+    real, md5s = sources.checksum, []
+    monkeypatch.setattr(sources, "checksum", lambda path, algorithm="crc32": (
+        md5s.append(path) if algorithm == "md5" else None) or real(path, algorithm))
+    sources.load_split(folder, "test", cache)
+    assert md5s == []   # the crc32 matched the record: no md5 again
+    flip_byte(folder / "test_batch")
+    with pytest.raises(sources.CifarFormatError, match="test_batch: md5 .* differs from the genuine file's"):
+        sources.load_split(folder, "test", cache)
+    assert md5s == [folder / "test_batch"]
+
+
+def test_a_flipped_byte_in_the_jpeg_copy_has_it_encoded_again(tmp_path, small, capsys):
+    folder = write_set(tmp_path)
+    cache = sources.prepare_jpeg(folder, 90)
+    intact = (cache / "train.data.npy").read_bytes()
+    flip_byte(cache / "train.data.npy")
+    jpeg = sources.load_jpeg(folder, "train", 90)
+    assert (cache / "train.data.npy").read_bytes() == intact and bytes(jpeg.data) == intact[-len(jpeg.data):]
+    assert f"{cache}: train.data.npy: crc32" in capsys.readouterr().err
+
+
+def test_the_jpeg_copy_is_encoded_again_when_its_source_changed(tmp_path, small):
+    folder = write_set(tmp_path, seed=1)
+    sources.prepare_jpeg(folder, 90)
+    new_images, _ = sources.synthesize(sources.PER_FILE, seed=2, stream=1)
+    sources.write_split(folder, "test", new_images, np.zeros(len(new_images), np.int64))
+    jpeg = sources.load_jpeg(folder, "test", 90)
+    assert [bytes(jpeg[i]) for i in range(len(jpeg))] == [sources.encode_jpeg(im, 90) for im in new_images]
+
+
+def test_the_tree_copy_is_written_again_when_the_packed_copy_changed(tmp_path, small):
+    folder = write_set(tmp_path, seed=1)
+    sources.prepare_jpeg_tree(folder, 90)
+    new_images, labels = sources.synthesize(sources.PER_FILE, seed=2, stream=1)
+    sources.write_split(folder, "test", new_images, labels)
+    tree = sources.prepare_jpeg_tree(folder, 90)
+    assert [(tree / sources.tree_path("test", i, label)).read_bytes() for i, label in enumerate(labels)] == \
+        [sources.encode_jpeg(im, 90) for im in new_images]
+
+
+def test_with_a_cache_root_the_data_folder_is_not_written(tmp_path, small, capsys):
+    data, cache = tmp_path / "data", tmp_path / "cache"
+    folder = write_set(data)
+    before = files_under(data)
+    assert cli.main(["prepare", "--data-root", str(data), "--source", "cifar10", "--cache-dir", str(cache)]) == 0
+    assert "checksums match the crc32s recorded when written" in capsys.readouterr().out
+    assert (cache / "cifar10" / "jpeg-q90" / "JPEG.json").is_file()
+    config = PipelineConfig(data_root=str(data), source="cifar10", encoding="jpeg", cache_root=str(cache))
+    assert len(sources.open_split(config).jpeg) == 5 * sources.PER_FILE
+    sources.prepare_jpeg_tree(folder, 90, cache_root=cache)
+    assert (cache / "cifar10" / "jpeg-q90-files" / "TREE.json").is_file()
+    assert files_under(data) == before
+    # No synthetic set under the data root: it is generated under the cache root.
+    config = config.replace(source="synthetic")
+    assert sources.resolve_folder(config)[1] == cache / "synthetic-seed0" / sources.BATCH_FOLDER
+    assert sources.open_split(config).jpeg is not None
+    assert (cache / "synthetic-seed0" / "jpeg-q90" / "JPEG.json").is_file() and files_under(data) == before
+
+
+def test_cache_root_is_none_or_a_path(monkeypatch):
+    monkeypatch.delenv("PIPEBENCH_CACHE", raising=False)
+    assert PipelineConfig().cache_root is None
+    monkeypatch.setenv("PIPEBENCH_CACHE", "/somewhere")
+    assert PipelineConfig().cache_root == "/somewhere"
+    for bad in ("", 3):
+        with pytest.raises(ValueError, match="PipelineConfig.cache_root="):
+            PipelineConfig(cache_root=bad)
+
+
+@pytest.mark.parametrize("command,source,what,where", [
+    (["prepare"], "cifar10", "the JPEG copy", "jpeg-q90"),
+    (["prepare"], "synthetic", "the synthetic set", f"synthetic-seed0/{sources.BATCH_FOLDER}"),
+    (["compare", "--device", "cpu", "--no-isolate", "--modes", "loader", "--pipelines", "dataloader",
+      "--encoding", "jpeg"], "cifar10", "the JPEG copy", "jpeg-q90"),
+])
+def test_an_unwritable_data_folder_is_one_line_naming_it(tmp_path, small, monkeypatch, command, source, what, where):
+    """Simulated (tests run as root, which chmod does not stop): no folder can be made under data/."""
+    data = tmp_path / "data"
+    write_set(data) if source == "cifar10" else data.mkdir()
+    real = tempfile.mkdtemp
+
+    def denied(*args, dir=None, **kwargs):
+        if dir is not None and Path(dir).is_relative_to(data):
+            raise PermissionError(errno.EACCES, "Permission denied", str(dir))
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(sources.tempfile, "mkdtemp", denied)
+    out = ["--out", str(tmp_path / "run")] if command[0] == "compare" else []
+    with pytest.raises(SystemExit) as caught:
+        cli.main([*command, *out, "--data-root", str(data), "--source", source])
+    assert str(caught.value) == (f"pipebench {command[0]}: cannot write {what} to {data / where} (Permission "
+                                 "denied): pass --cache-dir DIR or set $PIPEBENCH_CACHE to a writable folder")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_data_folder_is_one_line_and_a_cache_root_gets_round_it(tmp_path, small):
+    data = tmp_path / "data"
+    folder = write_set(data)
+    data.chmod(0o555)
+    try:
+        with pytest.raises(sources.CacheWriteError) as caught:
+            sources.prepare_jpeg(folder, 90)
+        assert str(caught.value) == (f"cannot write the JPEG copy to {data / 'jpeg-q90'} (Permission denied): "
+                                     "pass --cache-dir DIR or set $PIPEBENCH_CACHE to a writable folder")
+        assert sources.prepare_jpeg(folder, 90, cache_root=tmp_path / "cache").is_dir()
+    finally:
+        data.chmod(0o755)

@@ -155,7 +155,8 @@ def measure_collate_to_gpu(ctx: Context) -> list[dict]:
     rows = []
     with pipelines.build("dataloader", config) as pipeline:
         try:
-            next(iter(pipeline.make_loader(pin_memory=False, collate_fn=collate, persistent_workers=False)))
+            next(iter(pipeline.make_loader(pin_memory=False, collate_fn=collate, persistent_workers=False,
+                                           multiprocessing_context=None)))   # the platform's default
             works, note = 1, ""
         except Exception as e:   # the error users meet: the message's last line says why
             works, note = 0, str(e).strip().splitlines()[-1]

@@ -1,0 +1,29 @@
+"""`torchcodec`: the successor torchvision points to for image decoding (torchvision 0.29 deprecates
+`torchvision.io.decode_jpeg` in favour of TorchCodec), `torchcodec.decoders.decode_jpeg`.
+
+Bytes: exactly as `tvjpeg` (this pipeline is `tvjpeg` with the decode call swapped): the packed JPEG
+copy in host memory, one uint8 tensor per file -> per batch one `decode_jpeg(list, device="cuda")`
+(nvJPEG batched decode; the torchcodec wheel bundles its own nvJPEG and needs no FFmpeg for JPEG) ->
+stack -> the shared GPU crop/flip gather -> normalize. Without a GPU it decodes on the CPU
+(libjpeg-turbo).
+
+Needs torchcodec >= 0.17 (`pip install -e '.[peers]'`); without it the pipeline is unavailable with
+that reason.
+"""
+from __future__ import annotations
+
+import torch
+
+from .tvjpeg import TorchvisionJpegPipeline
+
+try:
+    from torchcodec.decoders import decode_jpeg
+except (ImportError, OSError, RuntimeError) as e:   # optional peer; its native library may fail to load
+    raise ImportError(f"torchcodec is not installed or cannot load: pip install -e '.[peers]' ({e})") from None
+
+
+class TorchcodecJpegPipeline(TorchvisionJpegPipeline):
+    name = "torchcodec"
+
+    def decode_files(self, files: list[torch.Tensor]) -> list[torch.Tensor]:
+        return decode_jpeg(files, mode="RGB", device=self.device)
