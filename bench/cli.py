@@ -30,8 +30,8 @@ from tqdm import tqdm
 import pipelines
 from pipelines import sources
 from pipelines.base import resolve_device
-from pipelines.config import (DALI_READERS, DTYPES, ENCODINGS, LAST_BATCH, SOURCES, WORKER_START_METHODS,
-                              PipelineConfig, default_cache_root, default_data_root)
+from pipelines.config import (DALI_DECODERS, DALI_READERS, DTYPES, ENCODINGS, LAST_BATCH, SOURCES,
+                              WORKER_START_METHODS, PipelineConfig, default_cache_root, default_data_root)
 
 from . import claims, distributed, harness, report, results, runner, stability
 from .models import check_model
@@ -152,6 +152,12 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                    help="dali: prefetch queue depth (default: %(default)s)")
     p.add_argument("--dali-hw-decoder-load", type=float, default=defaults.dali_hw_decoder_load,
                    help="dali: share of JPEGs for the hardware decoder, 0..1 (default: %(default)s)")
+    p.add_argument("--dali-decoder", choices=DALI_DECODERS, default=defaults.dali_decoder,
+                   help="dali: mixed = nvJPEG (GPU decode, Huffman on DALI's threads), cpu = libjpeg-turbo on DALI's "
+                        "threads, then the pixels are copied (default: %(default)s)")
+    p.add_argument("--dali-batch-multiple", type=_positive(int), default=defaults.dali_batch_multiple,
+                   help="dali, dali-raw (external / parallel reader): DALI runs batches of this many training "
+                        "batches, which the pipeline splits (default: %(default)s)")
     p.add_argument("--encoding", choices=ENCODINGS, default="raw",
                    help="raw pixels, or decode the cached JPEG copy (dataloader) (default: raw)")
     p.add_argument("--last-batch", choices=LAST_BATCH, default="drop",
@@ -251,7 +257,8 @@ def specs_for(args, device: torch.device, world: distributed.World = distributed
         worker_start=args.worker_start,
         rank=world.rank, world_size=world.world_size,
         dali_reader=args.dali_reader, dali_queue_depth=args.dali_queue_depth,
-        dali_hw_decoder_load=args.dali_hw_decoder_load,
+        dali_hw_decoder_load=args.dali_hw_decoder_load, dali_decoder=args.dali_decoder,
+        dali_batch_multiple=args.dali_batch_multiple,
         **({} if args.dali_threads is None else {"dali_threads": args.dali_threads}))
     if args.steps is not None and args.min_window_s is not None:
         raise ValueError("--steps and --min-window-s: give one (a fixed step count, or windows sized by time)")

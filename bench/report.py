@@ -46,7 +46,8 @@ SETTING = [*RUN, "image_size", "step"]
 STAGE_ORDER = ["host", "pin", "h2d-pageable", "h2d-pinned", "device"]
 # Options that make two rows of the same pipeline different configurations: named when they vary.
 VARIANT = ["encoding", "augment", "channels_last", "pin_memory", "non_blocking", "prefetch_depth", "worker_start",
-           "dali_reader", "dali_threads", "dali_queue_depth", "dali_hw_decoder_load"]
+           "dali_reader", "dali_threads", "dali_queue_depth", "dali_hw_decoder_load", "dali_decoder",
+           "dali_batch_multiple"]
 TIMERS = """\
 What each timer includes (see `bench/harness.py`): every window starts and ends with a device
 synchronize and covers exactly its steps; warm-up steps and pipeline construction (including a

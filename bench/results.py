@@ -29,7 +29,7 @@ from .harness import RunSpec, Window
 CONFIG_COLUMNS = ["pipeline", "mode", "stage", "model", "image_size", "batch_size", "num_workers", "dtype", "channels_last",
                   "pin_memory", "non_blocking", "prefetch_depth", "worker_start", "encoding", "augment", "split",
                   "last_batch", "max_samples", "seed", "world_size", "rank", "parallel", "step", "dali_reader",
-                  "dali_threads", "dali_queue_depth", "dali_hw_decoder_load",
+                  "dali_threads", "dali_queue_depth", "dali_hw_decoder_load", "dali_decoder", "dali_batch_multiple",
                   "source", "data_seed", "requested_steps", "min_window_s", "warmup"]
 MEASURE_COLUMNS = ["repeat", "steps", "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
                    "wait_ms_p50", "wait_ms_p95", "wait_frac", "restart_ms", "step_ms_p50", "step_ms_p95",

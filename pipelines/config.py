@@ -35,6 +35,7 @@ SPLITS = ("train", "test")
 DTYPES = ("float32", "bfloat16")
 LAST_BATCH = ("partial", "drop")
 DALI_READERS = ("external", "parallel", "file")
+DALI_DECODERS = ("mixed", "cpu")
 WORKER_START_METHODS = ("forkserver", "spawn", "fork")
 
 
@@ -94,14 +95,17 @@ class PipelineConfig:
     dali_reader: str = "external"     # external / parallel: the epoch plan through external_source,
                                       # in DALI's thread / in num_workers processes; file: fn.readers.file
     dali_threads: int = field(default_factory=default_num_workers)   # DALI CPU threads: cores - 1
-    dali_queue_depth: int = 4         # DALI prefetch queue depth (batches)
+    dali_queue_depth: int = 4         # DALI prefetch queue depth (DALI batches)
     dali_hw_decoder_load: float = 0.0   # share of JPEG decoding sent to the hardware decoder
+    dali_decoder: str = "mixed"       # mixed: nvJPEG (Huffman on DALI's threads, the rest on the GPU); cpu: libjpeg-turbo
+    dali_batch_multiple: int = 4      # external / parallel: DALI batch = this many batches (its fixed cost shared)
     rank: int = 0
     world_size: int = 1
 
     def __post_init__(self) -> None:
         choices = {"source": SOURCES, "encoding": ENCODINGS, "split": SPLITS,
                    "dtype": DTYPES, "last_batch": LAST_BATCH, "dali_reader": DALI_READERS,
+                   "dali_decoder": DALI_DECODERS,
                    "worker_start": WORKER_START_METHODS}
         for name, allowed in choices.items():
             value = getattr(self, name)
@@ -109,7 +113,7 @@ class PipelineConfig:
                 raise ValueError(f"PipelineConfig.{name}={value!r}: expected one of {allowed}")
         minimum = {"batch_size": 1, "num_workers": 0, "prefetch_depth": 1, "world_size": 1,
                    "rank": 0, "jpeg_quality": 1, "seed": 0, "data_seed": 0,
-                   "dali_threads": 1, "dali_queue_depth": 1}
+                   "dali_threads": 1, "dali_queue_depth": 1, "dali_batch_multiple": 1}
         for name, low in minimum.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:

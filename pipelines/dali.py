@@ -1,31 +1,38 @@
-"""`dali`: NVIDIA DALI decodes JPEG-encoded CIFAR-10 on the GPU; `dali-raw`: the same graph on raw
-uint8 pixels, no decode, so decode cost and DALI's framework cost can be told apart.
+"""`dali`: NVIDIA DALI decodes JPEG-encoded CIFAR-10 (on the GPU by default); `dali-raw`: the same
+pipeline on raw uint8 pixels, no decode, so decode cost and DALI's own cost can be told apart.
 
-Bytes: the packed JPEG copy (`dali`) or the uint8 arrays (`dali-raw`) in host memory -> each
-batch handed to DALI by a batch-mode `fn.external_source` in the shared epoch plan's order, with
-that batch's crop offsets and flips (so every pipeline sees the same batches and `set_epoch` is
-exact). The source runs in DALI's own thread (`dali_reader="external"`, default) or in
-`num_workers` spawned processes (`"parallel"`, DALI's parallel external source). Measured on the
-H100 (results/2026-11-21-h100-dali): the serial source needs the GIL, which a training loop's main
-thread holds while it launches kernels, so it produces little while the model step runs; the
-parallel source avoids that but spent minutes starting 15 workers and ran slower per batch -> `fn.decoders.image(device="mixed")` (nvJPEG; `dali_hw_decoder_load` of it on the
-hardware JPEG engine) -> `fn.slice` with `out_of_bounds_policy="pad"` (the random 32x32 crop of
-the zero-padded image) -> `fn.crop_mirror_normalize` (flip, normalize, CHW or HWC layout,
-float32) -> DALI's PyTorch iterator, outputs handed over without an extra copy. HWC output is
-exactly a channels_last NCHW tensor after a free permute. DALI has no bfloat16: that cast is
-one torch kernel.
+Bytes: the packed JPEG copy (`dali`) or the uint8 arrays (`dali-raw`) in host memory -> a batch-mode
+`fn.external_source` hands DALI `dali_batch_multiple` consecutive batches of the shared epoch plan at
+once (one DALI batch; its fixed per-batch cost is shared) -> DALI decodes them:
+`fn.decoders.image(device="mixed")` (nvJPEG: Huffman decoding on DALI's `dali_threads` CPU threads,
+the rest on the GPU; `dali_hw_decoder_load` of the files on the hardware JPEG engine) or, with
+`dali_decoder="cpu"`, `device="cpu"` (libjpeg-turbo on DALI's threads) and the pixels copied to the
+GPU; `dali-raw` copies the pixels -> DALI's PyTorch iterator hands over the uint8 N x S x S x 3 batch
+without a copy -> split into the plan's batches, each cropped and flipped with one gather kernel over
+the zero-padded batch (offsets and flips drawn per epoch on the device) and normalized into the
+contract's dtype and memory format with one kernel. Labels live on the device; the epoch's order
+goes there once per epoch, pinned and asynchronous.
 
-`dali_reader="file"` reads the folder-tree copy with `fn.readers.file` instead, with DALI's own
-sharding, per-epoch shuffle (`shuffle_after_epoch`, seeded) and random crop/flip operators: epochs
-then follow the reader's sequence from construction, and `set_epoch` does not select one. Its
-sharding policy is DALI's: contiguous shards of the (shuffled) file list whose sizes differ by at
-most one sample, each padded by repeating its last sample to whole batches (`pad_last_batch`), so
-every rank runs the same number of batches; "drop" then drops the shard's incomplete last batch.
-The random operators use the per-rank pipeline seed; the reader's shuffle, one seed for all shards.
+Why this structure (H100, 2026-11-23, 16 host cores, batch 512; the probe lines in
+results/2026-11-23-h100-peers/README.md): DALI's per-sample operators (`slice` with per-sample
+starts, `crop_mirror_normalize` with per-sample flips) cost more than the work they do at 32 px:
+the same graph without them, augmenting in torch, ran raw pixels at 240k img/s against 160k, and
+DALI batches of 2048 reached 400k. Decoding is then what limits `dali`: nvJPEG ("mixed") stops near
+90k img/s at 8 threads and gains nothing from 15, the GPU Huffman decoder
+(`hybrid_huffman_threshold=0`) and the hardware engine are slower; libjpeg-turbo on 15 threads
+reached 115-137k, and leaves the GPU to the training step.
 
-Without a GPU the same graph runs CPU-only (`device_id=None`, CPU decoder and operators).
-Loader-only on an H100: 81k img/s at batch 512, 15 threads; `dali-raw` 165k
-(results/2026-11-22-h100-step/REPORT.md).
+`dali_reader="parallel"` runs the external source in `num_workers` spawned processes (DALI's
+parallel external source). `dali_reader="file"` reads the folder-tree copy with `fn.readers.file`
+instead: DALI's own sharding and per-epoch shuffle (`shuffle_after_epoch`, seeded), one training
+batch per DALI batch; epochs follow the reader's sequence from construction and `set_epoch` does
+not select one. Its sharding policy is DALI's: contiguous shards of the (shuffled) file list whose
+sizes differ by at most one sample, each padded by repeating its last sample to whole batches
+(`pad_last_batch`), so every rank runs the same number of batches; "drop" then drops the shard's
+incomplete last batch. Its crops and flips are drawn per epoch like the external source's, by
+position in the epoch.
+
+Without a GPU the same graph runs CPU-only (`device_id=None`, CPU decoder).
 """
 from __future__ import annotations
 
@@ -44,48 +51,36 @@ except ImportError as e:   # the message every caller (build, sweeps) shows
         "drivers) or pip install -e '.[dali-cu13]' (nvidia-dali-cuda130, CUDA 13)") from e
 
 from . import sources
-from .base import (Pipeline, Stages, augmentation_generator, draw_augmentation, epoch_batches, rank_seeds,
-                   undecodable_jpeg, undecodable_sample)
-from .config import FLIP_P, MEAN, STD
+from .base import (Pipeline, Stages, augmentation_generator, crop_grid, draw_augmentation, epoch_batches,
+                   gather_crops, normalize, pad_images, rank_seeds, undecodable_jpeg, undecodable_sample)
+
+
+def _groups(plan: list[np.ndarray], multiple: int) -> list[np.ndarray]:
+    """The epoch plan's batches, `multiple` consecutive ones concatenated per DALI batch."""
+    return [np.concatenate(plan[i:i + multiple]) for i in range(0, len(plan), multiple)]
 
 
 class _EpochSource:
-    """external_source callback, picklable for worker processes: batch `info.iteration` of epoch
-    `first_epoch + info.epoch_idx` of the shared plan, with its crop starts (relative to the
-    unpadded image) and flips. `samples` holds the JPEG bytes + offsets, or the raw pixels."""
+    """external_source callback, picklable for worker processes: DALI batch `info.iteration` of epoch
+    `first_epoch + info.epoch_idx` (the plan's batches grouped by `dali_batch_multiple`). `samples`
+    holds the JPEG files (a list of zero-copy views out) or the raw pixels (one dense array out)."""
 
-    def __init__(self, config, samples, labels: np.ndarray, first_epoch: int):
-        self.config, self.samples, self.labels, self.first_epoch = config, samples, labels, first_epoch
-        self.epoch, self.plan = None, []
+    def __init__(self, config, samples, n: int, first_epoch: int, multiple: int):
+        self.config, self.samples, self.n, self.first_epoch = config, samples, n, first_epoch
+        self.multiple = multiple
+        self.epoch, self.groups = None, []
 
     def __call__(self, info):
         epoch = self.first_epoch + info.epoch_idx
         if epoch != self.epoch:
-            self.epoch, self.plan = epoch, epoch_batches(len(self.labels), self.config, epoch)
-        if info.iteration >= len(self.plan):
+            self.epoch = epoch
+            self.groups = _groups(epoch_batches(self.n, self.config, epoch), self.multiple)
+        if info.iteration >= len(self.groups):
             raise StopIteration
-        index = self.plan[info.iteration]
+        index = self.groups[info.iteration]
         if isinstance(self.samples, sources.JpegSet):
-            encoded = [self.samples[i] for i in index]   # zero-copy views of each file
-        else:
-            encoded = self.samples[index]   # one dense uint8 batch, B x S x S x 3
-        batch = [encoded, self.labels[index]]
-        if self.config.augment:
-            generator = augmentation_generator(self.config, epoch, info.iteration)
-            pad = self.config.pad
-            dy, dx, flip = (t.numpy() for t in draw_augmentation(len(index), pad, generator))
-            batch += [np.stack([dy, dx], axis=1).astype(np.int32) - pad, flip.astype(np.int32)]
-        return batch
-
-
-class _Files:
-    """Files by sample index, read when asked for (the file tree, on an error path)."""
-
-    def __init__(self, paths):
-        self.paths = paths
-
-    def __getitem__(self, i: int) -> bytes:
-        return self.paths[i].read_bytes()
+            return [[self.samples[i] for i in index]]
+        return [self.samples[index]]
 
 
 class _FixedSource:
@@ -98,6 +93,16 @@ class _FixedSource:
         return self.batch
 
 
+class _Files:
+    """Files by sample index, read when asked for (the file tree, on an error path)."""
+
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __getitem__(self, i: int) -> bytes:
+        return self.paths[i].read_bytes()
+
+
 class DaliPipeline(Pipeline):
     name = "dali"
     encoding = "jpeg"
@@ -106,6 +111,8 @@ class DaliPipeline(Pipeline):
         super().__init__(config, data)
         self.cuda = self.device.type == "cuda"
         self.file_reader = config.dali_reader == "file"
+        self.multiple = 1 if self.file_reader else config.dali_batch_multiple   # batches per DALI batch
+        self.labels = torch.from_numpy(self.data.labels).to(self.device)
         self.iterator = self.fixed = None
         self._start(first_epoch=0)
 
@@ -114,63 +121,57 @@ class DaliPipeline(Pipeline):
         self.close()
         self.first_epoch = self.next_epoch = first_epoch
         self.pipe = self._graph()
-        self.iterator = DALIGenericIterator(
-            [self.pipe], ["images", "labels"], prepare_first_batch=False, auto_reset=False,
-            **(dict(reader_name="reader", last_batch_policy=LastBatchPolicy.DROP
-                    if self.config.last_batch == "drop" else LastBatchPolicy.PARTIAL)
-               if self.file_reader else dict(size=-1)))
+        self.iterator = self._iterator(self.pipe)
         self.in_epoch = False   # an epoch was started and not run to its end
+
+    def _iterator(self, pipe, fixed: bool = False) -> DALIGenericIterator:
+        if self.file_reader and not fixed:
+            policy = LastBatchPolicy.DROP if self.config.last_batch == "drop" else LastBatchPolicy.PARTIAL
+            return DALIGenericIterator([pipe], ["images", "labels"], reader_name="reader", last_batch_policy=policy,
+                                       prepare_first_batch=False, auto_reset=False)
+        return DALIGenericIterator([pipe], ["images"], size=-1, prepare_first_batch=False, auto_reset=False)
 
     def samples(self):
         return self.data.jpeg
 
     def decode(self, samples):
-        return fn.decoders.image(samples, device="mixed", output_type=types.RGB,
-                                 hw_decoder_load=self.config.dali_hw_decoder_load) if self.cuda \
-            else fn.decoders.image(samples, device="cpu", output_type=types.RGB)
+        """Encoded files -> uint8 S x S x 3 images where the rest of the graph runs."""
+        if self.cuda and self.config.dali_decoder == "mixed":
+            return fn.decoders.image(samples, device="mixed", output_type=types.RGB,
+                                     hw_decoder_load=self.config.dali_hw_decoder_load)
+        images = fn.decoders.image(samples, device="cpu", output_type=types.RGB)
+        return images.gpu() if self.cuda else images
 
     def _inputs(self, fixed: _FixedSource | None):
+        """The graph's inputs: encoded files (and, from readers.file, their labels)."""
         c = self.config
         if fixed is not None or not self.file_reader:
-            source = fixed or _EpochSource(c, self.samples(), self.data.labels, self.first_epoch)
-            return fn.external_source(source=source, num_outputs=4 if c.augment else 2, batch=True,
-                                      batch_info=True, parallel=c.dali_reader == "parallel" and not fixed)
+            source = fixed or _EpochSource(c, self.samples(), len(self.data), self.first_epoch, self.multiple)
+            return fn.external_source(source=source, num_outputs=1, batch=True, batch_info=True,
+                                      parallel=c.dali_reader == "parallel" and not fixed)
         root = self.tree_root = sources.prepare_jpeg_tree(self.data.folder, c.jpeg_quality, c.image_size,
                                                           c.cache_root)
         files = [sources.tree_path(c.split, i, label) for i, label in enumerate(self.data.labels)]
-        samples, labels = fn.readers.file(
+        return fn.readers.file(
             file_root=str(root), files=files, labels=self.data.labels.tolist(), name="reader",
             random_shuffle=False, shuffle_after_epoch=c.shuffle, seed=c.seed, shard_id=c.rank,
             num_shards=c.world_size, pad_last_batch=True)   # one shuffle seed for every shard
-        if not c.augment:
-            return samples, labels
-        start = fn.random.uniform(values=list(range(-c.pad, c.pad + 1)), shape=[2], dtype=types.INT32)
-        return samples, labels, start, fn.random.coin_flip(probability=FLIP_P)
 
     def _graph(self, fixed: _FixedSource | None = None):
         c = self.config
-
         parallel = dict(py_num_workers=max(1, c.num_workers), py_start_method="spawn") \
             if c.dali_reader == "parallel" and not fixed else {}
 
-        @pipeline_def(batch_size=c.batch_size, num_threads=c.dali_threads,
+        @pipeline_def(batch_size=c.batch_size * self.multiple, num_threads=c.dali_threads,
                       device_id=(self.device.index or 0) if self.cuda else None,
                       prefetch_queue_depth=c.dali_queue_depth,
                       seed=c.seed if c.world_size == 1 else int(rank_seeds(c)[0]) % 2**31, **parallel)
         def graph():
             inputs = self._inputs(fixed)
-            images, labels = self.decode(inputs[0]), inputs[1]
-            if self.cuda:
-                labels = labels.gpu()
-            mirror = 0
-            if c.augment:
-                images = fn.slice(images, start=inputs[2], shape=[c.image_size] * 2, axes=[0, 1],
-                                  out_of_bounds_policy="pad", fill_values=0)
-                mirror = inputs[3]
-            images = fn.crop_mirror_normalize(
-                images, mirror=mirror, dtype=types.FLOAT, output_layout="HWC" if c.channels_last else "CHW",
-                mean=[255 * m for m in MEAN], std=[255 * s for s in STD])
-            return images, labels
+            if self.file_reader and fixed is None:
+                labels = inputs[1].gpu() if self.cuda else inputs[1]
+                return self.decode(inputs[0]), labels
+            return self.decode(inputs[0])
 
         return graph()
 
@@ -188,11 +189,56 @@ class DaliPipeline(Pipeline):
             self._start(first_epoch=self.epoch)   # set_epoch jumped: the source starts there
         if self.next_epoch > self.first_epoch:
             self.iterator.reset()
-        self.next_epoch += 1
+        epoch, self.next_epoch = self.next_epoch, self.next_epoch + 1
         self.in_epoch, self.fetched = True, 0
+        return self._epoch(epoch)
+
+    def _epoch(self, epoch: int):
+        """The epoch's contract batches: each DALI batch split into the plan's batches, augmented."""
+        if self.file_reader:   # DALI's order: labels come with the images
+            sizes, order = [self.config.batch_size] * len(self), None
+        else:
+            plan = epoch_batches(len(self.data), self.config, epoch)
+            sizes = [len(index) for index in plan]
+            order = torch.from_numpy(np.concatenate(plan) if plan else np.empty(0, np.int64))
+            order = (order.pin_memory() if self.cuda else order).to(self.device, non_blocking=True)
+        grid = self._grid(epoch, sum(sizes))
+        start, b = 0, 0
         while (out := self._next()) is not None:
-            yield self._to_contract(out)
+            images, labels = self._own(out)
+            at = 0
+            while at < len(images) and b < len(sizes):
+                n = min(sizes[b], len(images) - at)
+                yield (self._augment(images[at:at + n], grid, start),
+                       labels[at:at + n] if labels is not None else self.labels[order[start:start + n]])
+                at, start, b = at + n, start + n, b + 1
         self.in_epoch = False
+
+    def _own(self, out) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """A DALI batch in memory torch owns, made at once: DALI hands its own buffers over without a
+        copy, and a DALI error in a batch being prefetched can free them. Augmenting, the zero
+        padding is that copy (one kernel per DALI batch); else a plain copy."""
+        images = out[0]["images"]
+        images = pad_images(images, self.config.pad) if self.config.augment else images.clone()
+        labels = out[0].get("labels")   # readers.file only
+        return images, None if labels is None else labels.long().view(-1)
+
+    def _grid(self, epoch: int, n: int):
+        """Row and column indices of every crop of the epoch, drawn on the device (None: no augment)."""
+        if not self.config.augment or n == 0:
+            return None
+        c = self.config
+        generator = augmentation_generator(c, epoch, 0, self.device)
+        return crop_grid(*draw_augmentation(n, c.pad, generator, self.device), c.image_size)
+
+    def _augment(self, images: torch.Tensor, grid, start: int) -> torch.Tensor:
+        """uint8 N x S x S x 3 on the device (zero-padded when augmenting) -> contract images: crop +
+        flip (one gather), normalize."""
+        if grid is not None:   # images are zero-padded already (`_own`)
+            n = len(images)
+            rows, cols = grid[0][start:start + n], grid[1][start:start + n]
+            images = gather_crops(images, torch.arange(n, device=images.device), rows, cols)
+        return normalize(images, self.config)
 
     def _next(self):
         """DALI's next batch of the epoch under way (epoch `next_epoch - 1`), None at its end. DALI
@@ -215,7 +261,7 @@ class DaliPipeline(Pipeline):
     def _undecodable(self) -> ValueError | None:
         """After a DALI error: the error naming the first file that does not decode on the CPU
         (`base.undecodable_jpeg`, see its limits) among those DALI may have been decoding, or None.
-        External source: the batches from the one due next to the last that DALI can have
+        External source: the DALI batches from the one due next to the last that DALI can have
         prefetched (dali_queue_depth ahead, plus one). readers.file: its own order, so every file of
         the tree, which holds the same bytes as the packed copy but can be damaged apart from it."""
         c = self.config
@@ -226,39 +272,44 @@ class DaliPipeline(Pipeline):
                      for i, label in enumerate(self.data.labels)]
             bad = undecodable_jpeg(_Files(paths), range(len(paths)))
             return None if bad is None else undecodable_sample(c.split, *bad, f"JPEG file tree ({paths[bad[0]]})")
-        plan = epoch_batches(len(self.data), c, self.next_epoch - 1)
-        window = plan[self.fetched:self.fetched + c.dali_queue_depth + 2]
+        groups = _groups(epoch_batches(len(self.data), c, self.next_epoch - 1), self.multiple)
+        window = groups[self.fetched:self.fetched + c.dali_queue_depth + 2]
         bad = undecodable_jpeg(self.data.jpeg, np.concatenate(window)) if window else None
         return None if bad is None else undecodable_sample(c.split, *bad)
 
-    def _to_contract(self, out):
-        images, labels = out[0]["images"], out[0]["labels"]
-        if self.config.channels_last:
-            images = images.permute(0, 3, 1, 2)
-        return images.to(getattr(torch, self.config.dtype)), labels.long().view(-1)
-
     def stages(self) -> Stages:
         """host: the external_source callback over an epoch (with readers.file: none, the reader runs
-        inside DALI); payload: the batch's encoded bytes, which DALI copies from its own pinned
-        buffers; device: the DALI graph (decode on its threads + GPU, crop, normalize) fed one
-        fixed batch forever."""
+        inside DALI); payload: one batch's bytes as DALI copies them to the GPU from its own pinned
+        buffers (the encoded files; the decoded pixels with the cpu decoder); device: the DALI graph
+        (decode on its threads and the GPU) fed one fixed DALI batch forever, then the crop + flip and
+        normalize of each batch in it."""
         if self.iterator is None:
             raise RuntimeError(f"{self.name} pipeline is closed")
-        source = _EpochSource(self.config, self.samples(), self.data.labels, self.epoch)
+        source = _EpochSource(self.config, self.samples(), len(self.data), self.epoch, self.multiple)
+        groups = _groups(self.batches(), self.multiple)
 
         def host():
-            for i in range(len(self.batches())):
-                batch = source(SimpleNamespace(epoch_idx=0, iteration=i))
-                yield batch, torch.from_numpy(batch[1])
+            for i, index in enumerate(groups):
+                yield source(SimpleNamespace(epoch_idx=0, iteration=i)), torch.from_numpy(self.data.labels[index])
 
-        batch = source(SimpleNamespace(epoch_idx=0, iteration=0))
-        payload = [torch.from_numpy(np.concatenate([np.ravel(x) for x in batch[0]])), torch.from_numpy(batch[1])]
-        pipe = self._graph(_FixedSource(batch))
-        self.fixed = DALIGenericIterator([pipe], ["images", "labels"], size=-1, auto_reset=False,
-                                         prepare_first_batch=False)
+        first = self.batches()[0]
+        if self.encoding == "jpeg" and self.config.dali_decoder == "mixed":
+            payload = [torch.from_numpy(np.concatenate([self.data.jpeg[i] for i in first]))]
+        else:
+            payload = [torch.from_numpy(self.data.images[first])]
+        pipe = self._graph(_FixedSource(source(SimpleNamespace(epoch_idx=0, iteration=0))))
+        self.fixed = self._iterator(pipe, fixed=True)
+        grid = self._grid(self.epoch, len(groups[0]))
+
+        def device_batches():
+            while True:
+                images, _ = self._own(next(self.fixed))
+                for start in range(0, len(images), len(first)):
+                    yield self._augment(images[start:start + len(first)], grid, start)
+
+        batches = device_batches()
         return Stages(host=None if self.file_reader else host, payload=payload,
-                      copy="pinned" if self.cuda else "none", pins=False,
-                      device=lambda: self._to_contract(next(self.fixed)))
+                      copy="pinned" if self.cuda else "none", pins=False, device=lambda: next(batches))
 
     def close(self) -> None:
         self.iterator = self.pipe = self.fixed = None

@@ -243,12 +243,13 @@ def test_stages_run_alone(variant, indexed_root):
         assert images.shape == (64, 3, 32, 32) and images.device.type == p.device.type
         first = p.batches()[0]
         pixels = {"dataloader": 4 * 3072, "prefetch": 3072, "dali-raw": 3072, "timm": 3072, "spdl": 3072}   # float32 / uint8
+        labels = 8 * len(first) if p.name in ("dataloader", "prefetch", "timm", "spdl") else 0   # int64, per batch
         if p.name == "resident":
             expected = 0
         elif p.name in pixels:
-            expected = len(first) * (pixels[p.name] + 8)   # + int64 labels
+            expected = len(first) * pixels[p.name] + labels
         else:   # the batch's JPEG files
-            expected = sum(len(p.data.jpeg[i]) for i in first) + 8 * len(first)
+            expected = sum(len(p.data.jpeg[i]) for i in first)
         assert sum(t.nbytes for t in stages.payload) == expected
         cuda = p.device.type == "cuda"
         assert stages.copy == ("none" if not cuda or p.name == "resident" else
