@@ -478,7 +478,7 @@ def recommendations(single: pd.DataFrame, report: str) -> pd.DataFrame:
     and every one whose range overlaps it), its % of model-only, its speed-up over `dataloader`."""
     rows = []
     for setting, group in single.groupby(SETTING, sort=True, dropna=False, observed=True):
-        m = medians(group)
+        m = medians(label_variants(group))   # two variants of a pipeline are two candidates
         models = m[m["mode"] == "model"].set_index("model")
         for model, e2e in m[m["mode"] == "e2e"].groupby("model"):
             if model not in models.index:
@@ -501,7 +501,7 @@ def frontier_table(single: pd.DataFrame) -> pd.DataFrame:
     """Per results file and setting: pipeline × step kind -> the fastest model kept fed (crossover)."""
     frames = []
     for setting, group in single.groupby(SETTING, sort=True, dropna=False, observed=True):
-        cross, _ = crossover(medians(group))
+        cross, _ = crossover(medians(label_variants(group)))
         if not cross.empty:
             frames.append(cross.assign(step=setting[-1] or "—", run=setting[0], px=setting[5]))
     if not frames:

@@ -6,7 +6,8 @@ bus inside it) -> stack -> the shared GPU crop/flip gather on the zero-padded ba
 Labels live on the device; the epoch's order is copied there once per epoch, so no per-step
 blocking copy. Without a GPU the same calls decode on the CPU.
 
-Loader-only on an H100: 25k img/s at batch 512 (results/2026-11-22-h100-step/REPORT.md).
+Loader-only on an H100: 17k img/s at batch 512 (results/2026-11-23-h100-peers/REPORT.md; 25k on the
+faster host of results/2026-11-22-h100-step): nvJPEG's per-image cost at 32 px bounds it.
 """
 from __future__ import annotations
 

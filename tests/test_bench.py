@@ -36,7 +36,7 @@ def compare(tmp_path, root, *extra) -> pd.DataFrame:
     """`pipebench compare` in this process (--no-isolate: isolation has its own tests)."""
     out = tmp_path / "run"
     cli.main(["compare", "--no-isolate", "--data-root", str(root), "--max-samples", "512", "--batch-size", "32",
-              "--steps", "3", "--warmup", "1", "--repeats", "2", "--models", "resnet9",
+              "--steps", "3", "--warmup", "1", "--repeats", "2", "--models", "resnet9-w0.25",
               "--workers", "1", "--out", str(out), *extra])
     return pd.read_csv(out / "results.csv")
 
@@ -46,8 +46,8 @@ def test_compare_writes_tidy_rows_for_every_pipeline_and_mode(tmp_path, syntheti
     and tests/test_contract.py)."""
     df = compare(tmp_path, synthetic_root, "--modes", "loader,model,e2e")
     assert list(df.columns) == results.COLUMNS
-    expected = {(p, "loader", "none") for p in pipelines.names()} | {("none", "model", "resnet9")} \
-        | {(p, "e2e", "resnet9") for p in pipelines.names()}
+    expected = {(p, "loader", "none") for p in pipelines.names()} | {("none", "model", "resnet9-w0.25")} \
+        | {(p, "e2e", "resnet9-w0.25") for p in pipelines.names()}
     assert set(zip(df.pipeline, df["mode"], df.model)) == expected
     unavailable = {name for name, reason in pipelines.available().items() if reason}
     skipped = df[df.pipeline.isin(unavailable)]

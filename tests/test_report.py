@@ -285,3 +285,21 @@ def test_scaling_never_pools_settings(tmp_path):
     assert sentences == [
         "- resnet18 e2e, DDP × 2: scaling efficiency prefetch 95% (lowest: prefetch); the model alone (model-only) scales 95%.",
         "- resnet18 e2e, DDP × 2: scaling efficiency prefetch 55% (lowest: prefetch); the model alone (model-only) scales 75%."]
+
+
+def test_the_summary_keeps_variants_of_a_pipeline_apart(tmp_path):
+    rows = []
+    for (mode, pipeline, model, decoder), rate in {("model", "none", "fast", ""): 50_000,
+                                                   ("loader", "dali", "none", "cpu"): 120_000,
+                                                   ("e2e", "dali", "fast", "cpu"): 49_500,
+                                                   ("loader", "dali", "none", "mixed"): 70_000,
+                                                   ("e2e", "dali", "fast", "mixed"): 40_000}.items():
+        rows += [{"run_id": "v", "pipeline": pipeline, "mode": mode, "model": model, "dali_decoder": decoder or None,
+                  "batch_size": 512, "num_workers": 8, "dtype": "bfloat16", "gpu": "Test GPU", "repeat": i,
+                  "img_per_s": rate * j, "wait_frac": 0.1, "status": "ok", "error": ""}
+                 for i, j in enumerate((0.99, 1.0, 1.01))]
+    path = tmp_path / "variants.csv"
+    pd.DataFrame(rows).reindex(columns=results.COLUMNS).to_csv(path, index=False)
+    summary = (report.write([path], tmp_path / "out").parent / "SUMMARY.md").read_text()
+    assert "`dali (dali_decoder=cpu)`" in summary and "99.0%" in summary   # the faster variant, not a pool
+    assert "| dali (dali_decoder=cpu)   |" in summary and "| dali (dali_decoder=mixed) |" in summary
