@@ -18,6 +18,7 @@ import importlib
 
 from .base import Pipeline
 from .config import PipelineConfig
+from .sources import Split
 
 _REGISTRY = {
     "dataloader": ("pipelines.dataloader", "DataLoaderPipeline"),
@@ -62,9 +63,11 @@ def resolve_config(name: str, config: PipelineConfig) -> PipelineConfig:
     return _pipeline_class(name).resolve(config)
 
 
-def build(name: str, config: PipelineConfig | None = None, **changes) -> Pipeline:
-    """Construct pipeline `name` from `config` (default config if None) with `changes` applied."""
+def build(name: str, config: PipelineConfig | None = None, data: Split | None = None, **changes) -> Pipeline:
+    """Construct pipeline `name` from `config` (default config if None) with `changes` applied.
+    `data`: the split already in memory (`sources.open_split` of the config the pipeline resolves
+    to), shared by several pipelines instead of each loading it again."""
     config = config or PipelineConfig()
     if changes:
         config = config.replace(**changes)
-    return _pipeline_class(name)(config)
+    return _pipeline_class(name)(config, data)

@@ -18,6 +18,7 @@ import torch
 from PIL import Image
 
 import pipelines
+from pipelines import sources
 from pipelines.config import MEAN, PAD, STD, PipelineConfig
 
 from conftest import COL0, COL_STEP, DIGIT, LEVEL
@@ -34,13 +35,20 @@ LIGHT_IDS = [i for v, i in zip(VARIANTS, IDS) if v in LIGHT_VARIANTS]
 N = 1000   # samples used by most tests (the first N of the train split)
 
 
+SPLITS: dict[tuple, sources.Split] = {}   # loaded once per data setting, shared by every pipeline
+
+
 def make(variant, root, **changes) -> pipelines.Pipeline:
     name, fixed = variant
     reason = pipelines.available()[name]
     if reason:
         pytest.skip(reason)
     base = dict(data_root=str(root), source="cifar10", max_samples=N, batch_size=64, num_workers=2)
-    return pipelines.build(name, PipelineConfig(**{**base, **fixed, **changes}))
+    config = pipelines.resolve_config(name, PipelineConfig(**{**base, **fixed, **changes}))
+    key = (config.data_root, config.encoding, config.split, config.image_size, config.max_samples)
+    if key not in SPLITS:
+        SPLITS[key] = sources.open_split(config)
+    return pipelines.build(name, config, data=SPLITS[key])
 
 
 def epoch(pipeline, e: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
