@@ -433,10 +433,10 @@ def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 
 def environment(df: pd.DataFrame) -> str:
-    cols = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "cpu_count", "git_commit", "run_id"]
+    cols = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "peers", "cpu_count", "git_commit", "run_id"]
     lines = []
-    for col in cols:
-        values = sorted({str(v) for v in df[col].dropna()}) if col in df else []
+    for col in [c for c in cols if c in df]:   # a column an older version did not write is left out
+        values = sorted({str(v) for v in df[col].dropna()})
         lines.append(f"- {col}: {', '.join(values) if values else '—'}")
     return "\n".join(lines)
 

@@ -36,7 +36,7 @@ MEASURE_COLUMNS = ["repeat", "steps", "images", "epochs", "seconds", "img_per_s"
                    "peak_gpu_mem_mb", "peak_gpu_mem_mb_others", "setup_s", "upload_s", "compile_s"]
 # What must match for a sweep to count an earlier row as this environment's (not the git commit).
 SAME_ENVIRONMENT = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "cpu_count", "hostname"]
-ENV_COLUMNS = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "python", "cpu_count",
+ENV_COLUMNS = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "peers", "python", "cpu_count",
                "platform", "hostname", "git_commit"]
 COLUMNS = (["run_id", "timestamp", *CONFIG_COLUMNS, "device", "gpus", "data_source", "samples",
             "steps_per_epoch", "copy", "batch_bytes", *MEASURE_COLUMNS, "status", "error", *ENV_COLUMNS])
@@ -52,6 +52,20 @@ def _version(package: str) -> str:
         return __import__(package.replace("nvidia-", "nvidia.")).__version__
     except Exception:
         return ""
+
+
+PEER_PACKAGES = ["timm", "spdl-io", "torchcodec"]   # what the peer pipelines import
+
+
+def peer_versions() -> str:
+    """The installed peer packages and their versions, e.g. "timm 1.0.31, torchcodec 0.17.0"."""
+    found = []
+    for package in PEER_PACKAGES:
+        try:
+            found.append(f"{package} {importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return ", ".join(found)
 
 
 def _run(*cmd: str) -> str:
@@ -79,7 +93,7 @@ def environment() -> dict[str, object]:
     return {"gpu": torch.cuda.get_device_name() if cuda else "", "driver": driver.splitlines()[0] if driver else "",
             "cuda": torch.version.cuda or "", "torch": torch.__version__,
             "torchvision": _version("torchvision"), "dali": _version("nvidia-dali"),
-            "python": platform.python_version(), "cpu_count": os.cpu_count(),
+            "peers": peer_versions(),            "python": platform.python_version(), "cpu_count": os.cpu_count(),
             "platform": platform.platform(), "hostname": socket.gethostname(), "git_commit": git_commit()}
 
 

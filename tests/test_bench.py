@@ -215,6 +215,18 @@ def test_git_commit_named_in_the_environment_wins(monkeypatch):
     assert results.git_commit() != "0123456789ab"
 
 
+def test_the_environment_names_each_installed_peer_with_its_version():
+    import importlib.metadata
+    peers = results.environment()["peers"]
+    for package in results.PEER_PACKAGES:
+        try:
+            version = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            assert package not in peers
+            continue
+        assert f"{package} {version}" in peers
+
+
 def test_csv_writer_moves_an_older_file_to_the_current_columns(tmp_path):
     """Resuming into a folder written before columns were added keeps one header and every row."""
     path = tmp_path / "results.csv"
