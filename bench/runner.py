@@ -129,6 +129,8 @@ def _child(spec: harness.RunSpec, entry, path: list[str], environ: dict, journal
             emit({"status": "error", "error": traceback.format_exc() if os.environ.get("PIPEBENCH_DEBUG")
                   else f"{type(e).__name__}: {e}"})
         emit({"done": True})
+    sys.stdout.flush()
+    sys.stderr.flush()
     # Everything is recorded and the pipeline closed: leave now rather than join library threads and
     # run finalizers at interpreter exit, which can wait for minutes; the parent ends the process
     # group (workers, compile processes) and waits at most EXIT_GRACE_S for this exit.
@@ -175,9 +177,9 @@ def run_isolated(spec: harness.RunSpec, timeout: float, out: Path, on_window=Non
                 while child.is_alive() and time.monotonic() < deadline:
                     child.join(POLL_S)
                     drain()
-                if finished:   # measured: end whatever the group still runs (stuck exiting, orphans); keep the rows
-                    _kill_group(child)
-                elif child.is_alive():   # past the deadline: stacks first, then the whole group
+                if finished or not child.is_alive():   # measured, or died: end what the group still runs
+                    _kill_group(child)                 # (stuck exiting, workers a crash orphaned)
+                else:   # past the deadline: stacks first, then the whole group
                     os.kill(child.pid, signal.SIGUSR1)
                     time.sleep(1.0)
                     _kill_group(child)

@@ -56,10 +56,13 @@ class Slow(Pipeline):
 
 
 class Crashing(Slow):
-    """Dies the way a segfaulting decoder does: SIGKILL, no exception, no row of its own."""
+    """Dies the way a segfaulting decoder does: SIGKILL, no exception, no row of its own, leaving
+    a helper process (a DataLoader worker) behind; records the helper's pid."""
     name = "crashing"
 
     def __iter__(self):
+        helper = subprocess.Popen(["sleep", "300"])
+        Path(os.environ[PIDS]).write_text(str(helper.pid))
         os.kill(os.getpid(), signal.SIGKILL)
         yield
 
@@ -109,13 +112,19 @@ def test_a_hang_becomes_a_timeout_row_with_stacks_and_leaves_no_process(tmp_path
         assert not alive(pid)
 
 
-def test_a_crashed_configuration_is_one_error_row(tmp_path, synthetic_root, monkeypatch):
+def test_a_crashed_configuration_is_one_error_row_and_leaves_no_process(tmp_path, synthetic_root, monkeypatch):
     monkeypatch.setitem(pipelines._REGISTRY, "crashing", (__name__, "Crashing"))
+    monkeypatch.setenv(PIDS, str(tmp_path / "pids"))
     assert run(tmp_path, synthetic_root, "--pipelines", "crashing,resident") == 1
     df = pd.read_csv(tmp_path / "run" / "results.csv")
     crashed = df[df.pipeline == "crashing"]
     assert crashed.status.tolist() == ["error"] and "(killed by SIGKILL) after 0 of 2 windows" in crashed.error.iloc[0]
     assert (df[df.pipeline == "resident"].status == "ok").sum() == 2
+    helper = int((tmp_path / "pids").read_text())
+    deadline = time.monotonic() + 5
+    while alive(helper) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(helper)
 
 
 def test_a_configuration_exits_at_once_keeps_its_rows_and_leaves_no_process(tmp_path, synthetic_root, monkeypatch):
