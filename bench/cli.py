@@ -483,10 +483,13 @@ def run_stability(args, argv: list[str]) -> int:
     reasons = pipelines.available()
     names = [n for n in args.pipelines if not reasons.get(n)]
     rows = []
-    with tqdm(total=len(names) * args.epochs, unit="epoch", desc="stability") as bar:
-        for name in names:
-            bar.set_description(name)
-            rows += stability.measure(name, pipelines.resolve_config(name, config), args.epochs, bar)
+    try:
+        with tqdm(total=len(names) * args.epochs, unit="epoch", desc="stability") as bar:
+            for name in names:
+                bar.set_description(name)
+                rows += stability.measure(name, pipelines.resolve_config(name, config), args.epochs, bar)
+    except OSError as e:   # a missing data root, a folder that cannot be written
+        raise _fail("stability", e) from None
     df = pd.DataFrame(rows).assign(**{k: env[k] for k in ("gpu", "torch", "cpu_count", "hostname", "git_commit")})
     df.to_csv(args.out / "stability.csv", index=False)
     title = f"{env['gpu'] or 'CPU'}, batch {config.batch_size}, {config.num_workers} workers, {args.epochs} epochs"

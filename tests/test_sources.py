@@ -309,6 +309,8 @@ def test_cache_root_is_none_or_a_path(monkeypatch):
     (["prepare"], "synthetic", "the synthetic set", f"synthetic-seed0/{sources.BATCH_FOLDER}"),
     (["compare", "--device", "cpu", "--no-isolate", "--modes", "loader", "--pipelines", "dataloader",
       "--encoding", "jpeg"], "cifar10", "the JPEG copy", "jpeg-q90"),
+    (["stability", "--device", "cpu", "--pipelines", "resident", "--epochs", "1"], "synthetic",
+     "the synthetic set", f"synthetic-seed0/{sources.BATCH_FOLDER}"),
 ])
 def test_an_unwritable_data_folder_is_one_line_naming_it(tmp_path, small, monkeypatch, command, source, what, where):
     """Simulated (tests run as root, which chmod does not stop): no folder can be made under data/."""
@@ -322,7 +324,7 @@ def test_an_unwritable_data_folder_is_one_line_naming_it(tmp_path, small, monkey
         return real(*args, dir=dir, **kwargs)
 
     monkeypatch.setattr(sources.tempfile, "mkdtemp", denied)
-    out = ["--out", str(tmp_path / "run")] if command[0] == "compare" else []
+    out = ["--out", str(tmp_path / "run")] if command[0] != "prepare" else []
     with pytest.raises(SystemExit) as caught:
         cli.main([*command, *out, "--data-root", str(data), "--source", source])
     assert str(caught.value) == (f"pipebench {command[0]}: cannot write {what} to {data / where} (Permission "
