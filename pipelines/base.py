@@ -260,7 +260,7 @@ class Pipeline(abc.ABC):
 
 def undecodable_jpeg(files, indices) -> tuple[int, str] | None:
     """(i, the decoder's message) for the first i of `indices` whose JPEG bytes `files[i]` do not
-    decode on the CPU, or None. For error paths only (a GPU decoder rejected a batch and did not say
+    decode on the CPU (or cannot be read: the reader's message), or None. For error paths only (a GPU decoder rejected a batch and did not say
     which file): it decodes every file named.
 
     The check is libjpeg-turbo through `torchvision.io.decode_jpeg`. In our trials it rejected every
@@ -273,7 +273,10 @@ def undecodable_jpeg(files, indices) -> tuple[int, str] | None:
     from torchvision.io import ImageReadMode, decode_jpeg
     for i in indices:
         i = int(i)
-        data = torch.from_numpy(np.frombuffer(bytearray(files[i]), np.uint8))   # a copy: bytes or views
+        try:
+            data = torch.from_numpy(np.frombuffer(bytearray(files[i]), np.uint8))   # a copy: bytes or views
+        except OSError as e:   # a file of a tree gone missing
+            return i, e.strerror or type(e).__name__
         try:
             decode_jpeg(data, mode=ImageReadMode.RGB)
         except (RuntimeError, ValueError) as e:
@@ -283,7 +286,7 @@ def undecodable_jpeg(files, indices) -> tuple[int, str] | None:
     return None
 
 
-def undecodable_sample(split: str, index: int, reason: str, copy: str = "JPEG copy") -> ValueError:
-    """The one-line error naming a sample of the JPEG copy that cannot be decoded."""
-    return ValueError(f"sample {index} of the {split} {copy} cannot be decoded ({reason}): rebuild it "
-                      "with `pipebench prepare`")
+def undecodable_sample(split: str, index: int, reason: str, copy: str = "JPEG copy",
+                       remedy: str = "rebuild it with `pipebench prepare`") -> ValueError:
+    """The one-line error naming a sample of the JPEG copy that cannot be decoded, and what to do."""
+    return ValueError(f"sample {index} of the {split} {copy} cannot be decoded ({reason}): {remedy}")

@@ -20,7 +20,7 @@ the same graph without them, augmenting in torch, ran raw pixels at 240k img/s a
 DALI batches of 2048 reached 400k. Decoding is then what limits `dali`: nvJPEG ("mixed") stops near
 90k img/s at 8 threads and gains nothing from 15, the GPU Huffman decoder
 (`hybrid_huffman_threshold=0`) and the hardware engine are slower; libjpeg-turbo on 15 threads
-reached 115-137k, and leaves the GPU to the training step.
+reached 114-137k, and leaves the GPU to the training step.
 
 `dali_reader="parallel"` runs the external source in `num_workers` spawned processes (DALI's
 parallel external source). `dali_reader="file"` reads the folder-tree copy with `fn.readers.file`
@@ -279,7 +279,9 @@ class DaliPipeline(Pipeline):
             paths = [self.tree_root / sources.tree_path(c.split, i, label)
                      for i, label in enumerate(self.data.labels)]
             bad = undecodable_jpeg(_Files(paths), range(len(paths)))
-            return None if bad is None else undecodable_sample(c.split, *bad, f"JPEG file tree ({paths[bad[0]]})")
+            return None if bad is None else undecodable_sample(
+                c.split, *bad, f"JPEG file tree ({paths[bad[0]]})",
+                remedy=f"delete {self.tree_root} (it is written again when next used)")
         groups = _groups(epoch_batches(len(self.data), c, self.next_epoch - 1), self.multiple)
         window = groups[self.fetched:self.fetched + c.dali_queue_depth + 2]
         bad = undecodable_jpeg(self.data.jpeg, np.concatenate(window)) if window else None
