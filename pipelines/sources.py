@@ -38,7 +38,8 @@ prepare`); a file that differs is a one-line `CifarFormatError` naming it and wh
 
 Where things are written: the JPEG copies beside the set they came from, or, with `cache_root`
 (`PipelineConfig.cache_root`, `--cache-dir`, `$PIPEBENCH_CACHE`), under
-`<cache_root>/<source>/` (`cifar10` or `synthetic-seed<S>`), so the data folder may be read-only.
+`<cache_root>/<source>/` (`synthetic-seed<S>`, or `cifar10-<hash of the data folder's path>` so that
+two CIFAR-10 folders never share a copy), so the data folder may be read-only.
 The synthetic set is used from `<data_root>` when it is there, else generated under `cache_root`
 when set, else under `<data_root>`. A folder that cannot be written is a one-line
 `CacheWriteError` naming it. Writes go to a temporary folder renamed into place (a stale copy is
@@ -289,21 +290,30 @@ def verify(folder: str | Path, names: tuple[str, ...], cache_root: str | Path | 
 # --- cache folders -----------------------------------------------------------------------------
 
 def _cache_dir(folder: Path, cache_root: str | Path | None) -> Path:
-    """Where copies of a standard-layout folder go: beside it, or `<cache_root>/<source name>`."""
+    """Where copies of a standard-layout folder go: beside it, or `<cache_root>/<source name>`: the
+    synthetic set's folder name (its content follows from the seed), or one per CIFAR-10 folder."""
     if cache_root is None:
         return folder.parent
-    return Path(cache_root) / (folder.parent.name if (folder / SYNTHETIC_META).exists() else "cifar10")
+    if (folder / SYNTHETIC_META).exists():
+        return Path(cache_root) / folder.parent.name
+    return Path(cache_root) / f"cifar10-{hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:8]}"
 
 
-def _stale(cache: Path, meta: str, made_from: dict) -> str | None:
+def _stale(cache: Path, meta: str, made_from: dict, files: tuple[str, ...] = ()) -> str | None:
     """Why a cache folder cannot be used as it is (None: it can): missing, made from other files
-    than `made_from`, or a file whose crc32 differs from the one its metadata `meta` records."""
+    than `made_from`, or one of `files` whose crc32 its metadata `meta` does not record or records
+    differently."""
     info = _read_json(cache / meta)
     if info is None:
         return "missing"
     if info.get("made_from") != made_from:
         return "made from other files than the current ones"
-    for name, expected in info.get("crc32", {}).items():
+    recorded = info.get("crc32") if isinstance(info.get("crc32"), dict) else {}
+    unrecorded = [name for name in files if name not in recorded]
+    if unrecorded:
+        return f"no crc32 recorded for {', '.join(unrecorded)}"
+    for name in files:
+        expected = recorded[name]
         try:
             found = checksum(cache / name)
         except OSError:
@@ -507,7 +517,7 @@ def prepare_jpeg(folder: str | Path, quality: int = 90, size: int = IMAGE_SIZE,
     final = _jpeg_cache(folder, quality, size, cache_root)
     recorded = _recorded(folder)   # a download that loads is the files whose md5s are published
     made_from = {"crc32": recorded} if recorded is not None else {"md5": CIFAR10_MD5}
-    stale = _stale(final, "JPEG.json", made_from)
+    stale = _stale(final, "JPEG.json", made_from, JPEG_FILES)
     if stale is None:
         return final
     _note(final, stale, "encoding it again")

@@ -233,7 +233,8 @@ def test_a_download_is_checked_against_the_published_md5_once(tmp_path, small, m
 
     monkeypatch.setitem(sources.CIFAR10_MD5, "test_batch", sources.checksum(folder / "test_batch", "md5"))
     sources.load_split(folder, "test", cache)   # genuine (as far as the table says): recorded
-    record = json.loads((cache / "cifar10" / sources.VERIFIED).read_text())
+    [verified] = cache.glob(f"cifar10-*/{sources.VERIFIED}")
+    record = json.loads(verified.read_text())
     assert record == {"test_batch": sources.checksum(folder / "test_batch")}
     real, md5s = sources.checksum, []
     monkeypatch.setattr(sources, "checksum", lambda path, algorithm="crc32": (
@@ -254,6 +255,29 @@ def test_a_flipped_byte_in_the_jpeg_copy_has_it_encoded_again(tmp_path, small, c
     jpeg = sources.load_jpeg(folder, "train", 90)
     assert (cache / "train.data.npy").read_bytes() == intact and bytes(jpeg.data) == intact[-len(jpeg.data):]
     assert f"{cache}: train.data.npy: crc32" in capsys.readouterr().err
+
+
+def test_a_jpeg_copy_whose_record_lacks_a_checksum_is_encoded_again(tmp_path, small, capsys):
+    folder = write_set(tmp_path)
+    cache = sources.prepare_jpeg(folder, 90)
+    meta = json.loads((cache / "JPEG.json").read_text())
+    del meta["crc32"]["test.data.npy"]
+    (cache / "JPEG.json").write_text(json.dumps(meta))
+    flip_byte(cache / "test.data.npy")   # unrecorded, so only the missing record can tell
+    jpeg = sources.load_jpeg(folder, "test", 90)
+    assert f"{cache}: no crc32 recorded for test.data.npy" in capsys.readouterr().err
+    assert bytes(jpeg[0]) == sources.encode_jpeg(sources.load_split(folder, "test")[0][0], 90)
+
+
+def test_two_cifar10_folders_under_one_cache_root_keep_their_own_copies(tmp_path, small, capsys):
+    cache = tmp_path / "cache"
+    one, two = write_set(tmp_path / "one", seed=1), write_set(tmp_path / "two", seed=2)
+    assert sources.prepare_jpeg(one, 90, cache_root=cache) != sources.prepare_jpeg(two, 90, cache_root=cache)
+    capsys.readouterr()
+    for folder in (one, two):   # neither replaced the other's copy
+        images, _ = sources.load_split(folder, "test", cache)
+        assert bytes(sources.load_jpeg(folder, "test", 90, cache_root=cache)[0]) == sources.encode_jpeg(images[0], 90)
+    assert "encoding it again" not in capsys.readouterr().err
 
 
 def test_the_jpeg_copy_is_encoded_again_when_its_source_changed(tmp_path, small):
@@ -281,11 +305,11 @@ def test_with_a_cache_root_the_data_folder_is_not_written(tmp_path, small, capsy
     before = files_under(data)
     assert cli.main(["prepare", "--data-root", str(data), "--source", "cifar10", "--cache-dir", str(cache)]) == 0
     assert "checksums match the crc32s recorded when written" in capsys.readouterr().out
-    assert (cache / "cifar10" / "jpeg-q90" / "JPEG.json").is_file()
+    [copy] = cache.glob("cifar10-*/jpeg-q90/JPEG.json")
     config = PipelineConfig(data_root=str(data), source="cifar10", encoding="jpeg", cache_root=str(cache))
     assert len(sources.open_split(config).jpeg) == 5 * sources.PER_FILE
     sources.prepare_jpeg_tree(folder, 90, cache_root=cache)
-    assert (cache / "cifar10" / "jpeg-q90-files" / "TREE.json").is_file()
+    assert (copy.parent.parent / "jpeg-q90-files" / "TREE.json").is_file()
     assert files_under(data) == before
     # No synthetic set under the data root: it is generated under the cache root.
     config = config.replace(source="synthetic")
