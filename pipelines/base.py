@@ -152,15 +152,13 @@ def normalize(images: torch.Tensor, config: PipelineConfig) -> torch.Tensor:
 
 
 def worker_context(config: PipelineConfig, preload: str):
-    """The multiprocessing context DataLoader workers start with (config.worker_start), or None for
-    no workers. "forkserver" (the default; Python 3.14's default on Linux) and "spawn" start workers
+    """The multiprocessing context DataLoader workers start with (config.worker_start); pass it only
+    to a DataLoader that has workers. "forkserver" (the default; Python 3.14's default on Linux) and "spawn" start workers
     from a clean process, which is safe in a process that already runs threads (CUDA's, a pipeline's,
     a progress bar's), where `fork()` can copy a lock another thread holds and deadlock the worker.
     The forkserver imports `preload` (the dataset's module) once, so every worker starts with torch
     already imported. Datasets that workers receive by pickling keep their arrays in shared memory
     (`SharedArrays`)."""
-    if config.num_workers == 0:
-        return None
     context = multiprocessing.get_context(config.worker_start)
     if config.worker_start == "forkserver":
         context.set_forkserver_preload([preload])   # takes effect when this process starts its server

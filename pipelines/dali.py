@@ -56,7 +56,7 @@ except ImportError as e:   # the message every caller (build, sweeps) shows
 
 from . import sources
 from .base import (Pipeline, Stages, augmentation_generator, crop_grid, draw_augmentation, epoch_batches,
-                   gather_crops, normalize, pad_images, rank_seeds, undecodable_jpeg, undecodable_sample)
+                   gather_crops, normalize, pad_images, undecodable_jpeg, undecodable_sample)
 
 
 def _groups(plan: list[np.ndarray], multiple: int) -> list[np.ndarray]:
@@ -73,6 +73,7 @@ class _EpochSource:
         self.config, self.samples, self.n, self.first_epoch = config, samples, n, first_epoch
         self.multiple = multiple
         self.epoch, self.groups = None, []
+        self.files = None   # the JPEG files as views, made on the first call in the process that calls
 
     def __call__(self, info):
         epoch = self.first_epoch + info.epoch_idx
@@ -82,8 +83,10 @@ class _EpochSource:
         if info.iteration >= len(self.groups):
             raise StopIteration
         index = self.groups[info.iteration]
-        if isinstance(self.samples, sources.JpegSet):
-            return [[self.samples[i] for i in index]]
+        if isinstance(self.samples, sources.JpegSet):   # a list lookup per file, not two numpy scalars
+            if self.files is None:
+                self.files = [self.samples[i] for i in range(len(self.samples))]
+            return [[self.files[i] for i in index.tolist()]]
         return [self.samples[index]]
 
 
@@ -121,8 +124,10 @@ class DaliPipeline(Pipeline):
         self._start(first_epoch=0)
 
     def _start(self, first_epoch: int) -> None:
-        """(Re)build the DALI pipeline and iterator; its epoch k is our epoch first_epoch + k."""
-        self.close()
+        """(Re)build the DALI pipeline and iterator; its epoch k is our epoch first_epoch + k. The
+        pipeline of stages(), if any, is kept."""
+        if self.pipe is not None:
+            self.pipe._shutdown()
         self.first_epoch = self.next_epoch = first_epoch
         self.pipe = self._graph()
         self.iterator = self._iterator(self.pipe)
@@ -169,7 +174,7 @@ class DaliPipeline(Pipeline):
         @pipeline_def(batch_size=c.batch_size * self.multiple, num_threads=c.dali_threads,
                       device_id=(self.device.index or 0) if self.cuda else None,
                       prefetch_queue_depth=c.dali_queue_depth,
-                      seed=c.seed if c.world_size == 1 else int(rank_seeds(c)[0]) % 2**31, **parallel)
+                      seed=c.seed, **parallel)   # no random operator in the graph: crops and flips are torch's
         def graph():
             inputs = self._inputs(fixed)
             if self.file_reader and fixed is None:
@@ -185,12 +190,12 @@ class DaliPipeline(Pipeline):
     def __iter__(self):
         if self.iterator is None:
             raise RuntimeError(f"{self.name} pipeline is closed")
-        if self.in_epoch:   # DALI cannot reset mid-epoch: finish the abandoned one
+        if not self.file_reader and self.epoch != self.next_epoch:
+            self._start(first_epoch=self.epoch)   # set_epoch jumped: a new source starts there
+        elif self.in_epoch:   # DALI cannot reset mid-epoch: finish the abandoned one
             while self._next() is not None:
                 pass
             self.in_epoch = False
-        if not self.file_reader and self.epoch != self.next_epoch:
-            self._start(first_epoch=self.epoch)   # set_epoch jumped: the source starts there
         if self.next_epoch > self.first_epoch:
             self.iterator.reset()
         epoch, self.next_epoch = self.next_epoch, self.next_epoch + 1

@@ -33,7 +33,8 @@ class _Samples(SharedArrays, torch.utils.data.Dataset):
     """Map-style dataset keyed by (index, seed): a PIL image through torchvision transforms."""
 
     def __init__(self, data, transform, split: str):
-        self.images, self.labels = data.images, data.labels
+        self.images = data.images if data.jpeg is None else None   # workers receive only what they read
+        self.labels = data.labels
         self.jpeg, self.offsets = (data.jpeg.data, data.jpeg.offsets) if data.jpeg is not None else (None, None)
         self.transform, self.split = transform, split
 
@@ -92,11 +93,10 @@ class DataLoaderPipeline(Pipeline):
         """The DataLoader over this pipeline's samples and epoch plan (config.num_workers persistent
         workers); `options` override DataLoader arguments (e.g. num_workers, collate_fn)."""
         options = {"num_workers": self.config.num_workers, "pin_memory": pin_memory,
-                   "multiprocessing_context": worker_context(self.config, __name__),
                    "generator": torch.Generator().manual_seed(self.config.seed), **options}   # not the global RNG
-        options.setdefault("persistent_workers", options["num_workers"] > 0)
-        if options["num_workers"] == 0:
-            options["multiprocessing_context"] = None
+        workers = options["num_workers"] > 0
+        options.setdefault("persistent_workers", workers)
+        options.setdefault("multiprocessing_context", worker_context(self.config, __name__) if workers else None)
         return torch.utils.data.DataLoader(self.samples, batch_sampler=_EpochPlan(self), **options)
 
     def _on_device(self, images: torch.Tensor) -> torch.Tensor:

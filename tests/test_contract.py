@@ -268,3 +268,8 @@ def test_stages_run_alone(variant, indexed_root):
         assert stages.copy == ("none" if not cuda or p.name == "resident" else
                                "pageable" if p.name in ("dataloader", "tvjpeg", "torchcodec") else "pinned")
         assert (stages.host is None) == (p.name == "resident" or p.config.dali_reader == "file" and p.name == "dali")
+        p.set_epoch(3)   # a jump (DALI builds its epoch pipeline again) leaves the stages usable
+        next(iter(p))
+        for _ in range(5):   # past the DALI batch (4 batches) fetched before the jump
+            out = stages.device()
+            assert (out[0] if isinstance(out, tuple) else out).shape == (64, 3, 32, 32)
