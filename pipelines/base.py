@@ -213,6 +213,11 @@ class Pipeline(abc.ABC):
     def __init__(self, config: PipelineConfig, data: Split | None = None):
         self.config = config = self.resolve(config)
         self.device = resolve_device(config.device)
+        if data is not None and (config.encoding == "jpeg" and data.jpeg is None
+                                 or data.images.shape[1] != config.image_size):
+            raise ValueError(f"{self.name}: the data passed is not the split it reads (encoding "
+                             f"{config.encoding!r}, {config.image_size} px): pass "
+                             "sources.open_split(pipelines.resolve_config(name, config))")
         self.data = data if data is not None else open_split(config)
         self.epoch = 0
         self.info: dict[str, object] = {}

@@ -84,6 +84,17 @@ def assert_pixels_match(got: np.ndarray, want: np.ndarray, jpeg: bool, what=""):
         assert diff.max() < 1e-3, (what, diff.max())
 
 
+def test_a_split_that_is_not_the_one_the_pipeline_reads_is_refused(indexed_root):
+    config = PipelineConfig(data_root=str(indexed_root), source="cifar10", max_samples=64, device="cpu")
+    raw = sources.open_split(config)
+    with pytest.raises(ValueError, match="tvjpeg: the data passed is not the split it reads"):
+        pipelines.build("tvjpeg", config, data=raw)
+    with pytest.raises(ValueError, match="prefetch: the data passed is not the split it reads"):
+        pipelines.build("prefetch", config.replace(image_size=64), data=raw)
+    with pipelines.build("prefetch", config, data=raw) as p:
+        assert p.data is raw
+
+
 @pytest.mark.parametrize("variant", LIGHT_VARIANTS, ids=LIGHT_IDS)
 @pytest.mark.parametrize("dtype,channels_last", [("float32", False), ("bfloat16", True)])
 def test_batches_have_contract_shape_dtype_device(variant, dtype, channels_last, indexed_root):
