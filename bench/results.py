@@ -92,8 +92,8 @@ def environment() -> dict[str, object]:
     driver = _run("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader") if cuda else ""
     return {"gpu": torch.cuda.get_device_name() if cuda else "", "driver": driver.splitlines()[0] if driver else "",
             "cuda": torch.version.cuda or "", "torch": torch.__version__,
-            "torchvision": _version("torchvision"), "dali": _version("nvidia-dali"),
-            "peers": peer_versions(),            "python": platform.python_version(), "cpu_count": os.cpu_count(),
+            "torchvision": _version("torchvision"), "dali": _version("nvidia-dali"), "peers": peer_versions(),
+            "python": platform.python_version(), "cpu_count": os.cpu_count(),
             "platform": platform.platform(), "hostname": socket.gethostname(), "git_commit": git_commit()}
 
 

@@ -151,14 +151,16 @@ def normalize(images: torch.Tensor, config: PipelineConfig) -> torch.Tensor:
     return torch.addcmul(shift, x, scale, out=out)
 
 
-def worker_context(config: PipelineConfig, preload: str):
-    """The multiprocessing context DataLoader workers start with (config.worker_start); pass it only
-    to a DataLoader that has workers. "forkserver" (the default; Python 3.14's default on Linux) and "spawn" start workers
-    from a clean process, which is safe in a process that already runs threads (CUDA's, a pipeline's,
+def worker_context(config: PipelineConfig, preload: str, workers: int | None = None):
+    """The multiprocessing context DataLoader workers start with (config.worker_start), or None for
+    no workers (`workers`, default config.num_workers). "forkserver" (the default; Python 3.14's
+    default on Linux) and "spawn" start workers from a clean process, which is safe in a process that already runs threads (CUDA's, a pipeline's,
     a progress bar's), where `fork()` can copy a lock another thread holds and deadlock the worker.
     The forkserver imports `preload` (the dataset's module) once, so every worker starts with torch
     already imported. Datasets that workers receive by pickling keep their arrays in shared memory
     (`SharedArrays`)."""
+    if (config.num_workers if workers is None else workers) == 0:
+        return None
     context = multiprocessing.get_context(config.worker_start)
     if config.worker_start == "forkserver":
         context.set_forkserver_preload([preload])   # takes effect when this process starts its server
@@ -263,8 +265,8 @@ class Pipeline(abc.ABC):
 
 def undecodable_jpeg(files, indices) -> tuple[int, str] | None:
     """(i, the decoder's message) for the first i of `indices` whose JPEG bytes `files[i]` do not
-    decode on the CPU (or cannot be read: the reader's message), or None. For error paths only (a GPU decoder rejected a batch and did not say
-    which file): it decodes every file named.
+    decode on the CPU (or cannot be read: the reader's message), or None. For error paths only (a
+    GPU decoder rejected a batch and did not say which file): it decodes every file named.
 
     The check is libjpeg-turbo through `torchvision.io.decode_jpeg`. In our trials it rejected every
     file that nvJPEG (torchvision on an H100), DALI's CPU decoder or PIL rejected: a missing or

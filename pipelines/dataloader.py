@@ -94,9 +94,8 @@ class DataLoaderPipeline(Pipeline):
         workers); `options` override DataLoader arguments (e.g. num_workers, collate_fn)."""
         options = {"num_workers": self.config.num_workers, "pin_memory": pin_memory,
                    "generator": torch.Generator().manual_seed(self.config.seed), **options}   # not the global RNG
-        workers = options["num_workers"] > 0
-        options.setdefault("persistent_workers", workers)
-        options.setdefault("multiprocessing_context", worker_context(self.config, __name__) if workers else None)
+        options.setdefault("persistent_workers", options["num_workers"] > 0)
+        options.setdefault("multiprocessing_context", worker_context(self.config, __name__, options["num_workers"]))
         return torch.utils.data.DataLoader(self.samples, batch_sampler=_EpochPlan(self), **options)
 
     def _on_device(self, images: torch.Tensor) -> torch.Tensor:

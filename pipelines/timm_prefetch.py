@@ -80,8 +80,7 @@ class TimmPrefetchPipeline(Pipeline):
         workers = config.num_workers
         loader = torch.utils.data.DataLoader(
             self.samples, batch_sampler=_EpochPlan(self), num_workers=workers, collate_fn=fast_collate,
-            pin_memory=cuda, persistent_workers=workers > 0,
-            multiprocessing_context=worker_context(config, __name__) if workers > 0 else None,
+            pin_memory=cuda, persistent_workers=workers > 0, multiprocessing_context=worker_context(config, __name__),
             generator=torch.Generator().manual_seed(int(rank_seeds(config, 3)[0])))
         self.loader = PrefetchLoader(loader, mean=MEAN, std=STD, device=self.device,
                                      img_dtype=getattr(torch, config.dtype))

@@ -75,6 +75,9 @@ def _error_of_an_epoch(pipeline) -> str:
     return str(caught.value)
 
 
+_TREE_REMEDY = "delete {} (it is written again when next used)"   # the fix for a file of DALI's tree
+
+
 def _assert_names(message: str, bad: int, copy: str = "JPEG copy",
                   remedy: str = "rebuild it with `pipebench prepare`") -> None:
     assert message.startswith(f"sample {bad} of the train {copy}"), message
@@ -103,7 +106,7 @@ def test_dali_names_the_sample_it_cannot_decode(tmp_path, monkeypatch, how, read
     path = tmp_path / "tree" / sources.tree_path("train", bad, data.labels[bad])
     if reader == "file":
         _assert_names(_error_of_an_epoch(DaliPipeline(config, data=data)), bad, f"JPEG file tree ({path})",
-                      f"delete {tmp_path / 'tree'} (it is written again when next used)")
+                      _TREE_REMEDY.format(tmp_path / "tree"))
     else:
         _assert_names(_error_of_an_epoch(DaliPipeline(config, data=data)), bad)
 
@@ -119,7 +122,7 @@ def test_dali_names_a_file_missing_from_its_tree(tmp_path, monkeypatch):
     path.unlink()
     message = _error_of_an_epoch(DaliPipeline(config, data=data))
     _assert_names(message, bad, f"JPEG file tree ({path})",
-                  f"delete {tmp_path / 'tree'} (it is written again when next used)")
+                  _TREE_REMEDY.format(tmp_path / "tree"))
     assert "No such file or directory" in message
 
 
