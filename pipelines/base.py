@@ -8,19 +8,25 @@ Contract (`Pipeline`):
   - `set_epoch(e)` selects epoch e's shuffle and augmentation draws, deterministically from
     (config.seed, e) (augmentation also from the rank when sharded), like
     `DistributedSampler.set_epoch`: call it before each epoch.
-  - `close()` releases workers, streams and buffers; pipelines are also context managers.
+  - One iterator at a time: a newer `iter()` supersedes the older one, whose next `next()` raises
+    `RuntimeError` (it never ends quietly as if its epoch were complete).
+  - `close()` releases workers, streams and buffers; `iter()` / `next()` after it raise
+    `RuntimeError`; pipelines are also context managers.
   - `info`: facts for result rows (e.g. the resident upload time); `data.source`: where data came from.
   - `stages()`: the per-batch work split into stages that can each run alone (`Stages`), so the
     harness can measure every stage's ceiling in isolation.
 
-Shared here so every pipeline has the same semantics: the epoch plan (`epoch_batches`),
-augmentation draws and the crop/flip gather (`crop_grid`, `gather_crops`; torch, any device), and normalization
-(`normalize`, uint8 NHWC in, contract images out).
+Shared here so every pipeline has the same semantics: the epoch plan (`epoch_batches`, and
+`device_order` to put it on the device without a host synchronization), augmentation draws and the
+crop/flip gather (`crop_grid`, `gather_crops`; torch, any device), and normalization (`normalize`,
+uint8 NHWC in, contract images out).
 """
 from __future__ import annotations
 
 import abc
+import functools
 import multiprocessing
+import os
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -80,6 +86,17 @@ def batch_count(n: int, config: PipelineConfig) -> int:
     return mine // config.batch_size if config.last_batch == "drop" else -(-mine // config.batch_size)
 
 
+def device_order(batches: list[np.ndarray], device: torch.device) -> torch.Tensor:
+    """An epoch's sample order (its batches back to back) on `device`. On CUDA it goes through pinned
+    memory with `non_blocking=True` on the current stream: a pageable `.to(device)` would make the host
+    wait for every kernel queued before it, once per epoch (the caching host allocator keeps the pinned
+    block until the copy is done)."""
+    order = torch.from_numpy(np.concatenate(batches)) if batches else torch.empty(0, dtype=torch.int64)
+    if device.type != "cuda":
+        return order
+    return order.pin_memory().to(device, non_blocking=True)
+
+
 def rank_seeds(config: PipelineConfig, *keys: int, count: int = 1) -> np.ndarray:
     """`count` seeds for this rank derived from the one config.seed and `keys`: ranks draw
     independent augmentations. With world_size 1 the rank is left out, so single-process runs
@@ -88,17 +105,35 @@ def rank_seeds(config: PipelineConfig, *keys: int, count: int = 1) -> np.ndarray
     return np.random.SeedSequence([config.seed, *keys, *rank]).generate_state(count)
 
 
-def augmentation_generator(config: PipelineConfig, epoch: int, batch: int,
-                           device: torch.device | str = "cpu") -> torch.Generator:
-    """The augmentation random stream of (seed, epoch, batch, rank) on `device`."""
-    return torch.Generator(device=device).manual_seed(int(rank_seeds(config, epoch, batch, 1)[0]))
-
-
 def draw_augmentation(n: int, pad: int, generator: torch.Generator, device: torch.device | str = "cpu"):
     """Per-sample crop offsets (dy, dx in 0..2*pad, in padded coordinates) and flips."""
     offsets = torch.randint(0, 2 * pad + 1, (2, n), generator=generator, device=device)
     flip = torch.rand(n, generator=generator, device=device) < FLIP_P
     return offsets[0], offsets[1], flip
+
+
+def epoch_draws(config: PipelineConfig, epoch: int, n: int) -> tuple[torch.Tensor, ...] | None:
+    """The crop offsets and flips (CPU tensors, `draw_augmentation`) of an epoch's `n` samples in
+    plan order, None without augmentation: one random stream per (seed, epoch, rank), drawn at once
+    (about a millisecond for 50,000 samples) and shared by every pipeline, so sample k of an epoch is
+    cropped and flipped alike whichever pipeline loads it."""
+    if not config.augment:
+        return None
+    generator = torch.Generator().manual_seed(int(rank_seeds(config, epoch, 1)[0]))
+    return draw_augmentation(n, config.pad, generator)
+
+
+def epoch_grid(draws: tuple[torch.Tensor, ...] | None, size: int,
+               device: torch.device) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """`crop_grid` of an epoch's draws on `device` (copied there through pinned memory, no host
+    synchronization): rows and columns of every sample's crop, sliced per batch by position."""
+    if draws is None:
+        return None
+    dy, dx, flip = draws
+    if device.type == "cuda":
+        packed = torch.stack([dy, dx, flip.long()]).pin_memory().to(device, non_blocking=True)
+        dy, dx, flip = packed[0], packed[1], packed[2].bool()
+    return crop_grid(dy, dx, flip, size)
 
 
 def crop_windows(images: np.ndarray, size: int, pad: int) -> tuple[np.ndarray, np.ndarray]:
@@ -115,12 +150,19 @@ def pad_images(images: torch.Tensor, pad: int) -> torch.Tensor:
     return torch.nn.functional.pad(images, (0, 0, pad, pad, pad, pad))
 
 
+_ARANGE: dict[tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
+
+
 def crop_grid(dy: torch.Tensor, dx: torch.Tensor, flip: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Row and column indices (B x size each) into padded images of the size x size crops at
-    top-left (dy, dx), columns reversed where `flip`."""
-    ar = torch.arange(size, device=dy.device)
+    top-left (dy, dx), columns reversed where `flip`. Three kernels (the 0..size-1 ramps are cached)."""
+    key = (size, dy.device)
+    if key not in _ARANGE:
+        ar = torch.arange(size, device=dy.device)
+        _ARANGE[key] = (ar, ar.flip(0))
+    ar, reversed_ar = _ARANGE[key]
     rows = dy[:, None] + ar
-    cols = dx[:, None] + torch.where(flip[:, None], size - 1 - ar, ar)
+    cols = dx[:, None] + torch.where(flip[:, None], reversed_ar, ar)
     return rows, cols
 
 
@@ -151,15 +193,29 @@ def normalize(images: torch.Tensor, config: PipelineConfig) -> torch.Tensor:
     return torch.addcmul(shift, x, scale, out=out)
 
 
-def worker_context(config: PipelineConfig, preload: str, workers: int | None = None):
-    """The multiprocessing context DataLoader workers start with (config.worker_start), or None for
-    no workers (`workers`, default config.num_workers). "forkserver" (the default; Python 3.14's
-    default on Linux) and "spawn" start workers from a clean process, which is safe in a process that already runs threads (CUDA's, a pipeline's,
-    a progress bar's), where `fork()` can copy a lock another thread holds and deadlock the worker.
-    The forkserver imports `preload` (the dataset's module) once, so every worker starts with torch
-    already imported. Datasets that workers receive by pickling keep their arrays in shared memory
-    (`SharedArrays`)."""
-    if (config.num_workers if workers is None else workers) == 0:
+def worker_options(config: PipelineConfig, preload: str, workers: int) -> dict[str, object]:
+    """DataLoader arguments for `workers` workers: how they start (`worker_context`) and, on Linux,
+    an init function that puts each worker on the cores of the process building the loader (a
+    forkserver started earlier, under another CPU budget, would otherwise pass on its own)."""
+    options: dict[str, object] = {"multiprocessing_context": worker_context(config, preload, workers)}
+    if workers and hasattr(os, "sched_getaffinity"):
+        options["worker_init_fn"] = functools.partial(_confine_worker, sorted(os.sched_getaffinity(0)))
+    return options
+
+
+def _confine_worker(cores: list[int], worker_id: int) -> None:
+    os.sched_setaffinity(0, cores)
+
+
+def worker_context(config: PipelineConfig, preload: str, workers: int):
+    """The multiprocessing context `workers` DataLoader workers start with (config.worker_start), or
+    None for none. "forkserver" (the default; Python 3.14's default on Linux) and "spawn" start
+    workers from a clean process, which is safe in a process that already runs threads (CUDA's, a
+    pipeline's, a progress bar's), where `fork()` can copy a lock another thread holds and deadlock
+    the worker. The forkserver imports `preload` (the dataset's module) once, so every worker starts
+    with torch already imported. Datasets that workers receive by pickling keep their arrays in
+    shared memory (`SharedArrays`)."""
+    if workers == 0:
         return None
     context = multiprocessing.get_context(config.worker_start)
     if config.worker_start == "forkserver":
@@ -185,6 +241,30 @@ class SharedArrays:
         vars(self).update({k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in state.items()})
 
 
+class EpochKeys(torch.utils.data.Sampler):
+    """Batch sampler of the DataLoader-based pipelines: per batch of the pipeline's current epoch, the
+    keys `(index, dy, dx, flip)` of its samples (the epoch's shared draws, `epoch_draws`; zeros and
+    False without augmentation), so a worker crops a sample without drawing anything itself and
+    the output does not depend on the number of workers."""
+
+    def __init__(self, pipeline: "Pipeline"):
+        self.pipeline = pipeline
+
+    def __iter__(self):
+        batches = self.pipeline.batches()
+        n = sum(len(b) for b in batches)
+        draws = self.pipeline.draws(batches)
+        dy, dx, flip = (t.tolist() for t in draws) if draws is not None else ([0] * n, [0] * n, [False] * n)
+        start = 0
+        for index in batches:
+            stop = start + len(index)
+            yield list(zip(index.tolist(), dy[start:stop], dx[start:stop], flip[start:stop]))
+            start = stop
+
+    def __len__(self) -> int:
+        return len(self.pipeline)
+
+
 @dataclass
 class Stages:
     """One pipeline's per-batch work, split so that each stage can be timed alone.
@@ -207,7 +287,9 @@ class Stages:
 
 
 class Pipeline(abc.ABC):
-    """Base of every pipeline: holds the config, the resolved device and the loaded split."""
+    """Base of every pipeline: holds the config, the resolved device and the loaded split, and keeps
+    the contract's iterator rules (one live iterator; nothing after `close()`). A pipeline implements
+    `_iterate` (one epoch, fixed when called), `stages` and, if it holds resources, `_release`."""
 
     name: str = ""
     encoding: str | None = None   # what the pipeline reads if fixed ("raw" / "jpeg"), else config's
@@ -223,6 +305,9 @@ class Pipeline(abc.ABC):
         self.data = data if data is not None else open_split(config)
         self.epoch = 0
         self.info: dict[str, object] = {}
+        self.closed = False
+        self._generation = 0        # bumped by every iter(): an older iterator is superseded
+        self._live: Iterator[Batch] | None = None   # the newest epoch's generator
 
     @classmethod
     def resolve(cls, config: PipelineConfig) -> PipelineConfig:
@@ -241,13 +326,34 @@ class Pipeline(abc.ABC):
         """This epoch's sample indices, batch by batch."""
         return epoch_batches(len(self.data), self.config, self.epoch)
 
-    def generator(self, device: torch.device | str = "cpu", batch: int = 0) -> torch.Generator:
-        """The augmentation random stream of (seed, this epoch, batch, rank) on `device`."""
-        return augmentation_generator(self.config, self.epoch, batch, device)
+    def draws(self, batches: list[np.ndarray]) -> tuple[torch.Tensor, ...] | None:
+        """This epoch's augmentation draws (`epoch_draws`) for the samples of `batches`."""
+        return epoch_draws(self.config, self.epoch, sum(len(b) for b in batches))
+
+    def __iter__(self) -> Iterator[Batch]:
+        """One epoch (the current `set_epoch`). Ends the previous iterator first."""
+        self._check_open()
+        self._end_live()
+        self._live = self._iterate()
+        return _Guarded(self, self._live, self._generation)
+
+    def _end_live(self) -> None:
+        """Supersede the live iterator (a new epoch, or `stages()` reusing its buffers): its
+        generator is closed now, so its cleanup runs before anything reuses what it held."""
+        self._generation += 1
+        if self._live is not None:
+            live, self._live = self._live, None
+            close = getattr(live, "close", None)
+            if close is not None:
+                close()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError(f"{self.name} pipeline is closed")
 
     @abc.abstractmethod
-    def __iter__(self) -> Iterator[Batch]:
-        ...
+    def _iterate(self) -> Iterator[Batch]:
+        """One epoch of contract batches, the epoch and its plan fixed when this is called."""
 
     @abc.abstractmethod
     def stages(self) -> Stages:
@@ -255,12 +361,40 @@ class Pipeline(abc.ABC):
 
     def close(self) -> None:
         """Release workers, streams and buffers. Safe to call twice."""
+        if self.closed:
+            return
+        self.closed = True
+        self._end_live()
+        self._release()
+
+    def _release(self) -> None:
+        """What `close()` frees beyond the live iterator (workers, streams, buffers)."""
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _Guarded:
+    """An epoch iterator that refuses to go on once its pipeline started a newer one or was closed."""
+
+    __slots__ = ("pipeline", "batches", "generation")
+
+    def __init__(self, pipeline: Pipeline, batches: Iterator[Batch], generation: int):
+        self.pipeline, self.batches, self.generation = pipeline, batches, generation
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> Batch:
+        p = self.pipeline
+        if p._generation != self.generation:
+            p._check_open()
+            raise RuntimeError(f"{p.name}: this iterator was superseded by a newer iter() of the same "
+                               "pipeline (one iterator at a time): iterate the newest one")
+        return next(self.batches)
 
 
 def undecodable_jpeg(files, indices) -> tuple[int, str] | None:

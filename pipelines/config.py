@@ -36,6 +36,7 @@ DTYPES = ("float32", "bfloat16")
 LAST_BATCH = ("partial", "drop")
 DALI_READERS = ("external", "parallel", "file")
 DALI_DECODERS = ("mixed", "cpu")
+PREFETCH_AUGMENT = ("device", "host")
 WORKER_START_METHODS = ("forkserver", "spawn", "fork")
 
 
@@ -49,9 +50,14 @@ def default_cache_root() -> str | None:
     return os.environ.get("PIPEBENCH_CACHE") or None
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity, which `--cpus` sets), not the machine's."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def default_num_workers() -> int:
-    """One fewer than the CPU cores (the main process needs one), at least 1, at most 16."""
-    return max(1, min(16, (os.cpu_count() or 2) - 1))
+    """One fewer than the usable CPU cores (the main process needs one), at least 1, at most 16."""
+    return max(1, min(16, usable_cores() - 1))
 
 
 @dataclass(frozen=True)
@@ -90,11 +96,12 @@ class PipelineConfig:
     pin_memory: bool = False
     non_blocking: bool = False
     prefetch_depth: int = 2       # batches kept in flight ahead of the consumer
+    prefetch_augment: str = "device"  # prefetch: crop + flip on the GPU (the host only gathers rows) or on the host
     worker_start: str = "forkserver"  # how DataLoader workers start (dataloader, timm): see WORKER_START_METHODS
     # NVIDIA DALI (`dali`, `dali-raw`); defaults from the tuning runs in results/2026-11-21-h100-dali
     dali_reader: str = "external"     # external / parallel: the epoch plan through external_source,
                                       # in DALI's thread / in num_workers processes; file: fn.readers.file
-    dali_threads: int = field(default_factory=default_num_workers)   # DALI CPU threads: cores - 1
+    dali_threads: int | None = None   # DALI CPU threads; None: num_workers (at least 1), so they follow the budget
     dali_queue_depth: int = 4         # DALI prefetch queue depth (DALI batches)
     dali_hw_decoder_load: float = 0.0   # share of JPEG decoding sent to the hardware decoder
     dali_decoder: str = "mixed"       # mixed: nvJPEG (Huffman on DALI's threads, the rest on the GPU); cpu: libjpeg-turbo
@@ -105,7 +112,7 @@ class PipelineConfig:
     def __post_init__(self) -> None:
         choices = {"source": SOURCES, "encoding": ENCODINGS, "split": SPLITS,
                    "dtype": DTYPES, "last_batch": LAST_BATCH, "dali_reader": DALI_READERS,
-                   "dali_decoder": DALI_DECODERS,
+                   "dali_decoder": DALI_DECODERS, "prefetch_augment": PREFETCH_AUGMENT,
                    "worker_start": WORKER_START_METHODS}
         for name, allowed in choices.items():
             value = getattr(self, name)
@@ -116,6 +123,8 @@ class PipelineConfig:
                    "dali_threads": 1, "dali_queue_depth": 1, "dali_batch_multiple": 1}
         for name, low in minimum.items():
             value = getattr(self, name)
+            if value is None and name == "dali_threads":
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"PipelineConfig.{name}={value!r}: expected an integer >= {low}")
         if (isinstance(self.image_size, bool) or not isinstance(self.image_size, int)

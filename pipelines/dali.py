@@ -5,11 +5,13 @@ Bytes: the packed JPEG copy (`dali`) or the uint8 arrays (`dali-raw`) in host me
 `fn.external_source` hands DALI `dali_batch_multiple` consecutive batches of the shared epoch plan at
 once (one DALI batch; its fixed per-batch cost is shared) -> DALI decodes them:
 `fn.decoders.image(device="mixed")` (nvJPEG: Huffman decoding on DALI's `dali_threads` CPU threads,
-the rest on the GPU; `dali_hw_decoder_load` of the files on the hardware JPEG engine) or, with
+the rest on the GPU; `dali_hw_decoder_load` of the files on the hardware JPEG engine; the threads
+follow `num_workers`, the CPU budget, unless `dali_threads` is set) or, with
 `dali_decoder="cpu"`, `device="cpu"` (libjpeg-turbo on DALI's threads) and the pixels copied to the
 GPU; `dali-raw` copies the pixels -> DALI's PyTorch iterator hands over the uint8 N x S x S x 3 batch
 without a copy -> split into the plan's batches, each cropped and flipped with one gather kernel over
-the zero-padded batch (offsets and flips drawn per epoch on the device) and normalized into the
+the zero-padded batch (the epoch's offsets and flips, `base.epoch_draws`, as every pipeline draws
+them) and normalized into the
 contract's dtype and memory format with one kernel. Labels live on the device; the epoch's order
 goes there once per epoch, pinned and asynchronous.
 
@@ -55,8 +57,8 @@ except ImportError as e:   # the message every caller (build, sweeps) shows
         "drivers) or pip install -e '.[dali-cu13]' (nvidia-dali-cuda130, CUDA 13)") from e
 
 from . import sources
-from .base import (Pipeline, Stages, augmentation_generator, crop_grid, draw_augmentation, epoch_batches,
-                   gather_crops, normalize, pad_images, undecodable_jpeg, undecodable_sample)
+from .base import (Pipeline, Stages, device_order, epoch_batches, epoch_draws, epoch_grid, gather_crops, normalize,
+                   pad_images, undecodable_jpeg, undecodable_sample)
 
 
 def _groups(plan: list[np.ndarray], multiple: int) -> list[np.ndarray]:
@@ -113,6 +115,12 @@ class _Files:
 class DaliPipeline(Pipeline):
     name = "dali"
     encoding = "jpeg"
+
+    @classmethod
+    def resolve(cls, config):
+        """DALI's CPU threads follow the worker budget unless set (`dali_threads`)."""
+        config = super().resolve(config)
+        return config if config.dali_threads is not None else config.replace(dali_threads=max(1, config.num_workers))
 
     def __init__(self, config, data=None):
         super().__init__(config, data)
@@ -187,9 +195,7 @@ class DaliPipeline(Pipeline):
     def __len__(self) -> int:
         return len(self.iterator) if self.file_reader else super().__len__()
 
-    def __iter__(self):
-        if self.iterator is None:
-            raise RuntimeError(f"{self.name} pipeline is closed")
+    def _iterate(self):
         if not self.file_reader and self.epoch != self.next_epoch:
             self._start(first_epoch=self.epoch)   # set_epoch jumped: a new source starts there
         elif self.in_epoch:   # DALI cannot reset mid-epoch: finish the abandoned one
@@ -209,9 +215,8 @@ class DaliPipeline(Pipeline):
         else:
             plan = epoch_batches(len(self.data), self.config, epoch)
             sizes = [len(index) for index in plan]
-            order = torch.from_numpy(np.concatenate(plan) if plan else np.empty(0, np.int64))
-            order = (order.pin_memory() if self.cuda else order).to(self.device, non_blocking=True)
-        grid = self._grid(epoch, sum(sizes))
+            order = device_order(plan, self.device)
+        grid = epoch_grid(epoch_draws(self.config, epoch, sum(sizes)), self.config.image_size, self.device)
         start, b = 0, 0
         while (batch := self._next()) is not None:
             images, labels = batch
@@ -231,14 +236,6 @@ class DaliPipeline(Pipeline):
         images = pad_images(images, self.config.pad) if self.config.augment else images.clone()
         labels = out[0].get("labels")   # readers.file only
         return images, None if labels is None else labels.long().view(-1)
-
-    def _grid(self, epoch: int, n: int):
-        """Row and column indices of every crop of the epoch, drawn on the device (None: no augment)."""
-        if not self.config.augment or n == 0:
-            return None
-        c = self.config
-        generator = augmentation_generator(c, epoch, 0, self.device)
-        return crop_grid(*draw_augmentation(n, c.pad, generator, self.device), c.image_size)
 
     def _augment(self, images: torch.Tensor, grid, start: int) -> torch.Tensor:
         """uint8 N x S x S x 3 on the device (zero-padded when augmenting) -> contract images: crop +
@@ -298,8 +295,7 @@ class DaliPipeline(Pipeline):
         buffers (the encoded files; the decoded pixels with the cpu decoder); device: the DALI graph
         (decode on its threads and the GPU) fed one fixed DALI batch forever, then the crop + flip and
         normalize of each batch in it."""
-        if self.iterator is None:
-            raise RuntimeError(f"{self.name} pipeline is closed")
+        self._check_open()
         source = _EpochSource(self.config, self.samples(), len(self.data), self.epoch, self.multiple)
         groups = _groups(self.batches(), self.multiple)
 
@@ -316,7 +312,7 @@ class DaliPipeline(Pipeline):
             self.fixed_pipe._shutdown()
         self.fixed_pipe = self._graph(_FixedSource(source(SimpleNamespace(epoch_idx=0, iteration=0))))
         self.fixed = self._iterator(self.fixed_pipe, fixed=True)
-        grid = self._grid(self.epoch, len(groups[0]))
+        grid = epoch_grid(epoch_draws(self.config, self.epoch, len(groups[0])), self.config.image_size, self.device)
 
         def device_batches():
             while True:
@@ -328,7 +324,7 @@ class DaliPipeline(Pipeline):
         return Stages(host=None if self.file_reader else host, payload=payload,
                       copy="pinned" if self.cuda else "none", pins=False, device=lambda: next(batches))
 
-    def close(self) -> None:
+    def _release(self) -> None:
         """Shut the DALI pipelines down now: left to Python's cycle collector, a DALI pipeline is shut
         down at a random later moment, and one that met a decoding error can crash the process
         then (seen with DALI 2.4 on the CPU)."""

@@ -1,41 +1,51 @@
 """`prefetch`: uint8 over the bus from preallocated pinned buffers, asynchronous copies on a side
-CUDA stream kept `prefetch_depth` batches ahead, conversion and normalization on the GPU.
+CUDA stream kept `prefetch_depth` batches ahead, augmentation and normalization on the GPU.
 
-Bytes: uint8 arrays in host memory -> producer threads (config.num_workers, at least 1) gather
-each batch with its random crop + flip as two numpy fancy-indexing copies over strided window
-views of the zero-padded set (plain and mirrored; numpy releases the GIL, so threads scale),
-straight into a pinned staging slot (uint8, a quarter of the float32 bytes) -> `non_blocking` host-to-device copy
-on the side stream -> float conversion + normalize on the side stream -> the consumer's stream
-waits on an event. The apex `data_prefetcher` / timm `PrefetchLoader` design, with FFCV's
-preallocated pinned buffers instead of per-batch pinning.
+Bytes (`prefetch_augment="device"`, the default): uint8 arrays in host memory -> one producer
+thread gathers each batch's whole images (contiguous rows) into a pinned staging slot with
+`torch.index_select(..., out=slot)`, which runs on torch's intra-op threads (the CPU budget) ->
+`non_blocking` host-to-device copy on the side stream into the interior of a zero-bordered device
+buffer -> on the side stream, the crop + flip as one gather kernel over that buffer (the index
+grids of the epoch's draws, made once per epoch, as `resident` does) and normalize -> the
+consumer's stream waits on an event. The host does nothing per image but copy its bytes.
 
-Stream safety: the stream, the events and the pinned slots are created once in `__init__`.
-One iterator at a time owns the slots: `iter()` fixes the epoch, and a newer iterator (or
-`stages()`) ends the previous one, whose fills are cancelled or awaited first.
-A slot is refilled only after the event recorded right after its copy has completed; outputs are
-allocated on the side stream and `record_stream`-ed to the consumer's stream, so the caching
-allocator never hands them out while the consumer may still read them.
-Without CUDA the same producer threads run and the batch is normalized on the CPU.
+`prefetch_augment="host"`: the older design, kept to show what moving the crop to the GPU buys:
+`num_workers` producer threads crop and flip on the host (numpy fancy indexing over strided window
+views of the zero-padded set, plain and mirrored; numpy releases the GIL) straight into the pinned
+slot; the GPU only normalizes. Both variants crop and flip every sample alike (`base.epoch_draws`),
+so they yield the same batches. The apex `data_prefetcher` / timm `PrefetchLoader` design, with
+FFCV's preallocated pinned buffers instead of per-batch pinning.
+
+Labels live on the device and the epoch's order goes there once per epoch (pinned, no host
+synchronization): no per-step label copy.
+
+Stream safety: the stream, the events, the pinned slots and the bordered device buffer are created
+once in `__init__`. One iterator at a time owns the slots (`base.Pipeline`): a newer iterator, or
+`stages()`, ends the previous one, whose fills are cancelled or awaited first. A slot is refilled
+only after the event recorded right after its copy has completed; outputs are allocated on the side
+stream and `record_stream`-ed to the consumer's stream, so the caching allocator never hands them
+out while the consumer may still read them. Without CUDA the same producer runs and the rest runs
+on the CPU in the consumer's thread.
 """
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
-from .base import Pipeline, Stages, augmentation_generator, crop_windows, draw_augmentation, normalize
+from .base import (Pipeline, Stages, crop_windows, device_order, epoch_grid, gather_crops, normalize,
+                   pad_images)
 from .config import CHANNELS
 
 
 @dataclass
 class _Slot:
-    images: torch.Tensor          # B x S x S x 3 uint8, pinned when on CUDA
-    labels: torch.Tensor          # B int64, pinned when on CUDA
-    copied: torch.cuda.Event | None   # recorded on the side stream after the copy out of this slot
-    ready: torch.cuda.Event | None    # recorded on the side stream after the batch is normalized
+    images: torch.Tensor               # B x S x S x 3 uint8, pinned when on CUDA
+    copied: torch.cuda.Event | None    # recorded on the side stream after the copy out of this slot
+    ready: torch.cuda.Event | None     # recorded on the side stream after the batch is normalized
 
 
 class PrefetchPipeline(Pipeline):
@@ -44,142 +54,157 @@ class PrefetchPipeline(Pipeline):
 
     def __init__(self, config, data=None):
         super().__init__(config, data)
-        size, pad = config.image_size, config.pad
-        if config.augment:   # windows[i, dy, dx] is the S x S x 3 crop at (dy, dx) of padded image i
+        size, pad, bs = config.image_size, config.pad, config.batch_size
+        self.host_crops = config.augment and config.prefetch_augment == "host"
+        self.source = torch.from_numpy(self.data.images)
+        if self.host_crops:   # windows[i, dy, dx] is the S x S x 3 crop at (dy, dx) of padded image i
             self.windows = crop_windows(self.data.images, size, pad)   # plain, mirrored
         self.cuda = self.device.type == "cuda"
         self.stream = torch.cuda.Stream(self.device) if self.cuda else None
-        threads = max(1, config.num_workers)
-        bs = config.batch_size
+        self.labels = torch.from_numpy(self.data.labels).to(self.device)
+        # The crops' zero border, written once: each batch is copied into the interior.
+        self.bordered = (pad_images(torch.empty((bs, size, size, CHANNELS), dtype=torch.uint8, device=self.device), pad)
+                         if config.augment and not self.host_crops else None)
+        self.positions = torch.arange(bs, device=self.device)   # a batch's rows in `bordered`
+        threads = max(1, config.num_workers) if self.host_crops else 1   # device: one gather on intra-op threads
 
         def slot() -> _Slot:
             events = (torch.cuda.Event(), torch.cuda.Event()) if self.cuda else (None, None)
-            return _Slot(torch.empty((bs, size, size, CHANNELS), dtype=torch.uint8,
-                                     pin_memory=self.cuda),
-                         torch.empty(bs, dtype=torch.int64, pin_memory=self.cuda), *events)
+            return _Slot(torch.empty((bs, size, size, CHANNELS), dtype=torch.uint8, pin_memory=self.cuda), *events)
 
         # Enough slots for every thread to fill one while `prefetch_depth` are in flight.
         self.slots = [slot() for _ in range(config.prefetch_depth + threads)]
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="prefetch")
-        self.generation = 0   # bumped by every new iterator; an older one ends at its next step
-        self.active: dict = {}   # the live iterator's pending fills
+        self.active: dict = {}   # the live epoch's pending fills
+        if self.cuda:   # the side stream uses what the current stream made here
+            torch.cuda.synchronize(self.device)
 
-    def _fill(self, slot: _Slot, batch: int, index, epoch: int) -> int:
-        """Producer thread: gather (and augment) one batch of `epoch` into a slot the GPU no longer reads."""
+    def _fill(self, slot: _Slot, index, start: int, draws) -> int:
+        """Producer thread: one batch's images (cropped here only with `host_crops`) into a slot the
+        GPU no longer reads."""
         if slot.copied is not None:
             slot.copied.synchronize()
         n = len(index)
-        out = slot.images[:n].numpy()
-        if self.config.augment:
+        if self.host_crops:
             pad = self.config.pad
-            dy, dx, flip = (t.numpy() for t in draw_augmentation(
-                n, pad, augmentation_generator(self.config, epoch, batch, "cpu")))
+            dy, dx, flip = (d[start:start + n].numpy() for d in draws)
             plain, mirrored = self.windows
+            out = slot.images[:n].numpy()
             keep = ~flip   # a flipped crop at dx is the crop of the mirrored image at 2*pad - dx
             out[keep] = plain[index[keep], dy[keep], dx[keep]]
             out[flip] = mirrored[index[flip], dy[flip], 2 * pad - dx[flip]]
         else:
-            np.take(self.data.images, index, axis=0, out=out)
-        np.take(self.data.labels, index, out=slot.labels[:n].numpy())
+            torch.index_select(self.source, 0, torch.from_numpy(index), out=slot.images[:n])
         return n
 
-    def _launch(self, slot: _Slot, n: int):
-        """Consumer thread: start the copy + normalize of a filled slot (asynchronous on CUDA)."""
-        if not self.cuda:
-            return normalize(slot.images[:n], self.config), slot.labels[:n].clone()
-        with torch.cuda.stream(self.stream):
-            images = slot.images[:n].to(self.device, non_blocking=True)
-            labels = slot.labels[:n].to(self.device, non_blocking=True)
-            slot.copied.record(self.stream)
-            out = normalize(images, self.config)
-            slot.ready.record(self.stream)
-        return out, labels
+    def _side(self):
+        return torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext()
 
-    def __iter__(self):
-        """One epoch, fixed when this is called (epoch and its batches). Starting a new iterator ends
-        the previous one: its fills are cancelled or awaited before the slots are reused."""
-        if self.pool is None:
-            raise RuntimeError("prefetch pipeline is closed")
-        self._end_active()
-        self.generation += 1
-        return self._epoch(self.generation, self.batches(), self.epoch)
+    def _launch(self, slot: _Slot, n: int, order: torch.Tensor, grid, start: int):
+        """Consumer thread: copy a filled slot to the device, crop (unless done on the host) and
+        normalize it, on the side stream (asynchronous on CUDA)."""
+        with self._side():
+            if self.bordered is not None:
+                pad, size = self.config.pad, self.config.image_size
+                self.bordered[:n, pad:pad + size, pad:pad + size].copy_(slot.images[:n], non_blocking=True)
+                if slot.copied is not None:
+                    slot.copied.record(self.stream)
+                pixels = gather_crops(self.bordered, self.positions[:n], grid[0][start:start + n], grid[1][start:start + n])
+            else:
+                pixels = slot.images[:n].to(self.device, non_blocking=True)
+                if slot.copied is not None:
+                    slot.copied.record(self.stream)
+            out = normalize(pixels, self.config), self.labels[order[start:start + n]]
+            if slot.ready is not None:
+                slot.ready.record(self.stream)
+        return out
+
+    def _iterate(self):
+        batches = self.batches()
+        return self._epoch(batches, self.draws(batches))
+
+    def _epoch(self, batches: list, draws):
+        nslots, depth = len(self.slots), self.config.prefetch_depth
+        starts = [0]
+        for index in batches:
+            starts.append(starts[-1] + len(index))
+        pending = self.active = {}   # batch number -> future of its fill
+
+        def submit(b: int) -> None:
+            if b < len(batches):
+                pending[b] = self.pool.submit(self._fill, self.slots[b % nslots], batches[b], starts[b], draws)
+
+        consumer = torch.cuda.current_stream(self.device) if self.cuda else None
+        try:
+            for b in range(nslots):
+                submit(b)
+            with self._side():
+                order = device_order(batches, self.device)
+                grid = epoch_grid(draws, self.config.image_size, self.device) if self.bordered is not None else None
+            launched: deque = deque()
+            for b in range(len(batches)):
+                while len(launched) < depth and b + len(launched) < len(batches):
+                    nxt = b + len(launched)
+                    slot = self.slots[nxt % nslots]
+                    launched.append((slot, self._launch(slot, pending.pop(nxt).result(), order, grid, starts[nxt])))
+                    submit(nxt + nslots)   # its filler first waits for this slot's copy event
+                slot, (images, labels) = launched.popleft()
+                if self.cuda:
+                    consumer.wait_event(slot.ready)
+                    images.record_stream(consumer)
+                    labels.record_stream(consumer)
+                yield images, labels
+        finally:   # an abandoned epoch must not leave fillers writing into the slots
+            self._end_active()
 
     def _end_active(self) -> None:
-        """Stop the live iterator's fillers writing into the slots (a newer iterator or stages())."""
+        """Stop the live epoch's fillers writing into the slots (a newer iterator, stages(), close()).
+        No device synchronization: a later fill of a slot first waits for that slot's copy event."""
         for future in self.active.values():
             future.cancel()
         for future in self.active.values():
             if not future.cancelled():
                 future.exception()
         self.active = {}
-        if self.stream is not None:
-            self.stream.synchronize()   # its copies out of the slots are done
-
-    def _epoch(self, generation: int, batches: list, epoch: int):
-        nslots, depth = len(self.slots), self.config.prefetch_depth
-        pending = self.active = {}   # batch number -> future of its fill
-
-        def submit(b: int) -> None:
-            if b < len(batches):
-                pending[b] = self.pool.submit(self._fill, self.slots[b % nslots], b, batches[b], epoch)
-
-        for b in range(nslots):
-            submit(b)
-        launched: deque = deque()
-        try:
-            for b in range(len(batches)):
-                if self.generation != generation:   # a newer iterator took the slots: this one is over
-                    return
-                while len(launched) < depth and b + len(launched) < len(batches):
-                    nxt = b + len(launched)
-                    launched.append((self.slots[nxt % nslots], self._launch(
-                        self.slots[nxt % nslots], pending.pop(nxt).result())))
-                    submit(nxt + nslots)   # its filler first waits for this slot's copy event
-                slot, (images, labels) = launched.popleft()
-                if self.cuda:
-                    consumer = torch.cuda.current_stream(self.device)
-                    consumer.wait_event(slot.ready)
-                    images.record_stream(consumer)
-                    labels.record_stream(consumer)
-                yield images, labels
-        finally:   # an abandoned epoch must not leave fillers writing into the slots
-            if self.generation == generation:
-                self._end_active()
 
     def stages(self) -> Stages:
-        """host: the producer threads filling pinned slots (pinning is part of the fill); payload:
-        the uint8 batch and labels; device: normalize."""
-        if self.pool is None:
-            raise RuntimeError("prefetch pipeline is closed")
-        self.generation += 1   # ends a live iterator: the stages reuse its slots
-        self._end_active()
+        """host: the producer filling pinned slots (pinning is part of the fill); payload: the uint8
+        batch; device: the crop (unless done on the host) and normalize."""
+        self._check_open()
+        self._end_live()   # the stages reuse the live iterator's slots
+        batches = self.batches()
+        draws = self.draws(batches)
         slot = self.slots[0]
-        n = self._fill(slot, 0, self.batches()[0], self.epoch)
-        payload = [slot.images[:n].clone(), slot.labels[:n].clone()]
-        on_device = payload[0].to(self.device)
-        return Stages(host=self._host_batches, payload=payload, copy="pinned" if self.cuda else "none",
-                      pins=False, device=lambda: normalize(on_device, self.config))
+        n = self._fill(slot, batches[0], 0, draws)
+        payload = [slot.images[:n].clone()]
+        with self._side():
+            order = device_order(batches, self.device)
+            grid = epoch_grid(draws, self.config.image_size, self.device) if self.bordered is not None else None
+        fixed = _Slot(payload[0].pin_memory() if self.cuda else payload[0], None, None)
+        return Stages(host=lambda: self._host_batches(batches, draws), payload=payload,
+                      copy="pinned" if self.cuda else "none", pins=False,
+                      device=lambda: self._launch(fixed, n, order, grid, 0))
 
-    def _host_batches(self):
-        """One epoch of filled slots, every thread busy, no copies (the host stage alone)."""
+    def _host_batches(self, batches, draws):
+        """One epoch of filled slots, the producer busy, no copies (the host stage alone)."""
         pending: deque = deque()
+        start = 0
 
         def oldest():
-            slot, future = pending.popleft()
+            slot, future, first = pending.popleft()
             n = future.result()
-            return [slot.images[:n], slot.labels[:n]], slot.labels[:n]
+            return [slot.images[:n]], torch.from_numpy(self.data.labels[batches[first]])
 
-        epoch = self.epoch
-        for b, index in enumerate(self.batches()):
+        for b, index in enumerate(batches):
             slot = self.slots[b % len(self.slots)]   # free: the fill that used it was awaited
-            pending.append((slot, self.pool.submit(self._fill, slot, b, index, epoch)))
+            pending.append((slot, self.pool.submit(self._fill, slot, index, start, draws), b))
+            start += len(index)
             if len(pending) == len(self.slots):
                 yield oldest()
         while pending:
             yield oldest()
 
-    def close(self) -> None:
-        self.generation += 1
+    def _release(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None

@@ -1,21 +1,28 @@
 """`resident`: the whole uint8 split on the GPU -- the upper bound on feeding rate.
 
 Bytes: uint8 arrays in host memory -> copied to the device once at construction (timed,
-reported as `info["upload_s"]`, not part of any epoch) -> per epoch, on the device: the shuffled
-order (one small copy) and every sample's crop offsets and flip as index grids; per batch: one
-gather kernel (crop with zero padding + flip) and normalize. No per-step host transfer, and only a
-handful of kernel launches per batch, which is what bounds it. The airbench / hlb-CIFAR10 approach.
+reported as `info["upload_s"]`, not part of any epoch), zero-padded there for the crops -> per
+epoch: the shuffled order and the crop offsets and flips (`base.epoch_draws`) copied there through
+pinned memory without a host synchronization, and turned into index grids; per batch, on a side
+CUDA stream `prefetch_depth` batches ahead of the consumer: one gather kernel (crop with zero
+padding + flip), normalize, the labels' gather. The consumer's stream waits on an event per batch,
+so this work overlaps the training step instead of sitting between two steps. No per-step host
+transfer, a handful of kernel launches per batch. The airbench / hlb-CIFAR10 approach.
 
-Loader-only on an H100: 2.28M img/s at batch 512 (results/2026-11-22-h100-step/REPORT.md).
+Stream safety: the stream and the device copies are made once in `__init__` (synchronized there).
+Everything an epoch allocates is allocated and used on the side stream; each batch handed out is `record_stream`-ed to
+the consumer's stream, so the caching allocator never reuses it while the consumer may read it.
+Without CUDA the same steps run on the CPU, in order.
 """
 from __future__ import annotations
 
+import contextlib
 import time
+from collections import deque
 
-import numpy as np
 import torch
 
-from .base import Pipeline, Stages, crop_grid, draw_augmentation, gather_crops, normalize, pad_images
+from .base import Pipeline, Stages, device_order, epoch_grid, gather_crops, normalize, pad_images
 
 
 class ResidentPipeline(Pipeline):
@@ -24,47 +31,68 @@ class ResidentPipeline(Pipeline):
 
     def __init__(self, config, data=None):
         super().__init__(config, data)
-        cuda = self.device.type == "cuda"
-        if cuda:
+        self.cuda = self.device.type == "cuda"
+        if self.cuda:
             torch.cuda.synchronize(self.device)
         start = time.perf_counter()
         images = torch.from_numpy(self.data.images).to(self.device)
         self.labels = torch.from_numpy(self.data.labels).to(self.device)
-        if cuda:
+        if self.cuda:
             torch.cuda.synchronize(self.device)
         self.info["upload_s"] = time.perf_counter() - start
         self.images = pad_images(images, config.pad) if config.augment else images
+        self.stream = torch.cuda.Stream(self.device) if self.cuda else None
+        if self.cuda:   # the side stream uses what the current stream made here
+            torch.cuda.synchronize(self.device)
 
-    def __iter__(self):
+    def _iterate(self):
         batches = self.batches()
+        return self._epoch(batches, self.draws(batches))
+
+    def _epoch(self, batches, draws):
         if not batches:
             return
-        order = torch.from_numpy(np.concatenate(batches)).to(self.device)
-        if self.config.augment:
-            draws = draw_augmentation(len(order), self.config.pad, self.generator(self.device), self.device)
-            rows, cols = crop_grid(*draws, self.config.image_size)
-        start = 0
-        for index in batches:
-            stop = start + len(index)
-            idx = order[start:stop]
-            if self.config.augment:
-                pixels = gather_crops(self.images, idx, rows[start:stop], cols[start:stop])
-            else:
-                pixels = self.images[idx]
-            start = stop
-            yield normalize(pixels, self.config), self.labels[idx]
+        c = self.config
+        consumer = torch.cuda.current_stream(self.device) if self.cuda else None
+        with self._side():
+            order = device_order(batches, self.device)
+            grid = epoch_grid(draws, c.image_size, self.device)
+        ahead: deque = deque()
+        made, start = 0, 0
+        for _ in batches:
+            while made < len(batches) and len(ahead) < c.prefetch_depth:
+                n = len(batches[made])
+                with self._side():
+                    idx = order[start:start + n]
+                    pixels = (gather_crops(self.images, idx, grid[0][start:start + n], grid[1][start:start + n])
+                              if grid is not None else self.images[idx])
+                    batch = (normalize(pixels, c), self.labels[idx])
+                    ready = self.stream.record_event() if self.cuda else None
+                ahead.append((batch, ready))
+                made, start = made + 1, start + n
+            (images, labels), ready = ahead.popleft()
+            if self.cuda:
+                consumer.wait_event(ready)
+                images.record_stream(consumer)
+                labels.record_stream(consumer)
+            yield images, labels
+
+    def _side(self):
+        return torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext()
 
     def stages(self) -> Stages:
         """No host stage and no per-step copy: its whole per-batch work is the device stage."""
-        if self.images is None:
-            raise RuntimeError("resident pipeline is closed")
+        self._check_open()
 
         def forever():
             while True:
-                yield from self
+                yield from self._iterate()
 
         batches = forever()
         return Stages(host=None, payload=[], copy="none", pins=False, device=lambda: next(batches))
 
-    def close(self) -> None:
+    def _release(self) -> None:
+        if self.stream is not None:
+            self.stream.synchronize()
         self.images = self.labels = None
+

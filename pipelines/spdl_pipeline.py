@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from .base import Pipeline, Stages, augmentation_generator, crop_windows, draw_augmentation, normalize
+from .base import Pipeline, Stages, crop_windows, normalize
 
 try:
     import spdl.io
@@ -47,17 +47,14 @@ class SpdlPipeline(Pipeline):
         self.threads = max(1, config.num_workers)
         self.views = crop_windows(self.data.images, config.image_size, self.pad)
         self.transfer = ThreadPoolExecutor(1, thread_name_prefix="spdl-h2d") if self.cuda else None
-        self.active = None   # the live epoch's generator (its SPDL pipeline stops when it is closed)
-        self.open = True
 
     def _gather(self, job) -> tuple[torch.Tensor, torch.Tensor]:
         """Thread stage: one batch's uint8 crops (N x S x S x 3) and labels, on the host."""
-        b, index, epoch = job
+        index, start, draws = job
         plain, mirrored = self.views
         n = len(index)
-        if self.pad:
-            dy, dx, flip = (t.numpy() for t in draw_augmentation(
-                n, self.pad, augmentation_generator(self.config, epoch, b, "cpu")))
+        if draws is not None:
+            dy, dx, flip = (d[start:start + n].numpy() for d in draws)
         else:
             dy = dx = np.zeros(n, np.int64)
             flip = np.zeros(n, bool)
@@ -67,25 +64,27 @@ class SpdlPipeline(Pipeline):
         out[flip] = mirrored[index[flip], dy[flip], 2 * self.pad - dx[flip]]
         return torch.from_numpy(out), torch.from_numpy(self.data.labels[index])
 
-    def _builder(self, batches: list, epoch: int) -> PipelineBuilder:
+    def _jobs(self, batches: list) -> list:
+        """The source's items: each batch's indices, its position in the epoch and the epoch's draws."""
+        draws = self.draws(batches)
+        starts = np.cumsum([0] + [len(index) for index in batches])
+        return [(index, int(start), draws) for index, start in zip(batches, starts)]
+
+    def _builder(self, batches: list, transfer: bool) -> PipelineBuilder:
         builder = (PipelineBuilder()
-                   .add_source([(b, index, epoch) for b, index in enumerate(batches)])
+                   .add_source(self._jobs(batches))
                    .pipe(self._gather, concurrency=self.threads, output_order="input", name="gather"))
-        if self.cuda:
+        if transfer:
             builder = builder.pipe(spdl.io.transfer_tensor_h2d, executor=self.transfer, output_order="input",
                                    name="h2d")
         return builder.add_sink(buffer_size=max(1, self.config.prefetch_depth))
 
-    def __iter__(self):
-        if not self.open:
-            raise RuntimeError(f"{self.name} pipeline is closed")
-        if self.active is not None:   # one SPDL pipeline at a time: stop the previous epoch's
-            self.active.close()
-        self.active = self._epoch(self.batches(), self.epoch)
-        return self.active
+    def _iterate(self):
+        """One epoch; a newer iterator closes this generator, which stops its SPDL pipeline."""
+        pipeline = self._builder(self.batches(), transfer=self.cuda).build(num_threads=self.threads + 1)
+        return self._epoch(pipeline)
 
-    def _epoch(self, batches: list, epoch: int):
-        pipeline = self._builder(batches, epoch).build(num_threads=self.threads + 1)
+    def _epoch(self, pipeline):
         with pipeline.auto_stop():
             for images, labels in pipeline.get_iterator():
                 yield normalize(images, self.config), labels
@@ -93,18 +92,13 @@ class SpdlPipeline(Pipeline):
     def stages(self) -> Stages:
         """host: the SPDL pipeline without its transfer stage; payload: one uint8 batch and labels
         (transfer_tensor_h2d pins it, then copies); device: normalize."""
-        if not self.open:
-            raise RuntimeError(f"{self.name} pipeline is closed")
-        batches, epoch = self.batches(), self.epoch
-        images, labels = self._gather((0, batches[0], epoch))
+        self._check_open()
+        batches = self.batches()
+        images, labels = self._gather(self._jobs(batches)[0])
         on_device = images.to(self.device)
 
         def host():
-            builder = (PipelineBuilder()
-                       .add_source([(b, index, epoch) for b, index in enumerate(batches)])
-                       .pipe(self._gather, concurrency=self.threads, output_order="input")
-                       .add_sink(buffer_size=max(1, self.config.prefetch_depth)))
-            pipeline = builder.build(num_threads=self.threads)
+            pipeline = self._builder(batches, transfer=False).build(num_threads=self.threads)
             with pipeline.auto_stop():
                 for batch in pipeline.get_iterator():
                     yield list(batch), batch[1]
@@ -112,11 +106,9 @@ class SpdlPipeline(Pipeline):
         return Stages(host=host, payload=[images, labels], copy="pinned" if self.cuda else "none",
                       pins=self.cuda, device=lambda: normalize(on_device, self.config))
 
-    def close(self) -> None:
-        self.open = False
-        if self.active is not None:   # stop SPDL's pipeline before its transfer thread goes away
-            self.active.close()
-            self.active = None
+    def _release(self) -> None:
+        """The live epoch's SPDL pipeline was stopped first (`close` ends the live iterator), then
+        its transfer thread goes."""
         if self.transfer is not None:
             self.transfer.shutdown(wait=True)
             self.transfer = None

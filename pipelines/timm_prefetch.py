@@ -1,14 +1,14 @@
 """`timm`: the field's most copied GPU prefetcher, as timm's training script builds it.
 
 Bytes: uint8 arrays in host memory -> DataLoader workers (config.num_workers, persistent) crop the
-zero-padded image and flip it per sample in numpy (the offsets and flips drawn per batch from the
-project's augmentation stream, as every pipeline does) and return C x H x W uint8 ->
+zero-padded image and flip it per sample in numpy (the offsets and flips come with the sample keys:
+the epoch's shared draws, `base.EpochKeys`) and return C x H x W uint8 ->
 `timm.data.fast_collate` stacks them into a uint8 batch (no ToTensor: the float conversion happens
 on the GPU) -> the DataLoader's pin-memory thread -> `timm.data.PrefetchLoader` copies the next batch
 `non_blocking` on its side stream and normalizes it there in the contract's dtype, one batch ahead.
 Its output is N x C x H x W contiguous: for `channels_last` one more copy on the consumer's stream
 converts it, counted as part of this pipeline's cost. Workers start with config.worker_start (see
-`base.worker_context`).
+`base.worker_options`).
 
 Loader-only on an H100: 159k img/s with 15 workers (results/2026-11-23-h100-peers/REPORT.md), enough
 for the compiled ResNet-18 (73k), 61 % of the compiled ResNet-9 w0.25 (332k).
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .base import Pipeline, SharedArrays, Stages, draw_augmentation, rank_seeds, worker_context
+from .base import EpochKeys, Pipeline, SharedArrays, Stages, rank_seeds, worker_options
 from .config import MEAN, STD
 
 try:
@@ -46,27 +46,6 @@ class _Crops(SharedArrays, torch.utils.data.Dataset):
         return np.ascontiguousarray(crop.transpose(2, 0, 1)), int(self.labels[index])
 
 
-class _EpochPlan(torch.utils.data.Sampler):
-    """Batch sampler reading the pipeline's current epoch: lists of (index, dy, dx, flip) keys."""
-
-    def __init__(self, pipeline: "TimmPrefetchPipeline"):
-        self.pipeline = pipeline
-
-    def __iter__(self):
-        p = self.pipeline
-        pad = p.config.pad if p.config.augment else 0
-        for b, index in enumerate(p.batches()):
-            if p.config.augment:
-                dy, dx, flip = (t.tolist() for t in draw_augmentation(len(index), pad, p.generator("cpu", b)))
-            else:
-                dy = dx = [0] * len(index)
-                flip = [False] * len(index)
-            yield list(zip(index.tolist(), dy, dx, flip))
-
-    def __len__(self) -> int:
-        return len(self.pipeline)
-
-
 class TimmPrefetchPipeline(Pipeline):
     name = "timm"
     encoding = "raw"
@@ -79,16 +58,14 @@ class TimmPrefetchPipeline(Pipeline):
         cuda = self.device.type == "cuda"
         workers = config.num_workers
         loader = torch.utils.data.DataLoader(
-            self.samples, batch_sampler=_EpochPlan(self), num_workers=workers, collate_fn=fast_collate,
-            pin_memory=cuda, persistent_workers=workers > 0, multiprocessing_context=worker_context(config, __name__),
+            self.samples, batch_sampler=EpochKeys(self), num_workers=workers, collate_fn=fast_collate,
+            pin_memory=cuda, persistent_workers=workers > 0, **worker_options(config, __name__, workers),
             generator=torch.Generator().manual_seed(int(rank_seeds(config, 3)[0])))
         self.loader = PrefetchLoader(loader, mean=MEAN, std=STD, device=self.device,
                                      img_dtype=getattr(torch, config.dtype))
         self.memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
 
-    def __iter__(self):
-        if self.loader is None:
-            raise RuntimeError("timm pipeline is closed")
+    def _iterate(self):
         for images, labels in self.loader:
             yield images.contiguous(memory_format=self.memory_format), labels
 
@@ -96,8 +73,8 @@ class TimmPrefetchPipeline(Pipeline):
         """host: the DataLoader alone (workers, fast_collate and, on CUDA, its pin-memory thread), no
         copy; payload: one uint8 batch; device: PrefetchLoader's normalization of a batch already on
         the device, plus the memory-format conversion."""
-        if self.loader is None:
-            raise RuntimeError("timm pipeline is closed")
+        self._check_open()
+        self._end_live()   # the stages iterate the same workers' plan
         batch, labels = next(iter(self.loader.loader))
         on_device = batch.to(self.device)
         mean, std = self.loader.mean, self.loader.std
@@ -107,5 +84,5 @@ class TimmPrefetchPipeline(Pipeline):
                       device=lambda: on_device.to(mean.dtype).sub_(mean).div_(std)
                       .contiguous(memory_format=self.memory_format))
 
-    def close(self) -> None:
+    def _release(self) -> None:
         self.loader = None   # drops the persistent workers, which shuts them down

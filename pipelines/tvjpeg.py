@@ -3,20 +3,20 @@
 Bytes: the packed JPEG copy in host memory, wrapped once as one uint8 tensor per file (no copy)
 -> per batch, `decode_jpeg(list, device="cuda")` (nvJPEG batched decode; the file bytes cross the
 bus inside it) -> stack -> the shared GPU crop/flip gather on the zero-padded batch -> normalize.
-Labels live on the device; the epoch's order is copied there once per epoch, so no per-step
-blocking copy. Without a GPU the same calls decode on the CPU.
+Labels live on the device; the epoch's order and crop grid are copied there once per epoch through
+pinned memory (`base.device_order`, `base.epoch_grid`): no blocking copy, not even per epoch.
+Without a GPU the same calls decode on the CPU.
 
 Loader-only on an H100: 17k img/s at batch 512 (results/2026-11-23-h100-peers/REPORT.md; 25k on the
 faster host of results/2026-11-22-h100-step): nvJPEG's per-image cost at 32 px bounds it.
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torchvision.io import ImageReadMode, decode_jpeg
 
-from .base import (Pipeline, Stages, crop_grid, draw_augmentation, gather_crops, normalize, pad_images,
-                   undecodable_jpeg, undecodable_sample)
+from .base import (Pipeline, Stages, device_order, epoch_grid, gather_crops, normalize, pad_images, undecodable_jpeg,
+                   undecodable_sample)
 
 
 class TorchvisionJpegPipeline(Pipeline):
@@ -29,23 +29,28 @@ class TorchvisionJpegPipeline(Pipeline):
         self.files = [torch.from_numpy(jpeg[i]) for i in range(len(jpeg))]
         self.labels = torch.from_numpy(self.data.labels).to(self.device)
 
-    def __iter__(self):
+    def _iterate(self):
         batches = self.batches()
+        return self._epoch(batches, self.draws(batches))
+
+    def _epoch(self, batches, draws):
         if not batches:
             return
-        order = torch.from_numpy(np.concatenate(batches)).to(self.device)
+        order = device_order(batches, self.device)
+        grid = epoch_grid(draws, self.config.image_size, self.device)
         start = 0
-        for b, index in enumerate(batches):
+        for index in batches:
             n = len(index)
-            yield self._decode([self.files[i] for i in index], b, index), self.labels[order[start:start + n]]
+            yield self._decode([self.files[i] for i in index], index, grid, start), self.labels[order[start:start + n]]
             start += n
 
     def decode_files(self, files: list[torch.Tensor]) -> list[torch.Tensor]:
         """One batch of JPEG files -> 3 x S x S uint8 images on the device, in one batched call."""
         return decode_jpeg(files, mode=ImageReadMode.RGB, device=self.device)
 
-    def _decode(self, files: list[torch.Tensor], b: int, index: np.ndarray) -> torch.Tensor:
-        """Batch `b`'s files (samples `index`) -> contract images: decode, crop/flip, normalize."""
+    def _decode(self, files: list[torch.Tensor], index, grid, start: int) -> torch.Tensor:
+        """The files of samples `index` (positions start.. of the epoch) -> contract images: decode,
+        crop/flip (the epoch's grid), normalize."""
         n = len(files)
         try:
             decoded = self.decode_files(files)
@@ -55,28 +60,27 @@ class TorchvisionJpegPipeline(Pipeline):
                 raise
             raise undecodable_sample(self.config.split, *bad) from None
         pixels = torch.stack(decoded).permute(0, 2, 3, 1)   # B x S x S x 3 view
-        if self.config.augment:
-            c = self.config
-            draws = draw_augmentation(n, c.pad, self.generator(self.device, b), self.device)
-            pixels = gather_crops(pad_images(pixels, c.pad), torch.arange(n, device=self.device),
-                                  *crop_grid(*draws, c.image_size))
+        if grid is not None:
+            pixels = gather_crops(pad_images(pixels, self.config.pad), torch.arange(n, device=self.device),
+                                  grid[0][start:start + n], grid[1][start:start + n])
         return normalize(pixels, self.config)
 
     def stages(self) -> Stages:
         """host: gathering each batch's file tensors; payload: the files' bytes, which
         `decode_jpeg` copies itself (from pageable memory); device: decode + augment + normalize."""
-        if not self.files:
-            raise RuntimeError("tvjpeg pipeline is closed")
+        self._check_open()
+        batches = self.batches()
 
         def host():
-            for index in self.batches():
+            for index in batches:
                 yield [self.files[i] for i in index], torch.from_numpy(self.data.labels[index])
 
-        index = self.batches()[0]
+        index = batches[0]
         first = [self.files[i] for i in index]
+        grid = epoch_grid(self.draws(batches), self.config.image_size, self.device)
         payload = [torch.cat(first)]   # the labels live on the device
         return Stages(host=host, payload=payload, copy="pageable" if self.device.type == "cuda" else "none",
-                      pins=False, device=lambda: self._decode(first, 0, index))
+                      pins=False, device=lambda: self._decode(first, index, grid, 0))
 
-    def close(self) -> None:
+    def _release(self) -> None:
         self.files = []

@@ -267,7 +267,7 @@ def test_stages_run_alone(variant, indexed_root):
         assert images.shape == (64, 3, 32, 32) and images.device.type == p.device.type
         first = p.batches()[0]
         pixels = {"dataloader": 4 * 3072, "prefetch": 3072, "dali-raw": 3072, "timm": 3072, "spdl": 3072}   # float32 / uint8
-        labels = 8 * len(first) if p.name in ("dataloader", "prefetch", "timm", "spdl") else 0   # int64, per batch
+        labels = 8 * len(first) if p.name in ("dataloader", "timm", "spdl") else 0   # int64 per batch; others keep them on the device
         if p.name == "resident":
             expected = 0
         elif p.name in pixels:
@@ -284,3 +284,52 @@ def test_stages_run_alone(variant, indexed_root):
         for _ in range(5):   # past the DALI batch (4 batches) fetched before the jump
             out = stages.device()
             assert (out[0] if isinstance(out, tuple) else out).shape == (64, 3, 32, 32)
+
+
+@pytest.mark.parametrize("variant", LIGHT_VARIANTS, ids=LIGHT_IDS)
+def test_one_iterator_at_a_time_a_superseded_one_refuses_to_go_on(variant, indexed_root):
+    with make(variant, indexed_root, max_samples=256) as p:
+        p.set_epoch(0)
+        old = iter(p)
+        next(old)
+        p.set_epoch(1)
+        x, y = epoch(p, 1)   # a newer iterator: the whole epoch, right
+        assert sorted(decode_index(to_pixels(x)).tolist()) == list(range(256)) and len(y) == 256
+        with pytest.raises(RuntimeError, match="superseded by a newer iter"):
+            next(old)
+
+
+@pytest.mark.parametrize("variant", LIGHT_VARIANTS, ids=LIGHT_IDS)
+def test_a_closed_pipeline_refuses_to_iterate(variant, indexed_root):
+    p = make(variant, indexed_root, max_samples=128)
+    live = iter(p)
+    next(live)
+    p.close()
+    with pytest.raises(RuntimeError, match="pipeline is closed"):
+        next(live)
+    with pytest.raises(RuntimeError, match="pipeline is closed"):
+        iter(p)
+    with pytest.raises(RuntimeError, match="pipeline is closed"):
+        p.stages()
+
+
+RAW = [v for v in LIGHT_VARIANTS if pipelines.resolve_config(v[0], PipelineConfig(**v[1])).encoding == "raw"]
+
+
+@pytest.mark.parametrize("variant", RAW, ids=[v[0] + "".join(f"-{x}" for x in v[1].values()) for v in RAW])
+def test_raw_pipelines_crop_and_flip_every_sample_alike(variant, indexed_root):
+    """Every pipeline draws an epoch's crops and flips from the one stream of (seed, epoch, rank): the
+    raw-pixel pipelines yield the same batches as prefetch (float32 rounding apart), so they train
+    on the same data and can be compared on accuracy."""
+    with make(("prefetch", {}), indexed_root, max_samples=256) as p:
+        want = epoch(p, 2)
+    with make(variant, indexed_root, max_samples=256) as p:
+        got = epoch(p, 2)
+    assert torch.equal(got[1], want[1])
+    assert (got[0] - want[0]).abs().max() < 1e-5
+
+
+def test_prefetch_crops_on_the_host_or_the_device_alike(indexed_root):
+    outputs = [epoch(make(("prefetch", {}), indexed_root, max_samples=256, prefetch_augment=where), 1)
+               for where in ("device", "host")]
+    assert torch.equal(outputs[0][0], outputs[1][0]) and torch.equal(outputs[0][1], outputs[1][1])
