@@ -1,11 +1,18 @@
 """The one trainer harness: every pipeline is timed the same way, never branched on by name.
 
 Modes (what each timer includes):
-  - loader: iterate the pipeline and touch each batch on the device (two tiny kernels reading the
-    last element of images and of labels on the consumer's stream), no model. Input ceiling.
+  - loader: iterate the pipeline with no model. The consumer reads each batch on the device (one
+    tiny kernel) and then, for each level of `busy_ms`, keeps the device busy that many ms per batch
+    (`torch.cuda._sleep`, a kernel that spins on one SM; a host sleep without CUDA): the "headspace"
+    method. Level 0 is the bare loop on an idle GPU; the busy levels measure the pipeline under the
+    conditions of training (GPU clocks up, host free while the device works), and the rates against
+    the levels are the pipeline's headspace curve: the crossover for a model of any step time. The
+    pipeline's loader ceiling is its best level.
   - model:  the same training step as e2e on one synthetic batch already on the device, no
     pipeline. Compute ceiling.
   - e2e:    the training step (forward, cross-entropy, backward, SGD) on the pipeline's batches.
+  - train:  `epochs` whole epochs of e2e as one window (epoch restarts included), then the test
+    split through the same pipeline (no augmentation) for `test_accuracy`: time to accuracy.
   - stage:  one stage of the pipeline alone (`Pipeline.stages()`), batch after batch:
       host          the pipeline's host-side producer (its workers / threads), no copy;
       pin           copying one batch's payload into freshly pinned memory (`Tensor.pin_memory`),
@@ -15,26 +22,36 @@ Modes (what each timer includes):
       device        the device-side work (convert / decode / augment / normalize) on one
                     fixed batch. The model step's ceiling is model mode.
     A stage a pipeline does not have becomes a `not-applicable` row (NotApplicable).
-Each config runs `warmup` untimed steps, then `repeats` timed windows of `steps` steps each
-(continuing across epoch boundaries, `set_epoch` called at every new epoch). A window starts and
-ends with a device synchronize and is timed with the host clock; `seconds` covers exactly the
-window's steps. Per step, `wait` is the host time spent in `next()` (blocked on the input),
-and the step time is the interval between CUDA events recorded at step ends (host clock on CPU).
-`wait` includes whatever `next()` waits for: the input, and device synchronizations inside the
-pipeline that wait for the model's queued work too; the steps that began a new epoch (new
-iterator, worker start, shuffle) are also recorded apart as `restart_ms`.
-Pipeline construction (`setup_s`, including a resident upload) is outside every window.
-`RunSpec.min_seconds` > 0 with `steps=None` sizes every window from an untimed calibration window
-to the fewest whole epochs (model mode: blocks of 50 steps) that last at least that long.
+  - copy:   the bus alone, no pipeline: one batch of `payload` (uint8 or float32, batch x 3 x S x S)
+    copied host-to-device into a preallocated tensor, from pinned memory (`h2d-pinned`,
+    `non_blocking`) or pageable memory (`h2d-pageable`), back to back. Under torchrun every rank
+    copies at once (windows start after a barrier): what several GPUs of one host get together.
+
+Each configuration runs under its CPU budget (`RunSpec.cpus`, `bench.machine.cpu_budget`), then
+`warmup` untimed steps, then `repeats` timed windows (loader: one per busy level each time). A
+window starts and ends with a device synchronize and is timed with the host clock; `seconds`
+covers exactly the window's steps; its CUDA events are created before it starts. Window length:
+`steps` if given, else sized from an untimed calibration run (`calibrate`) to last at least
+`min_seconds` (x WINDOW_MARGIN): whole epochs for e2e and stage rows (model-only: blocks of
+MODEL_BLOCK steps), so every pipeline pays its epoch restarts alike; loader windows are whole epochs
+when an epoch fits in that time, else a number of steps (at least MIN_LOADER_STEPS) that does.
+Per step, `wait` is the host time spent in `next()` (blocked on the input), and the step time is
+the interval between CUDA events recorded at step ends (host clock on CPU). `wait` includes
+whatever `next()` waits for, also device synchronizations inside the pipeline that wait for the
+model's queued work; the steps that began a new epoch (new iterator, worker start, shuffle) are
+recorded apart (`restart_ms`), and `steady_img_per_s` leaves them out. Each window also records the
+CPU seconds the process tree burned (`cpu_s`) and, on CUDA with NVML, the SM / memory clocks and
+PCIe link read before its final synchronize. Pipeline construction (`setup_s`, including a
+resident upload) is outside every window.
 
 The training step (`RunSpec.step`, `Trainer(step=...)`), as fast models are trained today:
   - eager:   the step as written, one kernel launch at a time from Python;
   - graph:   forward, loss, backward and the optimizer step captured once into one CUDA graph
              (`torch.cuda.graph`) and replayed; each batch is copied into the graph's static input;
   - compile: `torch.compile` of the model (default mode), then the same whole-step capture.
-The first training step of model and e2e configs runs alone, synchronized, before the warm-up and is
-recorded as `compile_s`: for graph / compile it includes the side-stream warm-up steps, compilation
-and capture; for eager it is one step with cuDNN autotuning.
+The first training step of model, e2e and train configs runs alone, synchronized, before the
+warm-up and is recorded as `compile_s`: for graph / compile it includes the side-stream warm-up
+steps, compilation and capture; for eager it is one step with cuDNN autotuning.
 
 Several GPUs (`RunSpec.parallel`): "ddp" = one process per GPU under torchrun (`bench.distributed`),
 each rank timing its own windows, all starting after a barrier, its pipeline sharded by rank and
@@ -62,17 +79,22 @@ import pipelines
 from pipelines.base import shard_size
 from pipelines.config import CHANNELS, NUM_CLASSES, PipelineConfig
 
-from . import distributed
+from . import distributed, machine
 from .models import build_model
 
-MODES = ("loader", "model", "e2e", "stage")
+MODES = ("loader", "model", "e2e", "train", "stage", "copy")
 STAGES = ("host", "pin", "h2d-pageable", "h2d-pinned", "device")
+COPIES = ("h2d-pinned", "h2d-pageable")   # copy mode: from pinned or pageable memory
+PAYLOADS = ("uint8", "float32")           # copy mode: what one image is copied as
+BUSY_MS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0)  # loader mode on CUDA: the headspace curve's step times (ms per batch)
 PRECISIONS = ("float32", "bfloat16", "float16")   # Trainer: no autocast, or autocast to this dtype
 PARALLEL = ("none", "ddp", "dp")   # RunSpec: one GPU, DistributedDataParallel, DataParallel
 STEPS = ("eager", "graph", "compile")   # Trainer: how the training step runs (module docstring)
 WARMUP_BEFORE_CAPTURE = 3   # eager steps on a side stream before capture (cuDNN autotuning, optimizer state)
 MODEL_BLOCK = 50   # model mode, min_seconds: windows are whole blocks of this many steps
 WINDOW_MARGIN = 1.2   # min_seconds: size windows for 20% more, so run-to-run jitter stays above it
+CALIBRATION_S = 0.25   # min_seconds: the untimed run that sizes the windows lasts at least this
+MIN_LOADER_STEPS = 8   # a loader window shorter than an epoch has at least this many steps
 
 
 def step_refusal(step: str, device: torch.device, precision: str = "bfloat16", parallel: str = "none",
@@ -103,28 +125,49 @@ class NotApplicable(Exception):
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One measured configuration: a pipeline (or none, for model-only) in one mode (and stage)."""
+    """One measured configuration: a pipeline (or none, for model-only and copy) in one mode."""
     pipeline: str
     mode: str
     model: str
     config: PipelineConfig = field(default_factory=PipelineConfig)
-    steps: int | None = None   # timed steps per repeat; None = one epoch
+    steps: int | None = None   # timed steps per repeat; None = one epoch (or sized by min_seconds)
     warmup: int = 10
     repeats: int = 3
-    stage: str = ""            # stage mode only: one of STAGES
+    stage: str = ""            # stage mode: one of STAGES; copy mode: one of COPIES
     parallel: str = "none"     # model replicas: none, ddp (one process per GPU), dp (DataParallel)
-    step: str = "eager"        # model and e2e: the training step's kind, one of STEPS
-    min_seconds: float = 0.0   # steps=None: windows of whole epochs (blocks) lasting at least this
+    step: str = "eager"        # model, e2e, train: the training step's kind, one of STEPS
+    min_seconds: float = 0.0   # steps=None: windows lasting at least this (see the module docstring)
+    busy_ms: tuple[float, ...] = (0.0,)   # loader mode: the consumer's synthetic step per batch, per window
+    cpus: int | None = None    # CPU cores the configuration runs on (None: all this process may use)
+    payload: str = ""          # copy mode: one of PAYLOADS
+    epochs: int = 0            # train mode: epochs trained
+    process: int = 0           # which of the configuration's independent processes (not its identity)
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"mode={self.mode!r}: expected one of {MODES}")
-        if (self.mode in ("loader", "stage")) != (self.model == "none"):
-            raise ValueError(f"mode={self.mode!r} with model={self.model!r}: loader and stage modes run "
+        plain = self.mode in ("loader", "stage", "copy")
+        if plain != (self.model == "none"):
+            raise ValueError(f"mode={self.mode!r} with model={self.model!r}: loader, stage and copy modes run "
                              "model 'none', the other modes need a model")
-        if (self.mode == "stage") != (self.stage in STAGES):
-            raise ValueError(f"mode={self.mode!r} with stage={self.stage!r}: stage mode needs one of "
-                             f"{STAGES}, the other modes none")
+        if (self.mode in ("model", "copy")) != (self.pipeline == "none"):
+            raise ValueError(f"mode={self.mode!r} with pipeline={self.pipeline!r}: model and copy modes run "
+                             "pipeline 'none', the other modes need a pipeline")
+        stages = STAGES if self.mode == "stage" else COPIES if self.mode == "copy" else ("",)
+        if self.stage not in stages:
+            raise ValueError(f"mode={self.mode!r} with stage={self.stage!r}: expected one of {stages}")
+        if (self.mode == "copy") != (self.payload in PAYLOADS):
+            raise ValueError(f"mode={self.mode!r} with payload={self.payload!r}: copy mode needs one of "
+                             f"{PAYLOADS}, the other modes none")
+        if (self.mode == "train") != (self.epochs >= 1):
+            raise ValueError(f"mode={self.mode!r} with epochs={self.epochs!r}: train mode needs epochs >= 1, "
+                             "the other modes none")
+        if self.mode == "train" and (self.repeats != 1 or self.parallel != "none"):
+            raise ValueError("train mode runs once per process (repeats=1) on one device (parallel='none')")
+        if (not self.busy_ms or any(not math.isfinite(b) or b < 0 for b in self.busy_ms)
+                or (self.mode != "loader" and self.busy_ms != (0.0,))):
+            raise ValueError(f"busy_ms={self.busy_ms!r}: loader mode takes finite ms >= 0 per batch, the other "
+                             "modes (0.0,)")
         if self.steps is not None and self.steps < 1:
             raise ValueError(f"steps={self.steps!r}: expected None (one epoch) or >= 1")
         if self.parallel not in PARALLEL:
@@ -136,14 +179,16 @@ class RunSpec:
                              "ddp is the mode of a torchrun job of more than one process")
         if self.step not in STEPS:
             raise ValueError(f"step={self.step!r}: expected one of {STEPS}")
-        if self.step != "eager" and self.mode not in ("model", "e2e"):
-            raise ValueError(f"step={self.step!r} with mode={self.mode!r}: only model and e2e train")
-        if self.step != "eager" and self.mode == "e2e" and self.config.last_batch == "partial":
+        if self.step != "eager" and self.mode not in ("model", "e2e", "train"):
+            raise ValueError(f"step={self.step!r} with mode={self.mode!r}: only model, e2e and train train")
+        if self.step != "eager" and self.mode in ("e2e", "train") and self.config.last_batch == "partial":
             raise ValueError(step_refusal(self.step, torch.device("cuda"), last_batch="partial"))
-        if self.min_seconds < 0 or (self.min_seconds and self.steps is not None):
+        if not math.isfinite(self.min_seconds) or self.min_seconds < 0 or (self.min_seconds and self.steps is not None):
             raise ValueError(f"min_seconds={self.min_seconds!r}: expected >= 0, and only with steps=None")
         if self.warmup < 0 or self.repeats < 1:
             raise ValueError(f"warmup={self.warmup!r}, repeats={self.repeats!r}: expected >= 0 and >= 1")
+        if self.cpus is not None and self.cpus < 1 or self.process < 0:
+            raise ValueError(f"cpus={self.cpus!r}, process={self.process!r}: expected None or >= 1, and >= 0")
 
 
 @dataclass
@@ -156,6 +201,11 @@ class Window:
     peak_gpu_mem_mb: float
     peak_gpu_mem_mb_others: float = math.nan   # DataParallel: the largest peak among the other GPUs
     restart_ms: np.ndarray = field(default_factory=lambda: np.empty(0))   # wait of the steps that began an epoch
+    steady_img_per_s: float = math.nan   # the rate without the steps that began an epoch (their host time)
+    cpu_s: float = math.nan      # CPU seconds the process tree burned during the window
+    gpu: dict = field(default_factory=dict)   # NVML readings at the window's end (GpuMonitor.sample)
+    busy_ms: float = 0.0         # loader mode: the consumer's synthetic step per batch
+    test_accuracy: float = math.nan   # train mode
 
 
 class Trainer:
@@ -279,14 +329,41 @@ class Trainer:
 
 
 class Touch:
-    """Loader-only consumer: two tiny kernels per batch that depend on the batch's data."""
+    """Loader-only consumer: one tiny kernel per batch that reads its images and labels; then, with
+    `busy_ms`, a synthetic step that keeps the device busy that long (the headspace method):
+    `torch.cuda._sleep` of a calibrated number of cycles, a host sleep without CUDA."""
 
-    def __init__(self, device: torch.device):
-        self.acc = torch.zeros((), device=device)
+    _CYCLES_PER_MS: dict[torch.device, float] = {}
+
+    def __init__(self, device: torch.device, busy_ms: float = 0.0):
+        self.acc = torch.zeros(1, device=device)
+        self.cuda = device.type == "cuda"
+        self.busy_ms = busy_ms
+        self.cycles = int(busy_ms * self.cycles_per_ms(device)) if self.cuda and busy_ms else 0
+
+    @classmethod
+    def cycles_per_ms(cls, device: torch.device) -> float:
+        """GPU clock cycles per ms of `torch.cuda._sleep`, measured once per process with the clocks up."""
+        if device not in cls._CYCLES_PER_MS:
+            with torch.cuda.device(device):
+                torch.cuda._sleep(20_000_000)   # wake the clocks
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                rates = []
+                for _ in range(3):
+                    start.record()
+                    torch.cuda._sleep(10_000_000)
+                    end.record()
+                    end.synchronize()
+                    rates.append(10_000_000 / start.elapsed_time(end))
+            cls._CYCLES_PER_MS[device] = float(np.median(rates))
+        return cls._CYCLES_PER_MS[device]
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
-        self.acc.add_(images[-1, -1, -1, -1])
-        self.acc.add_(labels[-1])
+        torch.add(images[-1, -1, -1, -1:], labels[-1:], out=self.acc)
+        if self.cycles:
+            torch.cuda._sleep(self.cycles)
+        elif self.busy_ms:
+            time.sleep(self.busy_ms / 1e3)
 
 
 class endless:
@@ -344,38 +421,49 @@ def release(device: torch.device) -> None:
 
 
 def time_window(batches: Iterator, step: Callable, steps: int, device: torch.device,
-                others: tuple[torch.device, ...] = ()) -> Window:
+                others: tuple[torch.device, ...] = (), monitor: machine.GpuMonitor | None = None) -> Window:
     """Run `steps` steps as one synchronized window (see the module docstring for what it
     includes); under torch.distributed every rank starts it after a barrier. `others`: further
-    GPUs whose peak memory the window records (DataParallel)."""
+    GPUs whose peak memory the window records (DataParallel); `monitor`: NVML readings."""
     cuda = device.type == "cuda"
     if cuda:
         for d in (device, *others):
             torch.cuda.reset_peak_memory_stats(d)
         marks = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+        for mark in marks:   # CUDA creates an event at its first record: here, not inside the window
+            mark.record()
     distributed.barrier()
     host_marks = np.empty(steps + 1)
     wait = np.empty(steps)
+    sizes = np.empty(steps, dtype=np.int64)
     restarts = np.zeros(steps, dtype=bool)
-    images = 0
+    track = isinstance(batches, endless)
     sync(device)
+    cpu = machine.cpu_seconds()
     start = time.perf_counter()
     host_marks[0] = start
     if cuda:
         marks[0].record()
     for i in range(steps):
-        epoch = getattr(batches, "epoch", None)
+        epoch = batches.epoch if track else None
         t0 = time.perf_counter()
         x, y = next(batches)
         wait[i] = time.perf_counter() - t0
-        restarts[i] = epoch is not None and batches.epoch != epoch
+        if track:
+            restarts[i] = batches.epoch != epoch
         step(x, y)
-        images += len(y)
+        sizes[i] = len(y)
         if cuda:
             marks[i + 1].record()
         host_marks[i + 1] = time.perf_counter()
+    gpu = monitor.sample() if monitor is not None else {}
     sync(device)
     seconds = time.perf_counter() - start
+    cpu = machine.cpu_seconds() - cpu
+    images = int(sizes.sum())
+    restart_s = float(np.diff(host_marks)[restarts].sum())
+    steady = (images - sizes[restarts].sum()) / (seconds - restart_s) if restarts.any() and seconds > restart_s \
+        else images / seconds
     if cuda:
         step_ms = np.array([marks[i].elapsed_time(marks[i + 1]) for i in range(steps)])
         peak = torch.cuda.max_memory_allocated(device) / 2**20
@@ -383,7 +471,38 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
         step_ms = np.diff(host_marks) * 1e3
         peak = math.nan
     other = max((torch.cuda.max_memory_allocated(d) / 2**20 for d in others), default=math.nan)
-    return Window(images, seconds, wait * 1e3, step_ms, peak, other, wait[restarts] * 1e3)
+    return Window(images, seconds, wait * 1e3, step_ms, peak, other, wait[restarts] * 1e3, float(steady), cpu, gpu)
+
+
+def calibrate(batches: Iterator, step: Callable, device: torch.device) -> float:
+    """Seconds per step, from untimed steps run in synchronized chunks of 1, 2, 4, ... steps until
+    they last CALIBRATION_S (chunks, so a host that runs ahead of the device never queues much)."""
+    done, chunk = 0, 1
+    sync(device)
+    start = time.perf_counter()
+    while True:
+        for _ in range(chunk):
+            step(*next(batches))
+        done += chunk
+        sync(device)
+        elapsed = time.perf_counter() - start
+        if elapsed >= CALIBRATION_S:
+            return elapsed / done
+        chunk *= 2
+
+
+def window_steps(spec: RunSpec, unit: int, step_s: float, busy_ms: float = 0.0) -> int:
+    """Steps of one timed window (module docstring): `spec.steps`, one unit (epoch or block) without
+    `min_seconds`, else sized from `step_s` seconds per step (and the busy level's floor)."""
+    if spec.steps:
+        return spec.steps
+    if not spec.min_seconds:
+        return unit
+    per_step = max(step_s, busy_ms / 1e3)
+    target = WINDOW_MARGIN * spec.min_seconds
+    if spec.mode == "loader" and unit * per_step > target:   # an epoch is longer than the window
+        return max(MIN_LOADER_STEPS, math.ceil(target / per_step))
+    return unit * max(1, math.ceil(target / (unit * per_step)))
 
 
 def stage_workload(spec: RunSpec, pipeline: pipelines.Pipeline, device: torch.device):
@@ -414,15 +533,50 @@ def stage_workload(spec: RunSpec, pipeline: pipelines.Pipeline, device: torch.de
     return fixed, lambda x, y: [t.to(device, non_blocking=True) for t in pinned], facts
 
 
+def copy_workload(spec: RunSpec, device: torch.device):
+    """(batches, step, facts) that copy one batch of `spec.payload` to the device, back to back."""
+    if device.type != "cuda":
+        raise NotApplicable("no CUDA device: nothing is copied")
+    c = spec.config
+    shape = (c.batch_size, CHANNELS, c.image_size, c.image_size)
+    host = torch.randint(0, 256, shape, dtype=torch.uint8).to(getattr(torch, spec.payload))   # not zeros
+    pinned = spec.stage == "h2d-pinned"
+    if pinned:
+        host = host.pin_memory()
+    target = torch.empty(shape, dtype=host.dtype, device=device)
+    facts = {"copy": "pinned" if pinned else "pageable", "batch_bytes": host.nbytes}
+    return itertools.repeat((None, range(c.batch_size))), lambda x, y: target.copy_(host, non_blocking=pinned), facts
+
+
+def evaluate(model: torch.nn.Module, pipeline: pipelines.Pipeline, precision: str) -> float:
+    """Top-1 accuracy of `model` (eval mode, no gradient, autocast to `precision`) on one epoch."""
+    device = pipeline.device
+    autocast = torch.autocast(device.type, dtype=getattr(torch, precision), enabled=precision != "float32")
+    correct = total = 0
+    model.eval()
+    with torch.no_grad(), autocast:
+        for images, labels in pipeline:
+            correct += (model(images).argmax(1) == labels).sum()
+            total += len(labels)
+    model.train()
+    return float(correct) / total
+
+
 def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
-    """Measure one spec, yielding (facts about the run, Window) after each repeat so the caller
+    """Measure one spec, yielding (facts about the run, Window) after each window so the caller
     can persist rows as they come. The pipeline is closed however the generator ends."""
+    with machine.cpu_budget(spec.cpus, distributed.from_env().local_rank) as cores:
+        yield from _run(spec, cores)
+
+
+def _run(spec: RunSpec, cores: list[int]) -> Iterator[tuple[dict, Window]]:
     config = spec.config
     device = pipelines.base.resolve_device(config.device)
-    facts: dict[str, object] = {"device": str(device)}
+    facts: dict[str, object] = {"device": str(device), "cpus": len(cores), "cpu_set": machine.cores_text(cores)}
+    monitor = machine.GpuMonitor(device)
     pipeline = None
     try:
-        if spec.mode == "model":
+        if spec.mode in ("model", "copy"):
             batches = synthetic_batches(config, device)
             facts["data_source"] = "synthetic-batch"
             unit = MODEL_BLOCK if spec.min_seconds else 100
@@ -443,6 +597,9 @@ def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
         if spec.mode == "stage":
             batches, step, stage_facts = stage_workload(spec, pipeline, device)
             facts.update(stage_facts)
+        elif spec.mode == "copy":
+            batches, step, copy_facts = copy_workload(spec, device)
+            facts.update(copy_facts)
         elif spec.mode == "loader":
             step = Touch(device)
         else:
@@ -454,17 +611,34 @@ def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
             step(*batch)   # compilation, warm-up and capture happen here, outside every window
             sync(device)
             facts["compile_s"] = time.perf_counter() - t0
+        if spec.mode == "train":
+            yield facts, _train(spec, pipeline, step, batches, device, monitor)
+            return
         others = tuple(step.devices[1:]) if spec.parallel == "dp" else ()
         facts["gpus"] = (1 + len(others)) * config.world_size if device.type == "cuda" else 0
         for _ in range(spec.warmup):
             step(*next(batches))
-        steps = spec.steps or unit
-        if spec.steps is None and spec.min_seconds:   # an untimed window sizes the timed ones
-            probe = time_window(batches, step, unit, device, others).seconds
-            longest = distributed.gather(probe)   # every rank must run the same number of steps
-            steps = unit * max(1, math.ceil(WINDOW_MARGIN * spec.min_seconds / max(longest)))
+        step_s = 0.0
+        if spec.steps is None and spec.min_seconds:   # an untimed run sizes the windows
+            step_s = max(distributed.gather(calibrate(batches, step, device)))   # every rank runs the same steps
+        consumers = {b: Touch(device, b) for b in spec.busy_ms} if spec.mode == "loader" else {0.0: step}
         for _ in range(spec.repeats):
-            yield facts, time_window(batches, step, steps, device, others)
+            for busy, consumer in consumers.items():
+                window = time_window(batches, consumer, window_steps(spec, unit, step_s, busy), device, others, monitor)
+                window.busy_ms = busy
+                yield facts, window
     finally:
         if pipeline is not None:
             pipeline.close()
+
+
+def _train(spec: RunSpec, pipeline: pipelines.Pipeline, trainer: Trainer, batches: Iterator,
+           device: torch.device, monitor: machine.GpuMonitor) -> Window:
+    """`spec.epochs` epochs as one window (the first step, timed as compile_s, before it), then the
+    test split through the same pipeline without augmentation."""
+    window = time_window(batches, trainer, spec.epochs * len(pipeline) - 1, device, monitor=monitor)
+    c = pipeline.config
+    test = c.replace(split="test", augment=False, shuffle=False, last_batch="partial", rank=0, world_size=1)
+    with pipelines.build(spec.pipeline, test) as evaluation:
+        window.test_accuracy = evaluate(trainer.model, evaluation, c.dtype)
+    return window

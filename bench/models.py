@@ -1,22 +1,38 @@
-"""Models the harness trains: CIFAR ResNet-18, the small fast ResNet-9, or none.
+"""Models the harness trains: the built-in CIFAR ResNets, or the user's own.
 
+Built in:
 - `resnet18`: torchvision's ResNet-18 with the CIFAR stem (3x3 conv, stride 1, no max-pool),
-  about 0.56 GFLOP per 32x32 image forward; 50k img/s training on an H100 (bf16, eager step;
-  73k compiled: results/2026-11-22-h100-step/REPORT.md).
+  about 0.56 GFLOP per 32x32 image forward.
 - `resnet9`: the DAWNBench / airbench-style ResNet-9 (Myrtle.ai), a few times cheaper.
   `resnet9-w<F>` scales its widths by F (e.g. `resnet9-w0.25`, `resnet9-w2`): the compute knob
   that moves model-only throughput continuously, to find where each pipeline stops keeping up.
+
+The user's own (a "model spec"):
+- `torchvision:<name>`: any classification builder of `torchvision.models` (e.g.
+  `torchvision:resnet50`, `torchvision:mobilenet_v3_small`), built with 10 classes, no weights.
+- `timm:<name>`: any `timm.create_model` name, 10 classes, no pretrained weights (timm installed).
+- `<module>:<callable>` or `<path/to/file.py>:<callable>`: a callable taking no arguments that
+  returns an `nn.Module` with 10 outputs.
+`check_model(spec, image_size)` builds the model and runs it on a 2-image batch at that size; a
+spec that cannot be built, or whose output is not 2 x 10 logits, is a one-line `ValueError` naming
+it. Rows carry the spec as given.
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import re
+from pathlib import Path
 
+import torch
 from torch import nn
 from torchvision.models import resnet18 as tv_resnet18
 
 from pipelines.config import NUM_CLASSES
 
-MODELS = ("resnet18", "resnet9", "none")
+BUILT_IN = ("resnet18", "resnet9", "resnet9-w<F>")
+_WIDTH = re.compile(r"resnet9-w(\d+(?:\.\d+)?)")
+_CHECKED: dict[tuple[str, int], None] = {}
 
 
 def _conv_bn(cin: int, cout: int, pool: bool = False) -> nn.Sequential:
@@ -50,20 +66,67 @@ def resnet18(num_classes: int = NUM_CLASSES) -> nn.Module:
     return model
 
 
-_WIDTH = re.compile(r"resnet9-w(\d+(?:\.\d+)?)")
+def _user_callable(target: str, name: str):
+    """The callable `name` of a module name or a .py file."""
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.is_file():
+            raise ValueError(f"no such file: {path}")
+        loaded = importlib.util.spec_from_file_location(f"pipebench_user_model_{path.stem}", path)
+        module = importlib.util.module_from_spec(loaded)
+        loaded.loader.exec_module(module)
+    else:
+        module = importlib.import_module(target)
+    builder = getattr(module, name, None)
+    if not callable(builder):
+        raise ValueError(f"{target} has no callable {name!r}")
+    return builder
 
 
-def check_model(name: str) -> str:
-    """`name` if it names a trainable model, else ValueError naming it."""
-    width = _WIDTH.fullmatch(name)
-    if name in MODELS[:-1] or (width and 0 < float(width.group(1)) <= 16):
-        return name
-    raise ValueError(f"model={name!r}: expected resnet18, resnet9 or resnet9-w<F> with 0 < F <= 16")
-
-
-def build_model(name: str) -> nn.Module:
-    check_model(name)
-    if name == "resnet18":
+def build_model(spec: str) -> nn.Module:
+    """The model a spec names (module docstring), 10 classes, on the CPU."""
+    width = _WIDTH.fullmatch(spec)
+    if spec == "resnet18":
         return resnet18()
-    width = _WIDTH.fullmatch(name)
-    return resnet9(width=float(width.group(1)) if width else 1.0)
+    if spec == "resnet9" or (width and 0 < float(width.group(1)) <= 16):
+        return resnet9(width=float(width.group(1)) if width else 1.0)
+    source, sep, name = spec.rpartition(":")
+    if not sep or not source or not name:
+        raise ValueError(f"expected {', '.join(BUILT_IN)} (0 < F <= 16), torchvision:<name>, timm:<name>, "
+                         "<module>:<callable> or <file.py>:<callable>")
+    if source == "torchvision":
+        import torchvision
+        if name not in torchvision.models.list_models(module=torchvision.models):
+            raise ValueError(f"torchvision.models has no classification model {name!r}")
+        return torchvision.models.get_model(name, num_classes=NUM_CLASSES)
+    if source == "timm":
+        try:
+            import timm
+        except ImportError:
+            raise ValueError("timm is not installed: pip install -e '.[peers]'") from None
+        if name not in timm.list_models():
+            raise ValueError(f"timm has no model {name!r}")
+        return timm.create_model(name, pretrained=False, num_classes=NUM_CLASSES)
+    model = _user_callable(source, name)()
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"{name}() returned {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def check_model(spec: str, image_size: int = 32) -> str:
+    """`spec` if it builds a model giving 2 x 10 logits for 2 images of `image_size` px, else a
+    one-line ValueError naming the spec (checked once per spec and size)."""
+    if (spec, image_size) in _CHECKED:
+        return spec
+    try:
+        model = build_model(spec).eval()
+        with torch.no_grad():
+            out = model(torch.zeros(2, 3, image_size, image_size).normal_(generator=torch.Generator().manual_seed(0)))
+    except Exception as e:   # a user's model can fail in any way: say which spec and why, in one line
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise ValueError(f"model {spec!r}: {reason}") from None
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, NUM_CLASSES):
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ValueError(f"model {spec!r}: 2 images of {image_size} px gave {shape}, expected (2, {NUM_CLASSES}) logits")
+    _CHECKED[(spec, image_size)] = None
+    return spec

@@ -24,20 +24,23 @@ import numpy as np
 import pandas as pd
 import torch
 
+from . import machine
 from .harness import RunSpec, Window
 
-CONFIG_COLUMNS = ["pipeline", "mode", "stage", "model", "image_size", "batch_size", "num_workers", "dtype", "channels_last",
-                  "pin_memory", "non_blocking", "prefetch_depth", "worker_start", "encoding", "augment", "split",
-                  "last_batch", "max_samples", "seed", "world_size", "rank", "parallel", "step", "dali_reader",
-                  "dali_threads", "dali_queue_depth", "dali_hw_decoder_load", "dali_decoder", "dali_batch_multiple",
-                  "source", "data_seed", "requested_steps", "min_window_s", "warmup"]
-MEASURE_COLUMNS = ["repeat", "steps", "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
-                   "wait_ms_p50", "wait_ms_p95", "wait_frac", "restart_ms", "step_ms_p50", "step_ms_p95",
+CONFIG_COLUMNS = ["pipeline", "mode", "stage", "model", "image_size", "batch_size", "cpus", "num_workers", "dtype",
+                  "channels_last", "pin_memory", "non_blocking", "prefetch_depth", "prefetch_augment", "worker_start",
+                  "encoding", "augment", "split", "last_batch", "max_samples", "seed", "world_size", "rank", "parallel",
+                  "step", "busy_levels", "payload", "train_epochs", "dali_reader", "dali_threads", "dali_queue_depth",
+                  "dali_hw_decoder_load", "dali_decoder", "dali_batch_multiple", "source", "data_seed",
+                  "requested_steps", "min_window_s", "warmup"]
+MEASURE_COLUMNS = ["process", "repeat", "busy_ms", "steps", "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
+                   "steady_img_per_s", "wait_ms_p50", "wait_ms_p95", "wait_frac", "restart_ms", "step_ms_p50",
+                   "step_ms_p95", "cpu_s", "cpu_s_per_kimg", "cpu_set", "sm_mhz", "mem_mhz", "pcie", "test_accuracy",
                    "peak_gpu_mem_mb", "peak_gpu_mem_mb_others", "setup_s", "upload_s", "compile_s"]
 # What must match for a sweep to count an earlier row as this environment's (not the git commit).
 SAME_ENVIRONMENT = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "cpu_count", "hostname"]
 ENV_COLUMNS = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "peers", "python", "cpu_count",
-               "platform", "hostname", "git_commit"]
+               "cpu_model", "host_calibration_ms", "boot_id", "platform", "hostname", "git_commit"]
 COLUMNS = (["run_id", "timestamp", *CONFIG_COLUMNS, "device", "gpus", "data_source", "samples",
             "steps_per_epoch", "copy", "batch_bytes", *MEASURE_COLUMNS, "status", "error", *ENV_COLUMNS])
 
@@ -93,7 +96,7 @@ def environment() -> dict[str, object]:
     return {"gpu": torch.cuda.get_device_name() if cuda else "", "driver": driver.splitlines()[0] if driver else "",
             "cuda": torch.version.cuda or "", "torch": torch.__version__,
             "torchvision": _version("torchvision"), "dali": _version("nvidia-dali"), "peers": peer_versions(),
-            "python": platform.python_version(), "cpu_count": os.cpu_count(),
+            "python": platform.python_version(), "cpu_count": os.cpu_count(), **machine.host_identity(),
             "platform": platform.platform(), "hostname": socket.gethostname(), "git_commit": git_commit()}
 
 
@@ -101,8 +104,10 @@ def _config_fields(spec: RunSpec) -> dict[str, object]:
     c = spec.config
     fields = {name: getattr(c, name) for name in CONFIG_COLUMNS if hasattr(c, name)}
     fields.update(pipeline=spec.pipeline, mode=spec.mode, stage=spec.stage, model=spec.model, warmup=spec.warmup,
-                  parallel=spec.parallel, step=spec.step if spec.mode in ("model", "e2e") else "",
-                  requested_steps=spec.steps, min_window_s=spec.min_seconds)
+                  parallel=spec.parallel, step=spec.step if spec.mode in ("model", "e2e", "train") else "",
+                  requested_steps=spec.steps, min_window_s=spec.min_seconds, cpus=spec.cpus,
+                  busy_levels=",".join(f"{b:g}" for b in spec.busy_ms) if spec.mode == "loader" else "",
+                  payload=spec.payload, train_epochs=spec.epochs or None)
     return fields
 
 
@@ -145,14 +150,16 @@ def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window,
     """One window of one rank. `world_img_per_s`: the whole job's rate (all ranks' images over the
     slowest rank's seconds); by default this process's own."""
     samples = facts.get("samples", math.nan)
-    return {**_config_fields(spec), **facts, "repeat": repeat, "steps": len(w.step_ms),
-            "images": w.images, "epochs": w.images / samples if samples else math.nan,
+    return {**_config_fields(spec), **facts, "process": spec.process, "repeat": repeat, "busy_ms": w.busy_ms,
+            "steps": len(w.step_ms), "images": w.images, "epochs": w.images / samples if samples else math.nan,
             "seconds": w.seconds, "img_per_s": w.images / w.seconds,
             "world_img_per_s": w.images / w.seconds if world_img_per_s is None else world_img_per_s,
+            "steady_img_per_s": w.steady_img_per_s,
             "wait_ms_p50": float(np.percentile(w.wait_ms, 50)), "wait_ms_p95": float(np.percentile(w.wait_ms, 95)),
             "wait_frac": float(w.wait_ms.sum() / 1e3 / w.seconds),
             "restart_ms": float(np.median(w.restart_ms)) if len(w.restart_ms) else math.nan,
             "step_ms_p50": float(np.percentile(w.step_ms, 50)), "step_ms_p95": float(np.percentile(w.step_ms, 95)),
+            "cpu_s": w.cpu_s, "cpu_s_per_kimg": 1e3 * w.cpu_s / w.images, **w.gpu, "test_accuracy": w.test_accuracy,
             "peak_gpu_mem_mb": w.peak_gpu_mem_mb, "peak_gpu_mem_mb_others": w.peak_gpu_mem_mb_others,
             "status": "ok", "error": ""}
 

@@ -17,7 +17,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 @pytest.mark.parametrize("kwargs,message", [
     (dict(step="jit"), "expected one of"),
-    (dict(mode="loader", model="none", step="graph"), "only model and e2e train"),
+    (dict(mode="loader", pipeline="resident", model="none", step="graph"), "only model, e2e and train train"),
     (dict(steps=5, min_seconds=1.0), "only with steps=None"),
     (dict(min_seconds=-1.0), "expected >= 0"),
     (dict(mode="e2e", pipeline="resident", step="graph", config=PipelineConfig(last_batch="partial")),

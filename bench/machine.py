@@ -1,0 +1,161 @@
+"""The machine around a measurement: the CPU budget a configuration runs on, the CPU time it burns,
+the GPU's clocks and link while it runs, and what tells one host from another.
+
+- `cpu_budget(cpus, slot)`: confine this process (every thread it has and every process or thread
+  it starts later: DataLoader workers, DALI's and torch's threads) to `cpus` cores of those it may
+  use (`os.sched_getaffinity`), rank `slot` of a torchrun job taking the slot-th disjoint set; torch's
+  intra-op threads follow the budget. Restored when the block ends. (DataLoader workers also confine
+  themselves to their loader's cores: `pipelines.base.worker_options`.)
+- `cpu_seconds()`: user + system CPU seconds of this process and all its descendants (workers,
+  forkservers), from /proc, so a window's CPU cost is the difference of two readings.
+- `GpuMonitor`: SM and memory clocks and the PCIe link of a GPU through NVML (`nvidia-ml-py`),
+  read at a window's end while its work is still running; empty where NVML is missing.
+- `host_identity()`: CPU model, boot id and a short host-speed figure (`host_calibration_ms`: one
+  core sorting 2^20 float64 numbers, median of 3) that rows record, so runs of two machines (or two
+  leases of one kind, whose host CPUs can differ) are never taken for one.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def allowed_cores() -> list[int]:
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+
+
+def cores_text(cores: list[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2,5"."""
+    runs, start = [], None
+    for i, core in enumerate(cores):
+        if start is None:
+            start = core
+        if i + 1 == len(cores) or cores[i + 1] != core + 1:
+            runs.append(f"{start}" if start == core else f"{start}-{core}")
+            start = None
+    return ",".join(runs)
+
+
+def budget_refusal(cpus: int, slots: int = 1) -> str | None:
+    """Why `cpus` cores per process cannot be given to `slots` processes here (None if they can)."""
+    have = len(allowed_cores())
+    if cpus < 1:
+        return f"--cpus {cpus}: expected a positive number of cores"
+    if cpus * slots > have:
+        per = f" for each of {slots} processes" if slots > 1 else ""
+        return f"--cpus {cpus}{per}: this process may use {have} cores ({cores_text(allowed_cores())})"
+    return None
+
+
+def _set_affinity(cores) -> None:
+    """Every thread of this process onto `cores` (threads started later inherit it)."""
+    for task in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(ProcessLookupError, FileNotFoundError):
+            os.sched_setaffinity(int(task.name), cores)
+
+
+@contextlib.contextmanager
+def cpu_budget(cpus: int | None, slot: int = 0):
+    """Run the block on `cpus` cores (None: every usable core, unchanged); yields the cores."""
+    available = allowed_cores()
+    if cpus is None or not hasattr(os, "sched_setaffinity"):
+        yield available
+        return
+    refusal = budget_refusal(cpus, slot + 1)
+    if refusal:
+        raise ValueError(refusal)
+    cores = available[slot * cpus:(slot + 1) * cpus]
+    threads = torch.get_num_threads()
+    _set_affinity(cores)
+    torch.set_num_threads(cpus)
+    try:
+        yield cores
+    finally:
+        _set_affinity(available)
+        torch.set_num_threads(threads)
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        for task in Path(f"/proc/{todo.pop()}/task").glob("*"):
+            try:
+                kids = [int(c) for c in (task / "children").read_text().split()]
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            found += kids
+            todo += kids
+    return found
+
+
+def _cpu_ticks(pid: int) -> int:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0
+    return int(fields[11]) + int(fields[12])   # utime, stime (all threads)
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) used so far by this process and every live descendant; NaN where
+    /proc is missing. A descendant that exits between two readings takes its seconds with it."""
+    if not Path("/proc/self/stat").exists():
+        return float("nan")
+    pid = os.getpid()
+    return sum(_cpu_ticks(p) for p in [pid, *_descendants(pid)]) / TICK
+
+
+class GpuMonitor:
+    """NVML readings of one CUDA device; `sample()` is {} without a GPU or without NVML."""
+
+    def __init__(self, device: torch.device):
+        self.handle = None
+        if device.type != "cuda":
+            return
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            bus = torch.cuda.get_device_properties(device).pci_bus_id
+            self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus)
+            self.nvml = pynvml
+        except Exception:   # no NVML library, an old driver, no PCI id: readings are optional
+            self.handle = None
+
+    def sample(self) -> dict[str, object]:
+        if self.handle is None:
+            return {}
+        n, h = self.nvml, self.handle
+        try:
+            return {"sm_mhz": n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
+                    "mem_mhz": n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM),
+                    "pcie": f"gen{n.nvmlDeviceGetCurrPcieLinkGeneration(h)} x{n.nvmlDeviceGetCurrPcieLinkWidth(h)}"}
+        except Exception:
+            return {}
+
+
+def host_identity() -> dict[str, object]:
+    """CPU model, boot id and host-speed figure (module docstring)."""
+    model = platform.processor()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    boot = ""
+    with contextlib.suppress(OSError):
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    values = np.random.default_rng(0).random(1 << 20)
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        np.sort(values, kind="quicksort")
+        times.append(time.perf_counter() - start)
+    return {"cpu_model": model, "boot_id": boot, "host_calibration_ms": round(1e3 * float(np.median(times)), 2)}

@@ -1,0 +1,134 @@
+"""Which configurations a run measures, and in which order.
+
+`grid(options, device, world)` turns one set of options (the command line's, or one grid of a
+`--config` plan) into RunSpecs: every combination of the listed image sizes, dtypes, batch sizes,
+CPU budgets and worker counts; per such setting the copy configurations, the model-only ones (per
+model and step kind), and per pipeline variant its loader-only, stage, e2e and train
+configurations. Options that only some pipelines read make variants of those pipelines alone
+(PIPELINE_OPTIONS: `--prefetch-augment device,host` measures two `prefetch` variants and one of
+everything else). A CPU budget sets the default worker count (budget - 1, at least 1), which DALI's
+threads follow.
+
+`rounds(specs, processes)` runs each configuration in `processes` independent processes, in rounds
+(A B C ... A B C ...): a machine that drifts shows as a difference between the processes of one
+configuration, not as a difference between pipelines. Within a round the configurations of one
+setting and budget stay together, model-only first, then per pipeline its loader-only, stage, e2e
+and train configurations next to each other.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+import pipelines
+from pipelines.config import PipelineConfig
+
+from . import distributed, harness, machine
+from .models import check_model
+
+# Options that make variants of the pipelines that read them only (the others take the default).
+PIPELINE_OPTIONS = {"prefetch_augment": ("prefetch",), "dali_decoder": ("dali",), "encoding": ("dataloader",)}
+
+
+def _variants(name: str, o) -> list[dict]:
+    """The option values pipeline `name` runs with, one dict per variant."""
+    found = [{}]
+    for option, readers in PIPELINE_OPTIONS.items():
+        values = getattr(o, option)
+        values = values if name in readers else values[:1]
+        found = [{**v, option: value} for v in found for value in values]
+    return found
+
+
+def grid(o, device: torch.device, world: distributed.World = distributed.World()) -> list[harness.RunSpec]:
+    """Every configuration of one set of options (module docstring). Under torchrun each process gets
+    its rank's share, trains a DDP replica and runs on its own `cpus` cores; `batch_size` is per GPU."""
+    cuda = device.type == "cuda"
+    if o.parallel == "dp" and (world.distributed or not cuda):
+        raise ValueError("--parallel dp runs in one process on CUDA devices: not under torchrun, not on a CPU")
+    if o.steps is not None and o.min_window_s is not None:
+        raise ValueError("--steps and --min-window-s: give one (a fixed step count, or windows sized by time)")
+    budgets = o.cpus or [len(machine.allowed_cores()) // world.local_world_size]
+    for cpus in budgets:
+        refusal = machine.budget_refusal(cpus, world.local_world_size)
+        if refusal:
+            raise ValueError(refusal)
+    kinds = o.step or (["eager", "graph"] if cuda else ["eager"])
+    dtypes = o.dtype or ["bfloat16" if cuda else "float32"]
+    parallel = "ddp" if world.distributed else o.parallel
+    for kind in kinds:   # what a captured step refuses on this GPU is refused here (no CUDA: skipped rows)
+        for dtype in dtypes:
+            refusal = harness.step_refusal(kind, device, dtype, parallel, o.last_batch)
+            if refusal and cuda:
+                raise ValueError(refusal)
+    for model in o.models:   # each model builds and gives 10 logits at every size it runs at
+        for size in o.image_size:
+            check_model(model, size)
+    base = PipelineConfig(
+        data_root=o.data_root, source=o.source, data_seed=o.data_seed, cache_root=o.cache_dir,
+        last_batch=o.last_batch, max_samples=o.max_samples, seed=o.seed, device=str(device),
+        channels_last=cuda if o.channels_last is None else o.channels_last,
+        pin_memory=o.pin_memory, non_blocking=o.non_blocking, prefetch_depth=o.prefetch_depth,
+        worker_start=o.worker_start, rank=world.rank, world_size=world.world_size,
+        dali_reader=o.dali_reader, dali_queue_depth=o.dali_queue_depth, dali_hw_decoder_load=o.dali_hw_decoder_load,
+        dali_batch_multiple=o.dali_batch_multiple, dali_threads=o.dali_threads)
+    timing = dict(steps=o.steps, warmup=o.warmup if o.warmup is not None else (10 if cuda else 2),
+                  min_seconds=0.0 if o.steps else o.min_window_s if o.min_window_s is not None else (2.0 if cuda else 0.5))
+    repeats = o.repeats or (3 if cuda else 2)
+    busy = tuple(o.busy_ms or (harness.BUSY_MS if cuda else (0.0,)))
+    replicas = torch.cuda.device_count() if parallel == "dp" else 1
+    reasons = pipelines.available()
+
+    def spec(pipeline: str, mode: str, model: str, config: PipelineConfig, cpus: int, **extra) -> harness.RunSpec:
+        """Rows record, and resume matches, the config a pipeline really runs with."""
+        if pipeline in reasons and not reasons[pipeline]:
+            config = pipelines.resolve_config(pipeline, config)
+        if mode in ("model", "e2e") and replicas > 1:   # DataParallel: the whole batch on one GPU
+            config = config.replace(batch_size=config.batch_size * replicas)
+        return harness.RunSpec(pipeline, mode, model, config, cpus=cpus,
+                               parallel=parallel if mode in ("model", "e2e") else "none",
+                               repeats=1 if mode == "train" else repeats, **{**timing, **extra})
+
+    specs = []
+    for size in o.image_size:
+        for dtype in dtypes:
+            for bs in o.batch_size or [512 if cuda else 64]:
+                for cpus in budgets:
+                    for workers in o.workers or [max(1, cpus - 1)]:
+                        config = base.replace(image_size=size, dtype=dtype, batch_size=bs, num_workers=workers)
+                        specs += _setting(o, spec, config, cpus, kinds, busy)
+    return list(dict.fromkeys(specs))   # a configuration listed twice runs once
+
+
+def _setting(o, spec, config: PipelineConfig, cpus: int, kinds: list[str], busy: tuple) -> list[harness.RunSpec]:
+    """The configurations of one setting and CPU budget: copies, model-only, then per pipeline variant
+    its loader-only, stage, e2e and train configurations."""
+    found = []
+    if "copy" in o.modes:
+        found += [spec("none", "copy", "none", config, cpus, stage=copy, payload=payload)
+                  for payload in o.payloads for copy in o.copies]
+    for model in o.models:
+        for kind in kinds:
+            if "model" in o.modes:
+                found.append(spec("none", "model", model, config, cpus, step=kind))
+    for name in o.pipelines:
+        for variant in _variants(name, o):
+            c = config.replace(**variant)
+            if "loader" in o.modes:
+                found.append(spec(name, "loader", "none", c, cpus, busy_ms=busy))
+            if "stage" in o.modes:
+                found += [spec(name, "stage", "none", c, cpus, stage=s) for s in o.stages]
+            for model in o.models:
+                for kind in kinds:
+                    if "e2e" in o.modes:
+                        found.append(spec(name, "e2e", model, c, cpus, step=kind))
+                    if "train" in o.modes:
+                        found.append(spec(name, "train", model, c.replace(last_batch="drop"), cpus, step=kind,
+                                          epochs=o.epochs, warmup=0))
+    return found
+
+
+def rounds(specs: list[harness.RunSpec], processes: int) -> list[harness.RunSpec]:
+    """Each spec `processes` times, round after round (module docstring); `process` says which."""
+    return [dataclasses.replace(s, process=r) for r in range(processes) for s in specs]

@@ -1,0 +1,63 @@
+"""A wheel built from the repository works on its own: every module it should ship is in it, and the
+`pipebench` command runs from a fresh virtual environment (its dependencies taken from this one)
+outside the source tree. Catches a subpackage missing from the packaging, which an editable install
+(what CI uses) never notices."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
+                    str(ROOT)], check=True, capture_output=True, cwd=out)
+    return next(out.glob("pipebench-*.whl"))
+
+
+def test_the_wheel_ships_every_module_of_the_source_tree(wheel):
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    sources = {p.relative_to(ROOT).as_posix() for package in ("pipelines", "bench") for p in (ROOT / package).rglob("*.py")}
+    assert sources - shipped == set()
+
+
+def test_the_installed_command_runs_from_a_fresh_environment(wheel, tmp_path, synthetic_root):
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    python = env_dir / "bin" / "python"
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    # This environment's packages (torch, pandas, ...) without its editable install of the project:
+    # a path line in a .pth file adds the folder, not the .pth files inside it.
+    (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True,
+                   capture_output=True)
+    command = env_dir / "bin" / "pipebench"
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+
+    def run(*args: str) -> str:
+        done = subprocess.run([command, *args], cwd=outside, env=environ, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    assert run("--version").strip().startswith("pipebench ")
+    assert "prefetch" in run("list")
+    run("compare", "--pipelines", "resident", "--modes", "loader", "--data-root", str(synthetic_root),
+        "--max-samples", "256", "--batch-size", "32", "--steps", "2", "--warmup", "0", "--repeats", "1",
+        "--processes", "1", "--out", str(tmp_path / "run"))
+    assert (tmp_path / "run" / "results.csv").is_file()
+    imported = subprocess.run([python, "-c", "import bench.cli, pipelines; print(pipelines.__file__)"], cwd=outside,
+                              env=environ, capture_output=True, text=True, check=True).stdout
+    assert str(env_dir) in imported   # the wheel's copy, not the source tree
