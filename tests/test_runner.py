@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import pipelines
-from bench import cli, report, results, runner
+from bench import cli, report, results, runner, stability
 from pipelines.base import Pipeline
 from pipelines.config import PipelineConfig
 from pipelines.dataloader import _Samples
@@ -77,6 +77,18 @@ class Lingering(Slow):
         helper = subprocess.Popen(["sleep", "300"])
         Path(os.environ[PIDS]).write_text(f"{os.getpid()} {helper.pid}")
         while True:
+            yield torch.zeros(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64)
+
+
+class Stopping(Slow):
+    """Four quick batches per epoch; Ctrl-C during its third epoch."""
+    name = "stopping"
+
+    def __iter__(self):
+        if self.epoch == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(10)   # the signal is handled here
+        for _ in range(4):
             yield torch.zeros(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64)
 
 
@@ -328,3 +340,28 @@ def test_shared_arrays_travel_as_shared_memory_copied_once():
     clone = Holder.__new__(Holder)
     clone.__setstate__(first)
     assert isinstance(clone.images, np.ndarray) and np.array_equal(clone.images, holder.images)
+
+
+def test_ctrl_c_during_stability_writes_the_epochs_measured(tmp_path, synthetic_root, monkeypatch, capsys):
+    monkeypatch.setitem(pipelines._REGISTRY, "stopping", (__name__, "Stopping"))
+    out = tmp_path / "stability"
+    assert cli.main(["stability", "--device", "cpu", "--pipelines", "resident,stopping,prefetch", "--epochs", "4",
+                     "--max-samples", "64", "--workers", "1", "--data-root", str(synthetic_root),
+                     "--out", str(out)]) == 130
+    df = pd.read_csv(out / "stability.csv")
+    assert df.groupby("pipeline", sort=False).epoch.apply(list).to_dict() == {"resident": [0, 1, 2, 3],
+                                                                              "stopping": [0, 1]}
+    said = "stopped by SIGINT after 2 of 4 epochs of `stopping` (not run: prefetch)"
+    assert f"**Interrupted**: {said}." in (out / "STABILITY.md").read_text() and (out / "stability.png").exists()
+    assert f"pipebench stability: {said}; the epochs measured are in {out}" in capsys.readouterr().err
+
+
+def test_stability_counts_the_workers_a_forkserver_started(synthetic_root):
+    config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64,
+                            num_workers=2, worker_start="forkserver")
+    for row in stability.measure("dataloader", config, 1):   # its workers still run while a row is read
+        workers = {w.pid for w in multiprocessing.active_children()}
+        children = {int(c) for task in Path(f"/proc/{os.getpid()}/task").glob("*")
+                    for c in (task / "children").read_text().split()}
+        assert len(workers) >= 2 and not workers & children   # grandchildren: the forkserver's children
+        assert row["children"] >= len(children | workers)
