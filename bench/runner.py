@@ -10,6 +10,9 @@
 - **Exits cost nothing.** A child leaves with `os._exit` right after its last record (no joining of
   library threads, no interpreter finalizers), and the parent then kills its process group, so
   nothing it started outlives it; one stuck even so is killed after EXIT_GRACE_S; its rows count.
+- **Nothing outlives the parent.** A watchdog thread in the child kills its whole process group
+  within PARENT_POLL_S once the pipebench process is gone (even SIGKILLed, when nothing else could
+  clean up); multiprocessing's forkserver exits when its parent's end of the alive pipe closes.
 - **Nothing counted twice.** A configuration's rows are committed to `results.csv` only when it
   finishes; a configuration that fails, times out or is interrupted leaves one `error` / `timeout`
   row or nothing, never partial `ok` rows, so a resumed sweep reruns it cleanly.
@@ -35,6 +38,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -48,6 +52,7 @@ DEFAULT_TIMEOUT_S = 1800.0   # per configuration; compilation and a slow DataLoa
 STARTUP_S = 120.0   # a child's start (the forkserver importing torch, once) before its deadline runs
 EXIT_GRACE_S = 15.0   # after its last record, a child stuck exiting (workers, library threads) is killed
 POLL_S = 0.05
+PARENT_POLL_S = 0.5   # how often a child checks that the pipebench process is still there
 
 
 class Interrupted(Exception):
@@ -105,10 +110,28 @@ def _context():
     return ctx
 
 
-def _child(spec: harness.RunSpec, entry, path: list[str], environ: dict, journal: str, stacks: str) -> None:
-    """Child process: the parent's environment and import path now (the forkserver's are from its
-    start), its own process group, stacks on SIGUSR1, one JSON line per window or failure."""
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs (Linux /proc; a zombie has ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _watch(parent: int) -> None:
+    """Kill this process group (this process, its workers) once the pipebench process has ended."""
+    while _alive(parent):
+        time.sleep(PARENT_POLL_S)
+    os.killpg(0, signal.SIGKILL)
+
+
+def _child(spec: harness.RunSpec, entry, parent: int, path: list[str], environ: dict, journal: str,
+           stacks: str) -> None:
+    """Child process: its own process group, ended with the pipebench process `parent`; the
+    parent's environment and import path now (the forkserver's are from its start), stacks on
+    SIGUSR1, one JSON line per window or failure."""
     os.setsid()
+    threading.Thread(target=_watch, args=(parent,), daemon=True).start()
     os.environ.clear()
     os.environ.update(environ)
     faulthandler.register(signal.SIGUSR1, file=open(stacks, "w"), all_threads=True)
@@ -152,8 +175,8 @@ def run_isolated(spec: harness.RunSpec, timeout: float, out: Path, on_window=Non
         journal, stacks = Path(tmp) / "rows.jsonl", Path(tmp) / "stacks.txt"
         journal.touch()
         entry = pipelines._REGISTRY.get(spec.pipeline)
-        child = _context().Process(target=_child, args=(spec, entry, list(sys.path), dict(os.environ),
-                                                                str(journal), str(stacks)))
+        child = _context().Process(target=_child, args=(spec, entry, os.getpid(), list(sys.path),
+                                                        dict(os.environ), str(journal), str(stacks)))
         records: list[dict] = []
         finished = False   # the child wrote its last record
         child.start()

@@ -1,5 +1,6 @@
 """Faults a long sweep meets, each with what the suite does about it (the README's fault table):
-hangs, crashes, Ctrl-C, torn rows, a second writer, all-failed grids, bad data, bad options."""
+hangs, crashes, Ctrl-C, a killed parent, torn rows, a full disk, a second writer, all-failed
+grids, bad data, bad options."""
 from __future__ import annotations
 
 import json
@@ -7,6 +8,7 @@ import multiprocessing
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -340,6 +342,38 @@ def test_shared_arrays_travel_as_shared_memory_copied_once():
     clone = Holder.__new__(Holder)
     clone.__setstate__(first)
     assert isinstance(clone.images, np.ndarray) and np.array_equal(clone.images, holder.images)
+
+
+def test_a_killed_parent_leaves_no_process_of_its_run(tmp_path, synthetic_root):
+    """SIGKILL of `pipebench compare` (nothing runs its clean-up) while a configuration hangs: the
+    configuration's process group and the forkserver end within seconds."""
+    pids = tmp_path / "pids"
+    code = (f"import sys, pipelines; pipelines._REGISTRY['hanging'] = ({__name__!r}, 'Hanging'); "
+            "from bench import cli; sys.exit(cli.main(sys.argv[1:]))")
+    path = os.pathsep.join([str(Path(__file__).parent), str(Path(__file__).parents[1])])
+    parent = subprocess.Popen([sys.executable, "-c", code, "compare", "--device", "cpu", "--pipelines", "hanging",
+                               "--modes", "loader", "--max-samples", "64", "--batch-size", "16", "--steps", "2",
+                               "--warmup", "0", "--repeats", "1", "--workers", "1", "--data-root", str(synthetic_root),
+                               "--out", str(tmp_path / "run")],
+                              env={**os.environ, PIDS: str(pids), "PYTHONPATH": path},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not pids.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert pids.exists(), "the configuration never started"
+        started = stability.descendants(parent.pid)   # the forkserver, the configuration, its helper
+        assert set(map(int, pids.read_text().split())) <= set(started) and len(started) >= 3
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 5
+    while any(map(alive, started)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:80] for pid in started if alive(pid)}
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left
 
 
 def test_ctrl_c_during_stability_writes_the_epochs_measured(tmp_path, synthetic_root, monkeypatch, capsys):
