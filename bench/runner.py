@@ -19,12 +19,14 @@
 - **One writer per folder.** `OUT/.lock` is held (flock) for the whole run; a second run into the
   same folder is refused with the holder's pid.
 - **Honest endings.** Ctrl-C or SIGTERM ends the child's group at once, keeps every finished
-  configuration's rows and raises `Interrupted`; the caller exits 130 (143 for SIGTERM).
-  `Outcome.failed` counts the configurations that errored or timed out.
+  configuration's rows and raises `Interrupted`, a BaseException like KeyboardInterrupt, so no
+  `except Exception` on the way (a pipeline's, a data loader's) turns it into an error row; the
+  caller exits 130 (143 for SIGTERM). `Outcome.failed` counts the configurations that errored or
+  timed out.
 
 Under torchrun (several processes), and with `--no-isolate`, configurations run in this process
 (no deadline): under torchrun a failure ends the job (the other ranks may be inside a collective);
-rows are still committed per configuration.
+rows are still committed per configuration, and an interruption discards the one in flight.
 """
 from __future__ import annotations
 
@@ -55,7 +57,7 @@ POLL_S = 0.05
 PARENT_POLL_S = 0.5   # how often a child checks that the pipebench process is still there
 
 
-class Interrupted(Exception):
+class Interrupted(BaseException):
     """The run was stopped by a signal (SIGINT: exit code 130, SIGTERM: 143)."""
 
     def __init__(self, signum: int):

@@ -82,6 +82,20 @@ class Lingering(Slow):
             yield torch.zeros(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64)
 
 
+class Reading(Slow):
+    """Blocks inside a data-loading call that turns any Exception into a data error, as a batch-file
+    reader does ("not a readable CIFAR-10 pickle")."""
+    name = "reading"
+
+    def __iter__(self):
+        try:
+            while True:   # reading data_batch_3
+                time.sleep(0.1)
+        except Exception as e:
+            raise ValueError(f"data_batch_3: not a readable CIFAR-10 pickle ({e})") from e
+        yield
+
+
 class Stopping(Slow):
     """Four quick batches per epoch; Ctrl-C during its third epoch."""
     name = "stopping"
@@ -374,6 +388,31 @@ def test_a_killed_parent_leaves_no_process_of_its_run(tmp_path, synthetic_root):
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_under_no_isolate_stops_the_run_without_an_error_row(tmp_path, synthetic_root, monkeypatch, signum):
+    """Inside a call that catches every Exception (a data reader's), a stop is still a stop: no row
+    blaming the data, no next configuration, exit 130 (143 for SIGTERM)."""
+    monkeypatch.setitem(pipelines._REGISTRY, "reading", (__name__, "Reading"))
+    csv, done = tmp_path / "run" / "results.csv", threading.Event()
+
+    def stop_once_resident_is_written():
+        deadline = time.monotonic() + 60
+        while not (csv.exists() and "resident" in csv.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)   # `reading` is blocked now
+        if not done.is_set():
+            os.kill(os.getpid(), signum)
+
+    threading.Thread(target=stop_once_resident_is_written, daemon=True).start()
+    try:
+        code = run(tmp_path, synthetic_root, "--pipelines", "resident,reading,prefetch", "--no-isolate",
+                   command="sweep")
+    finally:
+        done.set()
+    assert code == 128 + signum
+    assert pd.read_csv(csv).pipeline.tolist() == ["resident", "resident"]   # no row of `reading` or after it
 
 
 def test_ctrl_c_during_stability_writes_the_epochs_measured(tmp_path, synthetic_root, monkeypatch, capsys):
