@@ -341,8 +341,8 @@ def run_grid(args, argv: list[str]) -> int:
     try:
         with runner.folder_lock(out) if lead else contextlib.nullcontext(), runner.signals_as_interrupts():
             outcome = _run_specs(args, argv, specs, device, world, lead, out)
-    except ValueError as e:   # the folder is locked by another run
-        raise _fail(args.command, e) from None
+    except (ValueError, results.WriteFailed) as e:   # the folder is locked, its results.csv is not
+        raise _fail(args.command, e) from None        # pipebench's, the disk is full
     except (runner.Interrupted, KeyboardInterrupt) as e:
         if isinstance(e, KeyboardInterrupt):
             e = runner.Interrupted(signal.SIGINT)
@@ -419,8 +419,7 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path) -> runne
                 rows = runner.run_isolated(spec, args.timeout, out, on_window)
             bar.update(spec.repeats - (bar.n - start))
             if lead:
-                for row in rows:
-                    writer.write(row)
+                writer.write_block(rows)
             statuses = {row["status"] for row in rows}
             outcome.failed += bool(statuses & {"error", "timeout"})
             outcome.ok += statuses == {"ok"}

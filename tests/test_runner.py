@@ -3,6 +3,7 @@ hangs, crashes, Ctrl-C, a killed parent, torn rows, a full disk, a second writer
 grids, bad data, bad options."""
 from __future__ import annotations
 
+import errno
 import json
 import multiprocessing
 import os
@@ -413,6 +414,88 @@ def test_a_signal_under_no_isolate_stops_the_run_without_an_error_row(tmp_path, 
         done.set()
     assert code == 128 + signum
     assert pd.read_csv(csv).pipeline.tolist() == ["resident", "resident"]   # no row of `reading` or after it
+
+
+def results_write(fault):
+    """A stand-in for os.write: writes to results.csv (or a new file beside it) go through
+    `fault(real_write, fd, data, call_number)`, the rest as usual."""
+    real, calls = os.write, []
+
+    def write(fd, data):
+        if "results.csv" not in os.readlink(f"/proc/self/fd/{fd}"):
+            return real(fd, data)
+        calls.append(len(data))
+        return fault(real, fd, bytes(data), len(calls))
+    return write
+
+
+def no_space(real, fd, data, call):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_full_disk_mid_configuration_keeps_none_of_its_rows_and_ends_in_one_line(tmp_path, synthetic_root,
+                                                                                  monkeypatch, capsys):
+    def full_on_the_second_block(real, fd, data, call):
+        if call == 1:
+            return real(fd, data)
+        if call == 2:   # half of it lands, then the disk is full
+            return real(fd, data[:len(data) // 2])
+        return no_space(real, fd, data, call)
+
+    monkeypatch.setattr(os, "write", results_write(full_on_the_second_block))
+    csv = tmp_path / "run" / "results.csv"
+    with pytest.raises(SystemExit) as stop:
+        run(tmp_path, synthetic_root, "--pipelines", "resident,prefetch", "--no-isolate", command="sweep")
+    assert stop.value.code == (f"pipebench sweep: cannot write to {csv} (No space left on device): every finished "
+                               f"configuration's rows are kept, none of this one's; `pipebench sweep --out "
+                               f"{csv.parent}` resumes")
+    assert "Traceback" not in capsys.readouterr().err
+    assert pd.read_csv(csv).pipeline.tolist() == ["resident", "resident"]   # whole lines, nothing of prefetch
+    assert not (csv.parent / ".lock").exists()
+    monkeypatch.undo()
+    assert run(tmp_path, synthetic_root, "--pipelines", "resident,prefetch", "--no-isolate", command="sweep") == 0
+    assert pd.read_csv(csv).groupby("pipeline").size().to_dict() == {"prefetch": 2, "resident": 2}
+
+
+def test_a_short_write_is_continued(tmp_path, synthetic_root, monkeypatch):
+    def short(real, fd, data, call):   # at most half of what was asked, each time
+        return real(fd, data[:max(1, len(data) // 2)])
+
+    monkeypatch.setattr(os, "write", results_write(short))
+    assert run(tmp_path, synthetic_root, "--pipelines", "resident,prefetch", "--no-isolate") == 0
+    df = pd.read_csv(tmp_path / "run" / "results.csv")
+    assert df.pipeline.tolist() == ["resident", "resident", "prefetch", "prefetch"] and (df.status == "ok").all()
+    assert list(df.columns) == results.COLUMNS
+
+
+def older_results(path: Path) -> bytes:
+    old_columns = [c for c in results.COLUMNS if c not in ("parallel", "gpus", "world_img_per_s")]
+    pd.DataFrame([{"run_id": "r", "pipeline": "prefetch", "mode": "loader", "status": "ok"}] * 3).reindex(
+        columns=old_columns).to_csv(path, index=False)
+    return path.read_bytes()
+
+
+def test_a_failed_column_upgrade_leaves_the_older_file_as_it_was(tmp_path, monkeypatch):
+    path = tmp_path / "results.csv"
+    before = older_results(path)
+    monkeypatch.setattr(os, "write", results_write(no_space))
+    with pytest.raises(results.WriteFailed, match=r"cannot move .*results.csv to this version's columns \(No space "
+                                                  r"left on device\); it is left as it was"):
+        results.CsvWriter(path, {}, run_id="r")
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["results.csv"]
+    monkeypatch.undo()
+    results.CsvWriter(path, {}, run_id="r")   # with room: moved to the current columns
+    assert list(pd.read_csv(path).columns) == results.COLUMNS and len(pd.read_csv(path)) == 3
+
+
+@pytest.mark.parametrize("text", ["pipeline,img_per_s\nresident,100\n", "a;b\n1;2\n"])
+def test_a_results_csv_that_is_not_pipebenchs_is_refused_and_left_alone(tmp_path, synthetic_root, text):
+    csv = tmp_path / "run" / "results.csv"
+    csv.parent.mkdir()
+    csv.write_text(text)
+    with pytest.raises(SystemExit, match=r"results.csv is not a pipebench results file \(no column run_id"):
+        run(tmp_path, synthetic_root, "--pipelines", "resident", "--no-isolate", command="sweep")
+    assert csv.read_text() == text
 
 
 def test_ctrl_c_during_stability_writes_the_epochs_measured(tmp_path, synthetic_root, monkeypatch, capsys):
