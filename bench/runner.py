@@ -16,8 +16,9 @@
 - **Nothing counted twice.** A configuration's rows are committed to `results.csv` only when it
   finishes; a configuration that fails, times out or is interrupted leaves one `error` / `timeout`
   row or nothing, never partial `ok` rows, so a resumed sweep reruns it cleanly.
-- **One writer per folder.** `OUT/.lock` is held (flock) for the whole run; a second run into the
-  same folder is refused with the holder's pid.
+- **One writer per folder.** `OUT/.lock` is held (flock) for the whole run and removed at its end
+  (while still held; whoever locks it checks that the path still names the file it locked); a
+  second run into the same folder is refused with the holder's pid.
 - **Honest endings.** Ctrl-C or SIGTERM ends the child's group at once, keeps every finished
   configuration's rows and raises `Interrupted`, a BaseException like KeyboardInterrupt, so no
   `except Exception` on the way (a pipeline's, a data loader's) turns it into an error row; the
@@ -74,15 +75,28 @@ class Outcome:
 
 @contextlib.contextmanager
 def folder_lock(out: Path):
-    """Hold OUT/.lock for the block; refuse (ValueError) if another process holds it."""
+    """Hold OUT/.lock for the block and remove it at the end; refuse (ValueError) if another
+    process holds it."""
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / ".lock", "a+") as f:
+    path = out / ".lock"
+    while True:
+        f = open(path, "a+")
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             f.seek(0)
-            raise ValueError(f"{out} is in use by another pipebench run (pid {f.read().strip() or '?'}): "
+            holder = f.read().strip() or "?"
+            f.close()
+            raise ValueError(f"{out} is in use by another pipebench run (pid {holder}): "
                              "wait for it or choose another --out") from None
+        try:
+            locked = os.fstat(f.fileno()).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            locked = False
+        if locked:
+            break
+        f.close()   # its holder removed it between our open and flock: lock the one there now
+    with f:
         f.seek(0)
         f.truncate()
         f.write(str(os.getpid()))
@@ -90,7 +104,7 @@ def folder_lock(out: Path):
         try:
             yield
         finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            path.unlink(missing_ok=True)   # still held: a process that opened it meanwhile sees it gone
 
 
 @contextlib.contextmanager

@@ -4,6 +4,7 @@ grids, bad data, bad options."""
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import multiprocessing
 import os
@@ -496,6 +497,32 @@ def test_a_results_csv_that_is_not_pipebenchs_is_refused_and_left_alone(tmp_path
     with pytest.raises(SystemExit, match=r"results.csv is not a pipebench results file \(no column run_id"):
         run(tmp_path, synthetic_root, "--pipelines", "resident", "--no-isolate", command="sweep")
     assert csv.read_text() == text
+
+
+def test_a_finished_run_removes_its_lock(tmp_path, synthetic_root):
+    assert run(tmp_path, synthetic_root, "--pipelines", "resident", "--no-isolate") == 0
+    assert not (tmp_path / "run" / ".lock").exists()
+
+
+def test_a_lock_removed_by_its_holder_meanwhile_is_taken_afresh(tmp_path, monkeypatch):
+    """The holder removes OUT/.lock between another process's open and flock: that process must
+    lock the file the path names now, not the removed one (which would let a third run in)."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / ".lock").write_text("1")
+    real = fcntl.flock
+
+    def flock(f, operation):
+        monkeypatch.setattr(fcntl, "flock", real)
+        (out / ".lock").unlink()   # the holder's run ends
+        return real(f, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    with runner.folder_lock(out):
+        with pytest.raises(ValueError, match=rf"in use by another pipebench run \(pid {os.getpid()}\)"):
+            with runner.folder_lock(out):
+                pass
+    assert not (out / ".lock").exists()
 
 
 def test_ctrl_c_during_stability_writes_the_epochs_measured(tmp_path, synthetic_root, monkeypatch, capsys):
