@@ -352,9 +352,9 @@ def run_grid(args, argv: list[str]) -> int:
         return e.exit_code
     finally:
         distributed.teardown()
-    if lead and outcome.failed:
-        print(f"pipebench {args.command}: {outcome.failed} of {outcome.configurations} configurations failed or "
-              "timed out (their rows say why)", file=sys.stderr)
+    if lead:
+        for line in outcome.summary_lines():
+            print(f"pipebench {args.command}: {line}", file=sys.stderr)
     return 1 if outcome.failed else 0
 
 
@@ -420,9 +420,9 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path) -> runne
             bar.update(spec.repeats - (bar.n - start))
             if lead:
                 writer.write_block(rows)
-            statuses = {row["status"] for row in rows}
-            outcome.failed += bool(statuses & {"error", "timeout"})
-            outcome.ok += statuses == {"ok"}
+            cause = outcome.record(spec, rows)
+            if lead and cause:
+                bar.write(cause, file=sys.stderr)
     if lead:
         print(summary(out / "results.csv"))
     return outcome

@@ -22,8 +22,8 @@
 - **Honest endings.** Ctrl-C or SIGTERM ends the child's group at once, keeps every finished
   configuration's rows and raises `Interrupted`, a BaseException like KeyboardInterrupt, so no
   `except Exception` on the way (a pipeline's, a data loader's) turns it into an error row; the
-  caller exits 130 (143 for SIGTERM). `Outcome.failed` counts the configurations that errored or
-  timed out.
+  caller exits 130 (143 for SIGTERM). `Outcome` counts the configurations that errored or timed
+  out and says why, one line each, and once for all when they share a cause.
 
 Under torchrun (several processes), and with `--no-isolate`, configurations run in this process
 (no deadline): under torchrun a failure ends the job (the other ranks may be inside a collective);
@@ -44,7 +44,7 @@ import tempfile
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pipelines
@@ -69,8 +69,32 @@ class Interrupted(BaseException):
 @dataclass
 class Outcome:
     configurations: int = 0
-    failed: int = 0      # error or timeout rows written by this run
+    failed: int = 0      # configurations that errored or timed out in this run
     ok: int = 0          # configurations with all their windows measured
+    causes: list[str] = field(default_factory=list)   # each failed configuration's error
+
+    def record(self, spec: harness.RunSpec, rows: list[dict]) -> str | None:
+        """Count one configuration by its rows; if it errored or timed out, one line saying which
+        and why (for the terminal), else None."""
+        self.ok += all(row["status"] == "ok" for row in rows)
+        failure = next((row for row in rows if row["status"] in ("error", "timeout")), None)
+        if failure is None:
+            return None
+        self.failed += 1
+        self.causes.append(failure["error"])
+        return (f"{failure['status']}: {spec.pipeline} {spec.stage or spec.mode} {spec.model} "
+                f"{spec.config.image_size}px batch {spec.config.batch_size}: {failure['error']}")
+
+    def summary_lines(self) -> list[str]:
+        """The end of a run with failures: how many, and their cause once if they all share it."""
+        if not self.failed:
+            return []
+        counted = f"{self.failed} of {self.configurations} configurations failed or timed out"
+        if len(set(self.causes)) > 1:
+            return [counted + " (each one's cause is printed above and in its row)"]
+        if self.failed == 1:
+            return [f"{counted}: {self.causes[0]}"]
+        return [counted, f"all {self.failed} failed: {self.causes[0]}"]
 
 
 @contextlib.contextmanager

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 import pipelines
-from bench import cli, report, results, runner, stability
+from bench import cli, harness, report, results, runner, stability
 from pipelines.base import Pipeline
 from pipelines.config import PipelineConfig
 from pipelines.dataloader import _Samples
@@ -523,6 +523,29 @@ def test_a_lock_removed_by_its_holder_meanwhile_is_taken_afresh(tmp_path, monkey
             with runner.folder_lock(out):
                 pass
     assert not (out / ".lock").exists()
+
+
+def test_each_failure_is_printed_as_it_happens_and_a_shared_cause_once(tmp_path, synthetic_root, capsys):
+    code = run(tmp_path, synthetic_root, "--pipelines", "resident,prefetch", "--batch-size", "128", "--no-isolate")
+    err = capsys.readouterr().err
+    cause = pd.read_csv(tmp_path / "run" / "results.csv").error.iloc[0]
+    assert code == 1 and "larger than the 64 samples per epoch" in cause
+    assert f"error: resident loader none 32px batch 128: {cause}\n" in err
+    assert f"error: prefetch loader none 32px batch 128: {cause}\n" in err
+    assert err.endswith(f"pipebench compare: 2 of 2 configurations failed or timed out\n"
+                        f"pipebench compare: all 2 failed: {cause}\n")
+
+
+def test_outcome_names_no_shared_cause_when_causes_differ():
+    spec = harness.RunSpec("resident", "loader", "none", PipelineConfig(device="cpu"))
+    outcome = runner.Outcome(3)
+    assert outcome.record(spec, [{"status": "ok"}, {"status": "ok"}]) is None
+    assert outcome.record(spec, [{"status": "error", "error": "A"}]) == "error: resident loader none 32px batch 512: A"
+    assert outcome.summary_lines() == ["1 of 3 configurations failed or timed out: A"]
+    outcome.record(spec, [{"status": "timeout", "error": "B"}])
+    assert (outcome.ok, outcome.failed) == (1, 2)
+    assert outcome.summary_lines() == ["2 of 3 configurations failed or timed out (each one's cause is printed "
+                                       "above and in its row)"]
 
 
 def test_ctrl_c_during_stability_writes_the_epochs_measured(tmp_path, synthetic_root, monkeypatch, capsys):
