@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import datetime as dt
 import json
+import math
 import os
 import shlex
 import signal
@@ -37,27 +38,47 @@ from . import claims, distributed, harness, report, results, runner, stability
 from .models import check_model
 
 
+def _once(text: str, items: list) -> list:
+    """`items` (parsed from `text`) if no value is given twice (it would run the same configurations
+    again), else a usage error naming it."""
+    twice = next((t for i, t in enumerate(items) if t in items[:i]), None)
+    if twice is not None:
+        raise argparse.ArgumentTypeError(f"{text!r}: {twice} is given twice; give each value once")
+    return items
+
+
 def _csv_list(allowed):
     def parse(text: str) -> list[str]:
         items = [t.strip() for t in text.split(",") if t.strip()]
         bad = [t for t in items if t not in allowed]
         if bad or not items:
             raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list of {list(allowed)}")
-        return items
+        return _once(text, items)
     return parse
 
 
 def _positive(kind, minimum=1):
-    """argparse type: a number of `kind` >= minimum (> 0 for floats)."""
+    """argparse type: a number of `kind` >= minimum (> 0 and finite for floats)."""
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
             value = None
-        if value is None or (value < minimum if kind is int else value <= 0):
+        if value is None or not math.isfinite(value) or (value < minimum if kind is int else value <= 0):
             raise argparse.ArgumentTypeError(f"{text!r}: expected {'an integer >= ' + str(minimum) if kind is int else 'a number > 0'}")
         return value
     return parse
+
+
+def _fraction(text: str) -> float:
+    """argparse type: a number from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1:   # nan fails this too
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number from 0 to 1")
+    return value
 
 
 def _int_list(text: str) -> list[int]:
@@ -67,21 +88,23 @@ def _int_list(text: str) -> list[int]:
         items = []
     if not items:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list of integers")
-    return items
+    return _once(text, items)
 
 
 def _model_list(text: str) -> list[str]:
     try:
-        return [check_model(t.strip()) for t in text.split(",") if t.strip()]
+        return _once(text, [check_model(t.strip()) for t in text.split(",") if t.strip()])
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _claim_list(text: str) -> list:
     try:
-        return claims.select(t.strip() for t in text.split(",") if t.strip())
+        chosen = claims.select(t.strip() for t in text.split(",") if t.strip())
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+    _once(text, [claim.key for claim in chosen])
+    return chosen
 
 
 def _add_data_args(p: argparse.ArgumentParser) -> None:
@@ -150,7 +173,7 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
     p.add_argument("--dali-threads", type=int, help="dali: CPU threads (default: cores - 1)")
     p.add_argument("--dali-queue-depth", type=int, default=defaults.dali_queue_depth,
                    help="dali: prefetch queue depth (default: %(default)s)")
-    p.add_argument("--dali-hw-decoder-load", type=float, default=defaults.dali_hw_decoder_load,
+    p.add_argument("--dali-hw-decoder-load", type=_fraction, default=defaults.dali_hw_decoder_load,
                    help="dali: share of JPEGs for the hardware decoder, 0..1 (default: %(default)s)")
     p.add_argument("--dali-decoder", choices=DALI_DECODERS, default=defaults.dali_decoder,
                    help="dali: mixed = nvJPEG (GPU decode, Huffman on DALI's threads), cpu = libjpeg-turbo on DALI's "
