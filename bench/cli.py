@@ -1,23 +1,28 @@
-"""`pipebench`: the command line. Parsing lives here and nowhere else.
+"""pipebench: how fast can PyTorch input pipelines feed a training loop? CIFAR-10, measured.
 
+commands:
     pipebench compare            # every available pipeline, loader / model / e2e, on the default data
     pipebench sweep --out DIR    # a grid (lists or --config FILE.json), resumable in DIR
-    pipebench report CSV... --out DIR   # REPORT.md + plots from result CSVs
+    pipebench report DIR|CSV... --out DIR   # REPORT.md + plots from runs' results
     pipebench claims             # test the common advice (pin_memory, non_blocking, workers, AMP...): CLAIMS.md
     pipebench stability          # many epochs per pipeline, host and GPU memory per epoch (leaks)
     pipebench prepare            # generate the default data and its JPEG copy ahead of time
-    pipebench download --root D  # fetch the genuine CIFAR-10 (network) into D/cifar-10-batches-py
+    pipebench download           # fetch the genuine CIFAR-10 (network) into --data-root
     pipebench list               # registered pipelines and whether each can run here
     pipebench env                # the environment every result row records
+
+`pipebench COMMAND --help` for a command's options; errors are one line, --debug shows the traceback.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import datetime as dt
+import importlib.metadata
 import json
 import math
 import os
+import re
 import shlex
 import signal
 import sys
@@ -131,9 +136,10 @@ RUN_HELP = ("Run each pipeline loader-only, stage by stage and end-to-end and ea
 def _run_parser(sub, name: str, help: str, description: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help, description=description, allow_abbrev=False)
     p.add_argument("--pipelines", type=_csv_list(pipelines.names()), default=pipelines.names(),
-                   help=f"comma-separated, from {pipelines.names()} (default: all)")
+                   help=f"comma-separated, from {','.join(pipelines.names())} (default: all)")
     p.add_argument("--modes", type=_csv_list(harness.MODES), default=list(harness.MODES),
-                   help="comma-separated, from loader,model,e2e,stage (default: all)")
+                   help="comma-separated, from loader (the pipeline alone), model (the training step on one "
+                        "batch), e2e (both), stage (each stage of a pipeline alone) (default: all)")
     p.add_argument("--stages", type=_csv_list(harness.STAGES), default=list(harness.STAGES),
                    help=f"stage mode: which of {','.join(harness.STAGES)} (default: all)")
     p.add_argument("--models", type=_model_list, default=["resnet18"],
@@ -148,7 +154,7 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
     p.add_argument("--image-size", type=_int_list, default=[32],
                    help="list; px per side, multiples of 32: the set upscaled (default: 32)")
-    p.add_argument("--batch-size", type=_int_list, help="list; default: 512 on CUDA, 64 on CPU")
+    p.add_argument("--batch-size", type=_int_list, help="list; images per batch (default: 512 on CUDA, 64 on CPU)")
     p.add_argument("--workers", type=_int_list,
                    help="list; DataLoader workers / prefetch threads / parallel DALI sources "
                         "(default: cores - 1)")
@@ -156,8 +162,10 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                                                            "bfloat16 on CUDA, float32 on CPU)")
     p.add_argument("--channels-last", action=argparse.BooleanOptionalAction,
                    help="channels_last batches and model (default: on for CUDA)")
-    p.add_argument("--pin-memory", action="store_true", help="dataloader: DataLoader(pin_memory=True)")
-    p.add_argument("--non-blocking", action="store_true", help="dataloader: .to(device, non_blocking=True)")
+    p.add_argument("--pin-memory", action="store_true", help="dataloader: workers hand over pinned batches "
+                   "(DataLoader pin_memory=True)")
+    p.add_argument("--non-blocking", action="store_true", help="dataloader: copy batches to the device "
+                   "asynchronously (non_blocking=True)")
     p.add_argument("--prefetch-depth", type=int, default=2, help="prefetch: batches in flight (default: 2)")
     p.add_argument("--worker-start", choices=WORKER_START_METHODS, default=PipelineConfig.worker_start,
                    help="dataloader, timm: how DataLoader workers start; forkserver and spawn are safe in a "
@@ -169,7 +177,9 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                         "process takes one GPU and a 1/N shard of every epoch (default: none)")
     defaults = PipelineConfig
     p.add_argument("--dali-reader", choices=DALI_READERS, default=defaults.dali_reader,
-                   help="dali: external_source in the shared epoch plan, or fn.readers.file (default: %(default)s)")
+                   help="dali: external = fed the same shuffled batches as every other pipeline, read in DALI's "
+                        "thread; parallel = the same, read in --workers processes; file = DALI's own file reader "
+                        "over a JPEG file tree (default: %(default)s)")
     p.add_argument("--dali-threads", type=int, help="dali: CPU threads (default: cores - 1)")
     p.add_argument("--dali-queue-depth", type=int, default=defaults.dali_queue_depth,
                    help="dali: prefetch queue depth (default: %(default)s)")
@@ -184,7 +194,8 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
     p.add_argument("--encoding", choices=ENCODINGS, default="raw",
                    help="raw pixels, or decode the cached JPEG copy (dataloader) (default: raw)")
     p.add_argument("--last-batch", choices=LAST_BATCH, default="drop",
-                   help="drop = every timed step has a full batch (default: drop)")
+                   help="drop = every timed step has a full batch; partial = each epoch's last, smaller batch "
+                        "too (default: drop)")
     p.add_argument("--max-samples", type=_positive(int), help="use only the first N samples of the split")
     p.add_argument("--steps", type=_positive(int), help="timed steps per repeat (default: whole epochs lasting "
                    "--min-window-s on CUDA, 3 on CPU)")
@@ -193,7 +204,8 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                         f"{harness.MODEL_BLOCK} steps) lasting at least this many seconds, sized by an untimed "
                         "window first (default: 2 on CUDA; on CPU --steps 3 instead)")
     p.add_argument("--warmup", type=_positive(int, 0), help="untimed steps first (default: 10 on CUDA, 1 on CPU)")
-    p.add_argument("--repeats", type=_positive(int), help="timed windows per config (default: 5 on CUDA, 2 on CPU)")
+    p.add_argument("--repeats", type=_positive(int),
+                   help="timed windows per configuration (default: 5 on CUDA, 2 on CPU)")
     p.add_argument("--seed", type=int, default=0, help="shuffle / augmentation seed (default: 0)")
     p.add_argument("--timeout", type=_positive(float), default=runner.DEFAULT_TIMEOUT_S,
                    help="seconds one configuration may take (its own process; on expiry its stacks are saved "
@@ -207,10 +219,20 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
     return p
 
 
+def version() -> str:
+    """The installed pipebench's version, else (run from a checkout) the one in its pyproject.toml."""
+    try:
+        return importlib.metadata.version("pipebench")
+    except importlib.metadata.PackageNotFoundError:
+        text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+        return re.search(r'^version = "(.+)"', text, re.M)[1]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pipebench", description=__doc__.split("\n\n")[0], allow_abbrev=False,
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n\n", 1)[1])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub, "compare", "time every pipeline loader-only, model-only and end-to-end", RUN_HELP)
     p = _run_parser(sub, "sweep", "run a grid of configurations, resumable",
@@ -219,11 +241,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", type=Path, help="JSON file whose keys are these options' names "
                    "(e.g. {\"batch_size\": [256, 512], \"models\": [\"resnet9-w0.5\"]}); "
                    "options given on the command line win")
-    p = sub.add_parser("report", help="write REPORT.md and plots from result CSVs")
-    p.add_argument("csv", nargs="+", type=Path, help="results.csv files")
+    p = sub.add_parser("report", help="write REPORT.md and plots from runs' results")
+    p.add_argument("csv", nargs="+", type=Path, metavar="RUN", help="run folders (holding results.csv) or "
+                   "results CSV files")
     p.add_argument("--out", type=Path, required=True, help="folder for REPORT.md, SUMMARY.md and the PNGs")
-    p.add_argument("--readme", type=Path, help="also replace the summary block of this Markdown file (between "
-                   "the markers report.README_START / README_END) with the summary, links relative to it")
+    p.add_argument("--readme", type=Path, help="also write the summary into this Markdown file, between its lines "
+                   f"{report.README_START} and {report.README_END} (links relative to the file)")
     p = sub.add_parser("claims", help="test the common advice on feeding a GPU, one experiment per claim",
                        description="Run one small experiment per claim (pageable/pinned copies, non_blocking, "
                        "pin_memory, workers, collate_fn to GPU, AMP, OOM fixes), append tidy rows to "
@@ -246,8 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pipelines", type=_csv_list(pipelines.names()), default=pipelines.names(),
                    help="comma-separated (default: all; unavailable ones are left out)")
     p.add_argument("--epochs", type=_positive(int), default=20, help="epochs per pipeline (default: %(default)s)")
-    p.add_argument("--batch-size", type=_positive(int), help="default: 512 on CUDA, 64 on CPU")
-    p.add_argument("--workers", type=_positive(int), help="default: cores - 1")
+    p.add_argument("--batch-size", type=_positive(int), help="images per batch (default: 512 on CUDA, 64 on CPU)")
+    p.add_argument("--workers", type=_positive(int), help="DataLoader workers / prefetch threads / parallel DALI "
+                   "sources (default: cores - 1)")
     p.add_argument("--max-samples", type=_positive(int), help="use only the first N samples of the split")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
     p.add_argument("--out", type=Path, required=True, help="folder for stability.csv, STABILITY.md, stability.png")
@@ -256,7 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_args(p)
     p.add_argument("--jpeg-quality", type=int, default=90, help="JPEG quality (default: 90)")
     p = sub.add_parser("download", help="download the genuine CIFAR-10 with torchvision (network)")
-    p.add_argument("--root", default=default_data_root(), help="destination (default: %(default)s)")
+    p.add_argument("--data-root", default=default_data_root(),
+                   help="where cifar-10-batches-py/ goes (default: %(default)s, or $PIPEBENCH_DATA)")
+    p.add_argument("--root", dest="data_root", help=argparse.SUPPRESS)   # its former name
     sub.add_parser("list", help="registered pipelines and whether each can run here")
     sub.add_parser("env", help="print the environment recorded with every result")
     for command in sub.choices.values():
@@ -341,11 +367,12 @@ def record(out: Path, command: list[str], env: dict | None = None) -> None:
         f.write(shlex.join(command) + "\n")
 
 
-def _fail(command: str, error: BaseException) -> SystemExit:
-    """A user-facing error as one line (`pipebench COMMAND: message`); with --debug its traceback first."""
+def _fail(command: str, error: BaseException, message: str = "") -> SystemExit:
+    """A user-facing error as one line (`pipebench COMMAND: message`, the error's own by default);
+    with --debug its traceback first."""
     if os.environ.get("PIPEBENCH_DEBUG"):
         traceback.print_exception(error)
-    return SystemExit(f"pipebench {command}: {error}")
+    return SystemExit(f"pipebench {command}: {message or error}")
 
 
 def run_grid(args, argv: list[str]) -> int:
@@ -601,14 +628,22 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "claims":
         run_claims(args, argv)
     elif args.command == "report":
-        missing = [p for p in args.csv if not p.is_file()]
+        csvs = [p / "results.csv" if p.is_dir() else p for p in args.csv]
+        missing = [str(p) for p in csvs if not p.is_file()]
         if missing:
-            raise SystemExit(f"pipebench report: no such file: {', '.join(map(str, missing))}")
+            raise SystemExit(f"pipebench report: no such file: {', '.join(missing)} (give run folders holding "
+                             "results.csv, or results CSV files)")
+        if args.out.exists() and not args.out.is_dir():
+            raise SystemExit(f"pipebench report: --out {args.out} is a file: name a folder")
         try:
-            path = report.write(args.csv, args.out, args.readme)
-        except ValueError as e:
+            path = report.write(csvs, args.out, args.readme)
+            record(args.out, ["pipebench", *argv])
+        except ValueError as e:   # an empty CSV, one that is not pipebench's
             raise _fail("report", e) from None
-        record(args.out, ["pipebench", *argv])
+        except OSError as e:   # a folder that cannot be written, a file that cannot be read
+            read = e.filename in {str(p) for p in [*csvs, args.readme] if p}
+            raise _fail("report", e, f"cannot {'read' if read else 'write'} {e.filename or args.out} "
+                        f"({e.strerror or e})" + ("" if read else ": choose a writable --out folder")) from None
         print(path)
     elif args.command == "stability":
         return run_stability(args, argv)
@@ -627,7 +662,7 @@ def main(argv: list[str] | None = None) -> int:
               f"JPEG q{args.jpeg_quality}: {jpeg} (checksums match JPEG.json; "
               f"mean {len(sizes.data) / len(sizes):.0f} B per train image)")
     elif args.command == "download":
-        print(sources.download_cifar10(args.root))
+        print(sources.download_cifar10(args.data_root))
     elif args.command == "list":
         for name, reason in pipelines.available().items():
             print(f"{name:12s} {'ok' if reason is None else 'unavailable: ' + reason}")

@@ -97,10 +97,12 @@ def git_commit() -> str:
 
 
 def environment() -> dict[str, object]:
+    """What every row records about where it ran; without a GPU `gpu`, `driver` and `cuda` are empty
+    (a CUDA build of torch on a machine with no GPU runs no CUDA)."""
     cuda = torch.cuda.is_available()
     driver = _run("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader") if cuda else ""
     return {"gpu": torch.cuda.get_device_name() if cuda else "", "driver": driver.splitlines()[0] if driver else "",
-            "cuda": torch.version.cuda or "", "torch": torch.__version__,
+            "cuda": (torch.version.cuda or "") if cuda else "", "torch": torch.__version__,
             "torchvision": _version("torchvision"), "dali": _version("nvidia-dali"), "peers": peer_versions(),
             "python": platform.python_version(), "cpu_count": os.cpu_count(),
             "platform": platform.platform(), "hostname": socket.gethostname(), "git_commit": git_commit()}
