@@ -1,22 +1,28 @@
-"""`pipebench`: the command line. Parsing lives here and nowhere else.
+"""pipebench: how fast can PyTorch input pipelines feed a training loop? CIFAR-10, measured.
 
+commands:
     pipebench compare            # every available pipeline, loader / model / e2e, on the default data
     pipebench sweep --out DIR    # a grid (lists or --config FILE.json), resumable in DIR
-    pipebench report CSV... --out DIR   # REPORT.md + plots from result CSVs
+    pipebench report DIR|CSV... --out DIR   # REPORT.md + plots from runs' results
     pipebench claims             # test the common advice (pin_memory, non_blocking, workers, AMP...): CLAIMS.md
     pipebench stability          # many epochs per pipeline, host and GPU memory per epoch (leaks)
     pipebench prepare            # generate the default data and its JPEG copy ahead of time
-    pipebench download --root D  # fetch the genuine CIFAR-10 (network) into D/cifar-10-batches-py
+    pipebench download           # fetch the genuine CIFAR-10 (network) into --data-root
     pipebench list               # registered pipelines and whether each can run here
     pipebench env                # the environment every result row records
+
+`pipebench COMMAND --help` for a command's options; errors are one line, --debug shows the traceback.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import datetime as dt
+import importlib.metadata
 import json
+import math
 import os
+import re
 import shlex
 import signal
 import sys
@@ -37,27 +43,47 @@ from . import claims, distributed, harness, report, results, runner, stability
 from .models import check_model
 
 
+def _once(text: str, items: list) -> list:
+    """`items` (parsed from `text`) if no value is given twice (it would run the same configurations
+    again), else a usage error naming it."""
+    twice = next((t for i, t in enumerate(items) if t in items[:i]), None)
+    if twice is not None:
+        raise argparse.ArgumentTypeError(f"{text!r}: {twice} is given twice; give each value once")
+    return items
+
+
 def _csv_list(allowed):
     def parse(text: str) -> list[str]:
         items = [t.strip() for t in text.split(",") if t.strip()]
         bad = [t for t in items if t not in allowed]
         if bad or not items:
             raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list of {list(allowed)}")
-        return items
+        return _once(text, items)
     return parse
 
 
 def _positive(kind, minimum=1):
-    """argparse type: a number of `kind` >= minimum (> 0 for floats)."""
+    """argparse type: a number of `kind` >= minimum (> 0 and finite for floats)."""
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
             value = None
-        if value is None or (value < minimum if kind is int else value <= 0):
+        if value is None or not math.isfinite(value) or (value < minimum if kind is int else value <= 0):
             raise argparse.ArgumentTypeError(f"{text!r}: expected {'an integer >= ' + str(minimum) if kind is int else 'a number > 0'}")
         return value
     return parse
+
+
+def _fraction(text: str) -> float:
+    """argparse type: a number from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1:   # nan fails this too
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number from 0 to 1")
+    return value
 
 
 def _int_list(text: str) -> list[int]:
@@ -67,21 +93,23 @@ def _int_list(text: str) -> list[int]:
         items = []
     if not items:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list of integers")
-    return items
+    return _once(text, items)
 
 
 def _model_list(text: str) -> list[str]:
     try:
-        return [check_model(t.strip()) for t in text.split(",") if t.strip()]
+        return _once(text, [check_model(t.strip()) for t in text.split(",") if t.strip()])
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _claim_list(text: str) -> list:
     try:
-        return claims.select(t.strip() for t in text.split(",") if t.strip())
+        chosen = claims.select(t.strip() for t in text.split(",") if t.strip())
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+    _once(text, [claim.key for claim in chosen])
+    return chosen
 
 
 def _add_data_args(p: argparse.ArgumentParser) -> None:
@@ -108,9 +136,10 @@ RUN_HELP = ("Run each pipeline loader-only, stage by stage and end-to-end and ea
 def _run_parser(sub, name: str, help: str, description: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help, description=description, allow_abbrev=False)
     p.add_argument("--pipelines", type=_csv_list(pipelines.names()), default=pipelines.names(),
-                   help=f"comma-separated, from {pipelines.names()} (default: all)")
+                   help=f"comma-separated, from {','.join(pipelines.names())} (default: all)")
     p.add_argument("--modes", type=_csv_list(harness.MODES), default=list(harness.MODES),
-                   help="comma-separated, from loader,model,e2e,stage (default: all)")
+                   help="comma-separated, from loader (the pipeline alone), model (the training step on one "
+                        "batch), e2e (both), stage (each stage of a pipeline alone) (default: all)")
     p.add_argument("--stages", type=_csv_list(harness.STAGES), default=list(harness.STAGES),
                    help=f"stage mode: which of {','.join(harness.STAGES)} (default: all)")
     p.add_argument("--models", type=_model_list, default=["resnet18"],
@@ -125,7 +154,7 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
     p.add_argument("--image-size", type=_int_list, default=[32],
                    help="list; px per side, multiples of 32: the set upscaled (default: 32)")
-    p.add_argument("--batch-size", type=_int_list, help="list; default: 512 on CUDA, 64 on CPU")
+    p.add_argument("--batch-size", type=_int_list, help="list; images per batch (default: 512 on CUDA, 64 on CPU)")
     p.add_argument("--workers", type=_int_list,
                    help="list; DataLoader workers / prefetch threads / parallel DALI sources "
                         "(default: cores - 1)")
@@ -133,8 +162,10 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                                                            "bfloat16 on CUDA, float32 on CPU)")
     p.add_argument("--channels-last", action=argparse.BooleanOptionalAction,
                    help="channels_last batches and model (default: on for CUDA)")
-    p.add_argument("--pin-memory", action="store_true", help="dataloader: DataLoader(pin_memory=True)")
-    p.add_argument("--non-blocking", action="store_true", help="dataloader: .to(device, non_blocking=True)")
+    p.add_argument("--pin-memory", action="store_true", help="dataloader: workers hand over pinned batches "
+                   "(DataLoader pin_memory=True)")
+    p.add_argument("--non-blocking", action="store_true", help="dataloader: copy batches to the device "
+                   "asynchronously (non_blocking=True)")
     p.add_argument("--prefetch-depth", type=int, default=2, help="prefetch: batches in flight (default: 2)")
     p.add_argument("--worker-start", choices=WORKER_START_METHODS, default=PipelineConfig.worker_start,
                    help="dataloader, timm: how DataLoader workers start; forkserver and spawn are safe in a "
@@ -146,11 +177,13 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                         "process takes one GPU and a 1/N shard of every epoch (default: none)")
     defaults = PipelineConfig
     p.add_argument("--dali-reader", choices=DALI_READERS, default=defaults.dali_reader,
-                   help="dali: external_source in the shared epoch plan, or fn.readers.file (default: %(default)s)")
+                   help="dali: external = fed the same shuffled batches as every other pipeline, read in DALI's "
+                        "thread; parallel = the same, read in --workers processes; file = DALI's own file reader "
+                        "over a JPEG file tree (default: %(default)s)")
     p.add_argument("--dali-threads", type=int, help="dali: CPU threads (default: cores - 1)")
     p.add_argument("--dali-queue-depth", type=int, default=defaults.dali_queue_depth,
                    help="dali: prefetch queue depth (default: %(default)s)")
-    p.add_argument("--dali-hw-decoder-load", type=float, default=defaults.dali_hw_decoder_load,
+    p.add_argument("--dali-hw-decoder-load", type=_fraction, default=defaults.dali_hw_decoder_load,
                    help="dali: share of JPEGs for the hardware decoder, 0..1 (default: %(default)s)")
     p.add_argument("--dali-decoder", choices=DALI_DECODERS, default=defaults.dali_decoder,
                    help="dali: mixed = nvJPEG (GPU decode, Huffman on DALI's threads), cpu = libjpeg-turbo on DALI's "
@@ -161,7 +194,8 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
     p.add_argument("--encoding", choices=ENCODINGS, default="raw",
                    help="raw pixels, or decode the cached JPEG copy (dataloader) (default: raw)")
     p.add_argument("--last-batch", choices=LAST_BATCH, default="drop",
-                   help="drop = every timed step has a full batch (default: drop)")
+                   help="drop = every timed step has a full batch; partial = each epoch's last, smaller batch "
+                        "too (default: drop)")
     p.add_argument("--max-samples", type=_positive(int), help="use only the first N samples of the split")
     p.add_argument("--steps", type=_positive(int), help="timed steps per repeat (default: whole epochs lasting "
                    "--min-window-s on CUDA, 3 on CPU)")
@@ -170,7 +204,8 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                         f"{harness.MODEL_BLOCK} steps) lasting at least this many seconds, sized by an untimed "
                         "window first (default: 2 on CUDA; on CPU --steps 3 instead)")
     p.add_argument("--warmup", type=_positive(int, 0), help="untimed steps first (default: 10 on CUDA, 1 on CPU)")
-    p.add_argument("--repeats", type=_positive(int), help="timed windows per config (default: 5 on CUDA, 2 on CPU)")
+    p.add_argument("--repeats", type=_positive(int),
+                   help="timed windows per configuration (default: 5 on CUDA, 2 on CPU)")
     p.add_argument("--seed", type=int, default=0, help="shuffle / augmentation seed (default: 0)")
     p.add_argument("--timeout", type=_positive(float), default=runner.DEFAULT_TIMEOUT_S,
                    help="seconds one configuration may take (its own process; on expiry its stacks are saved "
@@ -184,10 +219,20 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
     return p
 
 
+def version() -> str:
+    """The installed pipebench's version, else (run from a checkout) the one in its pyproject.toml."""
+    try:
+        return importlib.metadata.version("pipebench")
+    except importlib.metadata.PackageNotFoundError:
+        text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+        return re.search(r'^version = "(.+)"', text, re.M)[1]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pipebench", description=__doc__.split("\n\n")[0], allow_abbrev=False,
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n\n", 1)[1])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub, "compare", "time every pipeline loader-only, model-only and end-to-end", RUN_HELP)
     p = _run_parser(sub, "sweep", "run a grid of configurations, resumable",
@@ -196,11 +241,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", type=Path, help="JSON file whose keys are these options' names "
                    "(e.g. {\"batch_size\": [256, 512], \"models\": [\"resnet9-w0.5\"]}); "
                    "options given on the command line win")
-    p = sub.add_parser("report", help="write REPORT.md and plots from result CSVs")
-    p.add_argument("csv", nargs="+", type=Path, help="results.csv files")
+    p = sub.add_parser("report", help="write REPORT.md and plots from runs' results")
+    p.add_argument("csv", nargs="+", type=Path, metavar="RUN", help="run folders (holding results.csv) or "
+                   "results CSV files")
     p.add_argument("--out", type=Path, required=True, help="folder for REPORT.md, SUMMARY.md and the PNGs")
-    p.add_argument("--readme", type=Path, help="also replace the summary block of this Markdown file (between "
-                   "the markers report.README_START / README_END) with the summary, links relative to it")
+    p.add_argument("--readme", type=Path, help="also write the summary into this Markdown file, between its lines "
+                   f"{report.README_START} and {report.README_END} (links relative to the file)")
     p = sub.add_parser("claims", help="test the common advice on feeding a GPU, one experiment per claim",
                        description="Run one small experiment per claim (pageable/pinned copies, non_blocking, "
                        "pin_memory, workers, collate_fn to GPU, AMP, OOM fixes), append tidy rows to "
@@ -223,8 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pipelines", type=_csv_list(pipelines.names()), default=pipelines.names(),
                    help="comma-separated (default: all; unavailable ones are left out)")
     p.add_argument("--epochs", type=_positive(int), default=20, help="epochs per pipeline (default: %(default)s)")
-    p.add_argument("--batch-size", type=_positive(int), help="default: 512 on CUDA, 64 on CPU")
-    p.add_argument("--workers", type=_positive(int), help="default: cores - 1")
+    p.add_argument("--batch-size", type=_positive(int), help="images per batch (default: 512 on CUDA, 64 on CPU)")
+    p.add_argument("--workers", type=_positive(int), help="DataLoader workers / prefetch threads / parallel DALI "
+                   "sources (default: cores - 1)")
     p.add_argument("--max-samples", type=_positive(int), help="use only the first N samples of the split")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
     p.add_argument("--out", type=Path, required=True, help="folder for stability.csv, STABILITY.md, stability.png")
@@ -233,7 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_args(p)
     p.add_argument("--jpeg-quality", type=int, default=90, help="JPEG quality (default: 90)")
     p = sub.add_parser("download", help="download the genuine CIFAR-10 with torchvision (network)")
-    p.add_argument("--root", default=default_data_root(), help="destination (default: %(default)s)")
+    p.add_argument("--data-root", default=default_data_root(),
+                   help="where cifar-10-batches-py/ goes (default: %(default)s, or $PIPEBENCH_DATA)")
+    p.add_argument("--root", dest="data_root", help=argparse.SUPPRESS)   # its former name
     sub.add_parser("list", help="registered pipelines and whether each can run here")
     sub.add_parser("env", help="print the environment recorded with every result")
     for command in sub.choices.values():
@@ -318,11 +367,12 @@ def record(out: Path, command: list[str], env: dict | None = None) -> None:
         f.write(shlex.join(command) + "\n")
 
 
-def _fail(command: str, error: BaseException) -> SystemExit:
-    """A user-facing error as one line (`pipebench COMMAND: message`); with --debug its traceback first."""
+def _fail(command: str, error: BaseException, message: str = "") -> SystemExit:
+    """A user-facing error as one line (`pipebench COMMAND: message`, the error's own by default);
+    with --debug its traceback first."""
     if os.environ.get("PIPEBENCH_DEBUG"):
         traceback.print_exception(error)
-    return SystemExit(f"pipebench {command}: {error}")
+    return SystemExit(f"pipebench {command}: {message or error}")
 
 
 def run_grid(args, argv: list[str]) -> int:
@@ -341,8 +391,8 @@ def run_grid(args, argv: list[str]) -> int:
     try:
         with runner.folder_lock(out) if lead else contextlib.nullcontext(), runner.signals_as_interrupts():
             outcome = _run_specs(args, argv, specs, device, world, lead, out)
-    except ValueError as e:   # the folder is locked by another run
-        raise _fail(args.command, e) from None
+    except (ValueError, results.WriteFailed) as e:   # the folder is locked, its results.csv is not
+        raise _fail(args.command, e) from None        # pipebench's, the disk is full
     except (runner.Interrupted, KeyboardInterrupt) as e:
         if isinstance(e, KeyboardInterrupt):
             e = runner.Interrupted(signal.SIGINT)
@@ -352,9 +402,9 @@ def run_grid(args, argv: list[str]) -> int:
         return e.exit_code
     finally:
         distributed.teardown()
-    if lead and outcome.failed:
-        print(f"pipebench {args.command}: {outcome.failed} of {outcome.configurations} configurations failed or "
-              "timed out (their rows say why)", file=sys.stderr)
+    if lead:
+        for line in outcome.summary_lines():
+            print(f"pipebench {args.command}: {line}", file=sys.stderr)
     return 1 if outcome.failed else 0
 
 
@@ -419,11 +469,10 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path) -> runne
                 rows = runner.run_isolated(spec, args.timeout, out, on_window)
             bar.update(spec.repeats - (bar.n - start))
             if lead:
-                for row in rows:
-                    writer.write(row)
-            statuses = {row["status"] for row in rows}
-            outcome.failed += bool(statuses & {"error", "timeout"})
-            outcome.ok += statuses == {"ok"}
+                writer.write_block(rows)
+            cause = outcome.record(spec, rows)
+            if lead and cause:
+                bar.write(cause, file=sys.stderr)
     if lead:
         print(summary(out / "results.csv"))
     return outcome
@@ -482,14 +531,26 @@ def run_stability(args, argv: list[str]) -> int:
     record(args.out, ["pipebench", *argv], env)
     reasons = pipelines.available()
     names = [n for n in args.pipelines if not reasons.get(n)]
-    rows = []
+    rows, stop, name = [], None, ""
     try:
-        with tqdm(total=len(names) * args.epochs, unit="epoch", desc="stability") as bar:
+        with tqdm(total=len(names) * args.epochs, unit="epoch", desc="stability") as bar, \
+                runner.signals_as_interrupts():
             for name in names:
                 bar.set_description(name)
-                rows += stability.measure(name, pipelines.resolve_config(name, config), args.epochs, bar)
+                for row in stability.measure(name, pipelines.resolve_config(name, config), args.epochs):
+                    rows.append(row)
+                    bar.update(1)
     except OSError as e:   # a missing data root, a folder that cannot be written
         raise _fail("stability", e) from None
+    except (runner.Interrupted, KeyboardInterrupt) as e:   # the epochs measured are written below
+        stop = e if isinstance(e, runner.Interrupted) else runner.Interrupted(signal.SIGINT)
+    if stop is not None:
+        rest = names[names.index(name) + 1:] if name else names
+        ended = (f"stopped by {stop} after {sum(row['pipeline'] == name for row in rows)} of {args.epochs} epochs "
+                 f"of `{name}`" + (f" (not run: {', '.join(rest)})" if rest else ""))
+        if not rows:
+            print(f"pipebench stability: {ended}; no epoch measured, nothing written", file=sys.stderr)
+            return stop.exit_code
     df = pd.DataFrame(rows).assign(**{k: env[k] for k in ("gpu", "torch", "cpu_count", "hostname", "git_commit")})
     df.to_csv(args.out / "stability.csv", index=False)
     title = f"{env['gpu'] or 'CPU'}, batch {config.batch_size}, {config.num_workers} workers, {args.epochs} epochs"
@@ -500,9 +561,13 @@ def run_stability(args, argv: list[str]) -> int:
     (args.out / "STABILITY.md").write_text("\n".join([
         "# Stability: memory over epochs", "", f"{title}; generated by `pipebench stability` (COMMAND.txt) from "
         "stability.csv. Growth in MB from epoch 2 to the last epoch (the first epochs warm caches and start "
-        "workers); flat lines are the pass.", "", table.reset_index().to_markdown(index=False), "",
+        "workers); flat lines are the pass.", "", *([f"**Interrupted**: {ended}.", ""] if stop else []),
+        table.reset_index().to_markdown(index=False), "",
         "![memory per epoch](stability.png)", "", *(["Not run:", *skipped, ""] if skipped else [])]))
     print(args.out / "STABILITY.md")
+    if stop is not None:
+        print(f"pipebench stability: {ended}; the epochs measured are in {args.out}", file=sys.stderr)
+        return stop.exit_code
     return 0
 
 
@@ -563,14 +628,22 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "claims":
         run_claims(args, argv)
     elif args.command == "report":
-        missing = [p for p in args.csv if not p.is_file()]
+        csvs = [p / "results.csv" if p.is_dir() else p for p in args.csv]
+        missing = [str(p) for p in csvs if not p.is_file()]
         if missing:
-            raise SystemExit(f"pipebench report: no such file: {', '.join(map(str, missing))}")
+            raise SystemExit(f"pipebench report: no such file: {', '.join(missing)} (give run folders holding "
+                             "results.csv, or results CSV files)")
+        if args.out.exists() and not args.out.is_dir():
+            raise SystemExit(f"pipebench report: --out {args.out} is a file: name a folder")
         try:
-            path = report.write(args.csv, args.out, args.readme)
-        except ValueError as e:
+            path = report.write(csvs, args.out, args.readme)
+            record(args.out, ["pipebench", *argv])
+        except ValueError as e:   # an empty CSV, one that is not pipebench's
             raise _fail("report", e) from None
-        record(args.out, ["pipebench", *argv])
+        except OSError as e:   # a folder that cannot be written, a file that cannot be read
+            read = e.filename in {str(p) for p in [*csvs, args.readme] if p}
+            raise _fail("report", e, f"cannot {'read' if read else 'write'} {e.filename or args.out} "
+                        f"({e.strerror or e})" + ("" if read else ": choose a writable --out folder")) from None
         print(path)
     elif args.command == "stability":
         return run_stability(args, argv)
@@ -589,7 +662,7 @@ def main(argv: list[str] | None = None) -> int:
               f"JPEG q{args.jpeg_quality}: {jpeg} (checksums match JPEG.json; "
               f"mean {len(sizes.data) / len(sizes):.0f} B per train image)")
     elif args.command == "download":
-        print(sources.download_cifar10(args.root))
+        print(sources.download_cifar10(args.data_root))
     elif args.command == "list":
         for name, reason in pipelines.available().items():
             print(f"{name:12s} {'ok' if reason is None else 'unavailable: ' + reason}")

@@ -1,13 +1,20 @@
 """Tidy result rows: one row per run x repeat, config fields as columns, environment included.
 
-Each row is appended whole (one line, one `write` on an append-only descriptor, then `fsync`), so
-a killed run or a full disk leaves at most a torn last line: `read_rows` drops it with a warning and
-the next writer moves it aside to `results.csv.torn` before appending. Errors are kept on one line. A configuration that fails becomes a row with `status="error"` and
-the exception in `error`; one that cannot run here (a missing optional dependency) becomes
-`status="skipped"` with the reason; a stage the pipeline does not have becomes `status="not-applicable"`.
+The rows of one configuration are appended as one block (`CsvWriter.write_block`: one append-only
+descriptor, short writes continued, then `fsync`); if that fails (a full disk), the file is cut back
+to its size before the block and `WriteFailed` says so in one line: a configuration is in the file
+whole or not at all, so a resumed sweep never counts part of one. A killed run leaves at most a
+torn last line: `read_rows` drops it with a warning and the next writer moves it aside to
+`results.csv.torn` before appending. A file from an older version is moved to the current columns
+through a new file and `os.replace`, never rewritten in place; a CSV that is not pipebench's is
+refused. Errors are kept on one line. A configuration that fails becomes a row with
+`status="error"` and the exception in `error`; one that cannot run here (a missing optional
+dependency) becomes `status="skipped"` with the reason; a stage the pipeline does not have becomes
+`status="not-applicable"`.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import importlib.metadata
 import io
@@ -41,6 +48,8 @@ MEASURE_COLUMNS = ["process", "repeat", "busy_ms", "steps", "images", "epochs", 
 SAME_ENVIRONMENT = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "cpu_count", "hostname"]
 ENV_COLUMNS = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "peers", "python", "cpu_count",
                "cpu_model", "host_calibration_ms", "boot_id", "platform", "hostname", "git_commit"]
+# Columns every pipebench results file has had: a CSV without them is someone else's (refused, untouched).
+REQUIRED = ["run_id", "pipeline", "mode", "status"]
 COLUMNS = (["run_id", "timestamp", *CONFIG_COLUMNS, "device", "gpus", "data_source", "samples",
             "steps_per_epoch", "copy", "batch_bytes", *MEASURE_COLUMNS, "status", "error", *ENV_COLUMNS])
 
@@ -91,10 +100,12 @@ def git_commit() -> str:
 
 
 def environment() -> dict[str, object]:
+    """What every row records about where it ran; without a GPU `gpu`, `driver` and `cuda` are empty
+    (a CUDA build of torch on a machine with no GPU runs no CUDA)."""
     cuda = torch.cuda.is_available()
     driver = _run("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader") if cuda else ""
     return {"gpu": torch.cuda.get_device_name() if cuda else "", "driver": driver.splitlines()[0] if driver else "",
-            "cuda": torch.version.cuda or "", "torch": torch.__version__,
+            "cuda": (torch.version.cuda or "") if cuda else "", "torch": torch.__version__,
             "torchvision": _version("torchvision"), "dali": _version("nvidia-dali"), "peers": peer_versions(),
             "python": platform.python_version(), "cpu_count": os.cpu_count(), **machine.host_identity(),
             "platform": platform.platform(), "hostname": socket.gethostname(), "git_commit": git_commit()}
@@ -117,16 +128,23 @@ def config_key(spec: RunSpec) -> tuple[str, ...]:
     return tuple("" if fields[c] is None else str(fields[c]) for c in CONFIG_COLUMNS)
 
 
-def read_rows(path: str | Path, **options) -> pd.DataFrame:
-    """A results CSV through pandas; a torn last line (no newline: the writer was killed or the
-    disk filled mid-row) is left out with a warning instead of failing the whole file."""
+def read_rows(path: str | Path, required: list[str] = REQUIRED, **options) -> pd.DataFrame:
+    """A results CSV through pandas; a torn last line (no newline: the writer was killed mid-row)
+    is left out with a warning instead of failing the whole file. A file with no header or without
+    the `required` columns is refused (ValueError, one line): it is not pipebench's."""
     data = Path(path).read_bytes()
     if data and not data.endswith(b"\n"):
         cut = data.rfind(b"\n") + 1
         warnings.warn(f"{path}: its last line is torn ({len(data) - cut} bytes without a newline); left out",
                       stacklevel=2)
         data = data[:cut]
-    return pd.read_csv(io.BytesIO(data), **options) if data.strip() else pd.DataFrame()
+    if not data.strip():
+        raise ValueError(f"{path} is empty: not a pipebench results file")
+    df = pd.read_csv(io.BytesIO(data), **options)
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path} is not a pipebench results file (no column {', '.join(missing)})")
+    return df
 
 
 def completed(path: str | Path, env: dict[str, object]) -> dict[tuple[str, ...], float]:
@@ -183,39 +201,83 @@ def one_line(error: str) -> str:
     return " | ".join(lines)
 
 
+class WriteFailed(OSError):
+    """Rows could not be written (a full disk, an I/O error); the file is as it was before them."""
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """All of `data` to `fd`: a short write is continued where it stopped."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 class CsvWriter:
-    """Appends rows to one CSV with a fixed column order, each row whole and synced to disk; every
-    row carries run id and environment."""
+    """Appends rows to one CSV with a fixed column order, each configuration's rows whole and synced
+    to disk; every row carries run id and environment."""
 
     def __init__(self, path: str | Path, env: dict[str, object], run_id: str, columns: list[str] = COLUMNS):
         self.path = Path(path)
         self.columns = columns
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.exists() and self.path.stat().st_size:
-            data = self.path.read_bytes()
-            if not data.endswith(b"\n"):   # a torn last row: keep it apart, append after the last whole one
-                cut = data.rfind(b"\n") + 1
-                with open(self.path.with_name(self.path.name + ".torn"), "ab") as torn:
-                    torn.write(data[cut:] + b"\n")
-                os.truncate(self.path, cut)
-                warnings.warn(f"{self.path}: a torn last line ({len(data) - cut} bytes) was moved to "
-                              f"{self.path.name}.torn", stacklevel=2)
-            old = read_rows(self.path, dtype=str, keep_default_na=False)
-            if len(old.columns) and list(old.columns) != list(columns):   # an older file: move it to these columns
-                extra = [c for c in old.columns if c not in columns]
-                if extra:
-                    raise ValueError(f"{self.path}: columns {extra} are not written by this version")
-                old.reindex(columns=columns, fill_value="").to_csv(self.path, index=False)
+        data = self.path.read_bytes() if self.path.exists() else b""
+        cut = data.rfind(b"\n") + 1   # the whole lines end here
+        old = None
+        if data[:cut].strip():   # refused before anything is touched if it is not pipebench's
+            with warnings.catch_warnings():   # a torn last line is set aside below, and said so there
+                warnings.simplefilter("ignore")
+                old = read_rows(self.path, [c for c in REQUIRED if c in columns], dtype=str, keep_default_na=False)
+        if cut < len(data):   # a torn last row: keep it apart, append after the last whole one
+            with open(self.path.with_name(self.path.name + ".torn"), "ab") as torn:
+                torn.write(data[cut:] + b"\n")
+            os.truncate(self.path, cut)
+            warnings.warn(f"{self.path}: a torn last line ({len(data) - cut} bytes) was moved to "
+                          f"{self.path.name}.torn", stacklevel=2)
+        if old is not None and list(old.columns) != list(columns):   # an older file: move it to these columns
+            extra = [c for c in old.columns if c not in columns]
+            if extra:
+                raise ValueError(f"{self.path}: columns {extra} are not written by this version")
+            self._replace(old.reindex(columns=columns, fill_value="").to_csv(index=False, lineterminator="\n").encode())
         self.stamp = {"run_id": run_id, **env}
 
-    def write(self, row: dict[str, object]) -> None:
-        row = {**row, **self.stamp, "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
-        frame = pd.DataFrame([row]).reindex(columns=self.columns)
-        header = not self.path.exists() or self.path.stat().st_size == 0
-        text = frame.to_csv(header=header, index=False, lineterminator="\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    def _replace(self, data: bytes) -> None:
+        """The file's content becomes `data`: written to a new file beside it, synced, renamed over
+        it; the only copy is never truncated, so a kill or a full disk leaves the old file whole."""
+        new = self.path.with_name(f".{self.path.name}.new")
         try:
-            os.write(fd, text)
+            fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(new, self.path)
+        except OSError as e:
+            new.unlink(missing_ok=True)
+            raise WriteFailed(f"cannot move {self.path} to this version's columns ({e.strerror or e}); it is "
+                              "left as it was: free space and run again") from e
+
+    def write_block(self, rows: list[dict[str, object]]) -> None:
+        """Append `rows` (one configuration's) in one write, synced to disk. On any failure the file
+        is cut back to its size before them and WriteFailed says why: whole or not at all."""
+        now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        frame = pd.DataFrame([{**row, **self.stamp, "timestamp": now} for row in rows]).reindex(columns=self.columns)
+        fd = size = None
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            size = os.fstat(fd).st_size
+            _write_all(fd, frame.to_csv(header=size == 0, index=False, lineterminator="\n").encode())
             os.fsync(fd)
+        except OSError as e:
+            if size is not None:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+            resume = f"; `pipebench sweep --out {self.path.parent}` resumes" if self.columns == COLUMNS else ""
+            raise WriteFailed(f"cannot write to {self.path} ({e.strerror or e}): every finished configuration's "
+                              f"rows are kept, none of this one's{resume}") from e
         finally:
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
+
+    def write(self, row: dict[str, object]) -> None:
+        self.write_block([row])

@@ -10,18 +10,24 @@
 - **Exits cost nothing.** A child leaves with `os._exit` right after its last record (no joining of
   library threads, no interpreter finalizers), and the parent then kills its process group, so
   nothing it started outlives it; one stuck even so is killed after EXIT_GRACE_S; its rows count.
+- **Nothing outlives the parent.** A watchdog thread in the child kills its whole process group
+  within PARENT_POLL_S once the pipebench process is gone (even SIGKILLed, when nothing else could
+  clean up); multiprocessing's forkserver exits when its parent's end of the alive pipe closes.
 - **Nothing counted twice.** A configuration's rows are committed to `results.csv` only when it
   finishes; a configuration that fails, times out or is interrupted leaves one `error` / `timeout`
   row or nothing, never partial `ok` rows, so a resumed sweep reruns it cleanly.
-- **One writer per folder.** `OUT/.lock` is held (flock) for the whole run; a second run into the
-  same folder is refused with the holder's pid.
+- **One writer per folder.** `OUT/.lock` is held (flock) for the whole run and removed at its end
+  (while still held; whoever locks it checks that the path still names the file it locked); a
+  second run into the same folder is refused with the holder's pid.
 - **Honest endings.** Ctrl-C or SIGTERM ends the child's group at once, keeps every finished
-  configuration's rows and raises `Interrupted`; the caller exits 130 (143 for SIGTERM).
-  `Outcome.failed` counts the configurations that errored or timed out.
+  configuration's rows and raises `Interrupted`, a BaseException like KeyboardInterrupt, so no
+  `except Exception` on the way (a pipeline's, a data loader's) turns it into an error row; the
+  caller exits 130 (143 for SIGTERM). `Outcome` counts the configurations that errored or timed
+  out and says why, one line each, and once for all when they share a cause.
 
 Under torchrun (several processes), and with `--no-isolate`, configurations run in this process
 (no deadline): under torchrun a failure ends the job (the other ranks may be inside a collective);
-rows are still committed per configuration.
+rows are still committed per configuration, and an interruption discards the one in flight.
 """
 from __future__ import annotations
 
@@ -35,9 +41,10 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pipelines
@@ -48,9 +55,10 @@ DEFAULT_TIMEOUT_S = 1800.0   # per configuration; compilation and a slow DataLoa
 STARTUP_S = 120.0   # a child's start (the forkserver importing torch, once) before its deadline runs
 EXIT_GRACE_S = 15.0   # after its last record, a child stuck exiting (workers, library threads) is killed
 POLL_S = 0.05
+PARENT_POLL_S = 0.5   # how often a child checks that the pipebench process is still there
 
 
-class Interrupted(Exception):
+class Interrupted(BaseException):
     """The run was stopped by a signal (SIGINT: exit code 130, SIGTERM: 143)."""
 
     def __init__(self, signum: int):
@@ -61,21 +69,58 @@ class Interrupted(Exception):
 @dataclass
 class Outcome:
     configurations: int = 0
-    failed: int = 0      # error or timeout rows written by this run
+    failed: int = 0      # configurations that errored or timed out in this run
     ok: int = 0          # configurations with all their windows measured
+    causes: list[str] = field(default_factory=list)   # each failed configuration's error
+
+    def record(self, spec: harness.RunSpec, rows: list[dict]) -> str | None:
+        """Count one configuration by its rows; if it errored or timed out, one line saying which
+        and why (for the terminal), else None."""
+        self.ok += all(row["status"] == "ok" for row in rows)
+        failure = next((row for row in rows if row["status"] in ("error", "timeout")), None)
+        if failure is None:
+            return None
+        self.failed += 1
+        self.causes.append(failure["error"])
+        return (f"{failure['status']}: {spec.pipeline} {spec.stage or spec.mode} {spec.model} "
+                f"{spec.config.image_size}px batch {spec.config.batch_size}: {failure['error']}")
+
+    def summary_lines(self) -> list[str]:
+        """The end of a run with failures: how many, and their cause once if they all share it."""
+        if not self.failed:
+            return []
+        counted = f"{self.failed} of {self.configurations} configurations failed or timed out"
+        if len(set(self.causes)) > 1:
+            return [counted + " (each one's cause is printed above and in its row)"]
+        if self.failed == 1:
+            return [f"{counted}: {self.causes[0]}"]
+        return [counted, f"all {self.failed} failed: {self.causes[0]}"]
 
 
 @contextlib.contextmanager
 def folder_lock(out: Path):
-    """Hold OUT/.lock for the block; refuse (ValueError) if another process holds it."""
+    """Hold OUT/.lock for the block and remove it at the end; refuse (ValueError) if another
+    process holds it."""
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / ".lock", "a+") as f:
+    path = out / ".lock"
+    while True:
+        f = open(path, "a+")
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             f.seek(0)
-            raise ValueError(f"{out} is in use by another pipebench run (pid {f.read().strip() or '?'}): "
+            holder = f.read().strip() or "?"
+            f.close()
+            raise ValueError(f"{out} is in use by another pipebench run (pid {holder}): "
                              "wait for it or choose another --out") from None
+        try:
+            locked = os.fstat(f.fileno()).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            locked = False
+        if locked:
+            break
+        f.close()   # its holder removed it between our open and flock: lock the one there now
+    with f:
         f.seek(0)
         f.truncate()
         f.write(str(os.getpid()))
@@ -83,7 +128,7 @@ def folder_lock(out: Path):
         try:
             yield
         finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            path.unlink(missing_ok=True)   # still held: a process that opened it meanwhile sees it gone
 
 
 @contextlib.contextmanager
@@ -105,10 +150,28 @@ def _context():
     return ctx
 
 
-def _child(spec: harness.RunSpec, entry, path: list[str], environ: dict, journal: str, stacks: str) -> None:
-    """Child process: the parent's environment and import path now (the forkserver's are from its
-    start), its own process group, stacks on SIGUSR1, one JSON line per window or failure."""
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs (Linux /proc; a zombie has ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _watch(parent: int) -> None:
+    """Kill this process group (this process, its workers) once the pipebench process has ended."""
+    while _alive(parent):
+        time.sleep(PARENT_POLL_S)
+    os.killpg(0, signal.SIGKILL)
+
+
+def _child(spec: harness.RunSpec, entry, parent: int, path: list[str], environ: dict, journal: str,
+           stacks: str) -> None:
+    """Child process: its own process group, ended with the pipebench process `parent`; the
+    parent's environment and import path now (the forkserver's are from its start), stacks on
+    SIGUSR1, one JSON line per window or failure."""
     os.setsid()
+    threading.Thread(target=_watch, args=(parent,), daemon=True).start()
     os.environ.clear()
     os.environ.update(environ)
     faulthandler.register(signal.SIGUSR1, file=open(stacks, "w"), all_threads=True)
@@ -152,8 +215,8 @@ def run_isolated(spec: harness.RunSpec, timeout: float, out: Path, on_window=Non
         journal, stacks = Path(tmp) / "rows.jsonl", Path(tmp) / "stacks.txt"
         journal.touch()
         entry = pipelines._REGISTRY.get(spec.pipeline)
-        child = _context().Process(target=_child, args=(spec, entry, list(sys.path), dict(os.environ),
-                                                                str(journal), str(stacks)))
+        child = _context().Process(target=_child, args=(spec, entry, os.getpid(), list(sys.path),
+                                                        dict(os.environ), str(journal), str(stacks)))
         records: list[dict] = []
         finished = False   # the child wrote its last record
         child.start()

@@ -1,17 +1,22 @@
 """`pipebench stability`: many epochs per pipeline, memory recorded after each, to catch leaks.
 
-Each pipeline is iterated loader-only (`harness.Touch` per batch) for `epochs` epochs, `set_epoch`
-before each, as training would. After every epoch (device synchronized) one row records the epoch's
-img/s, the host resident memory of this process and of its child processes (DataLoader workers,
-DALI's parallel sources), and the GPU memory allocated and reserved by PyTorch's caching allocator.
-A pipeline that leaks per epoch (a stream or pinned buffer created per epoch and kept, as timm's
-PrefetchLoader once did) shows a line that climbs; a flat line after the first epochs is the pass.
+Each pipeline runs loader-only (every batch read on the device, no model) for many epochs, each
+epoch's shuffle selected first, as training would. After every epoch one row records its img/s,
+the resident memory of this process and of every process it started (DataLoader workers, the
+forkserver that starts them, DALI's parallel sources), and the GPU memory PyTorch allocated and
+reserved. A pipeline that leaks per epoch (a stream or pinned buffer created per epoch and kept,
+as timm's PrefetchLoader once did) shows a line that climbs; a flat line after the first epochs is
+the pass. Stopped early (Ctrl-C), it writes the epochs measured and says where it stopped.
+
+Rows come from `measure` as each epoch ends (`harness.Touch` reads each batch; the device is
+synchronized around every epoch), so an interrupted run keeps every epoch it finished.
 """
 from __future__ import annotations
 
 import os
 import time
 from pathlib import Path
+from typing import Iterator
 
 import matplotlib
 
@@ -36,21 +41,24 @@ def rss_mb(pid: int) -> float:
         return 0.0
 
 
-def children(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
+    """Every process that `pid` started and theirs, recursively (DataLoader workers started by a
+    forkserver are the forkserver's children, not this process's)."""
     found = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
-            found += [int(c) for c in (task / "children").read_text().split()]
+            kids = [int(c) for c in (task / "children").read_text().split()]
         except FileNotFoundError:
             continue
+        for kid in kids:
+            found += [kid, *descendants(kid)]
     return found
 
 
-def measure(name: str, config: PipelineConfig, epochs: int, progress=None) -> list[dict]:
-    """One row per epoch of `name` loader-only: img/s, host and GPU memory after the epoch."""
+def measure(name: str, config: PipelineConfig, epochs: int) -> Iterator[dict]:
+    """One row per epoch of `name` loader-only, as each epoch ends: img/s, host and GPU memory."""
     device = pipelines.base.resolve_device(config.device)
     cuda = device.type == "cuda"
-    rows = []
     with pipelines.build(name, config) as pipeline:
         touch = harness.Touch(device)
         for epoch in range(epochs):
@@ -62,16 +70,13 @@ def measure(name: str, config: PipelineConfig, epochs: int, progress=None) -> li
                 images += len(y)
             harness.sync(device)
             seconds = time.perf_counter() - start
-            kids = children(os.getpid())
-            rows.append({"pipeline": name, "epoch": epoch, "images": images, "seconds": seconds,
-                         "img_per_s": images / seconds, "host_rss_mb": rss_mb(os.getpid()),
-                         "children_rss_mb": sum(rss_mb(k) for k in kids), "children": len(kids),
-                         "gpu_allocated_mb": torch.cuda.memory_allocated(device) / 2**20 if cuda else float("nan"),
-                         "gpu_reserved_mb": torch.cuda.memory_reserved(device) / 2**20 if cuda else float("nan")})
-            if progress is not None:
-                progress.update(1)
+            kids = descendants(os.getpid())
+            yield {"pipeline": name, "epoch": epoch, "images": images, "seconds": seconds,
+                   "img_per_s": images / seconds, "host_rss_mb": rss_mb(os.getpid()),
+                   "children_rss_mb": sum(rss_mb(k) for k in kids), "children": len(kids),
+                   "gpu_allocated_mb": torch.cuda.memory_allocated(device) / 2**20 if cuda else float("nan"),
+                   "gpu_reserved_mb": torch.cuda.memory_reserved(device) / 2**20 if cuda else float("nan")}
     harness.release(device)
-    return rows
 
 
 def growth(df: pd.DataFrame, column: str, settle: int = 2) -> pd.Series:

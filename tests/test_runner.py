@@ -1,12 +1,16 @@
 """Faults a long sweep meets, each with what the suite does about it (the README's fault table):
-hangs, crashes, Ctrl-C, torn rows, a second writer, all-failed grids, bad data, bad options."""
+hangs, crashes, Ctrl-C, a killed parent, torn rows, a full disk, a second writer, all-failed
+grids, bad data, bad options."""
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import multiprocessing
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -17,7 +21,7 @@ import pytest
 import torch
 
 import pipelines
-from bench import cli, report, results, runner
+from bench import cli, harness, report, results, runner, stability
 from pipelines.base import Pipeline
 from pipelines.config import PipelineConfig
 from pipelines.dataloader import _Samples
@@ -77,6 +81,32 @@ class Lingering(Slow):
         helper = subprocess.Popen(["sleep", "300"])
         Path(os.environ[PIDS]).write_text(f"{os.getpid()} {helper.pid}")
         while True:
+            yield torch.zeros(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64)
+
+
+class Reading(Slow):
+    """Blocks inside a data-loading call that turns any Exception into a data error, as a batch-file
+    reader does ("not a readable CIFAR-10 pickle")."""
+    name = "reading"
+
+    def __iter__(self):
+        try:
+            while True:   # reading data_batch_3
+                time.sleep(0.1)
+        except Exception as e:
+            raise ValueError(f"data_batch_3: not a readable CIFAR-10 pickle ({e})") from e
+        yield
+
+
+class Stopping(Slow):
+    """Four quick batches per epoch; Ctrl-C during its third epoch."""
+    name = "stopping"
+
+    def __iter__(self):
+        if self.epoch == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(10)   # the signal is handled here
+        for _ in range(4):
             yield torch.zeros(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64)
 
 
@@ -328,3 +358,216 @@ def test_shared_arrays_travel_as_shared_memory_copied_once():
     clone = Holder.__new__(Holder)
     clone.__setstate__(first)
     assert isinstance(clone.images, np.ndarray) and np.array_equal(clone.images, holder.images)
+
+
+def test_a_killed_parent_leaves_no_process_of_its_run(tmp_path, synthetic_root):
+    """SIGKILL of `pipebench compare` (nothing runs its clean-up) while a configuration hangs: the
+    configuration's process group and the forkserver end within seconds."""
+    pids = tmp_path / "pids"
+    code = (f"import sys, pipelines; pipelines._REGISTRY['hanging'] = ({__name__!r}, 'Hanging'); "
+            "from bench import cli; sys.exit(cli.main(sys.argv[1:]))")
+    path = os.pathsep.join([str(Path(__file__).parent), str(Path(__file__).parents[1])])
+    parent = subprocess.Popen([sys.executable, "-c", code, "compare", "--device", "cpu", "--pipelines", "hanging",
+                               "--modes", "loader", "--max-samples", "64", "--batch-size", "16", "--steps", "2",
+                               "--warmup", "0", "--repeats", "1", "--workers", "1", "--data-root", str(synthetic_root),
+                               "--out", str(tmp_path / "run")],
+                              env={**os.environ, PIDS: str(pids), "PYTHONPATH": path},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not pids.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert pids.exists(), "the configuration never started"
+        started = stability.descendants(parent.pid)   # the forkserver, the configuration, its helper
+        assert set(map(int, pids.read_text().split())) <= set(started) and len(started) >= 3
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 5
+    while any(map(alive, started)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:80] for pid in started if alive(pid)}
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_under_no_isolate_stops_the_run_without_an_error_row(tmp_path, synthetic_root, monkeypatch, signum):
+    """Inside a call that catches every Exception (a data reader's), a stop is still a stop: no row
+    blaming the data, no next configuration, exit 130 (143 for SIGTERM)."""
+    monkeypatch.setitem(pipelines._REGISTRY, "reading", (__name__, "Reading"))
+    csv, done = tmp_path / "run" / "results.csv", threading.Event()
+
+    def stop_once_resident_is_written():
+        deadline = time.monotonic() + 60
+        while not (csv.exists() and "resident" in csv.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)   # `reading` is blocked now
+        if not done.is_set():
+            os.kill(os.getpid(), signum)
+
+    threading.Thread(target=stop_once_resident_is_written, daemon=True).start()
+    try:
+        code = run(tmp_path, synthetic_root, "--pipelines", "resident,reading,prefetch", "--no-isolate",
+                   command="sweep")
+    finally:
+        done.set()
+    assert code == 128 + signum
+    assert pd.read_csv(csv).pipeline.tolist() == ["resident", "resident"]   # no row of `reading` or after it
+
+
+def results_write(fault):
+    """A stand-in for os.write: writes to results.csv (or a new file beside it) go through
+    `fault(real_write, fd, data, call_number)`, the rest as usual."""
+    real, calls = os.write, []
+
+    def write(fd, data):
+        if "results.csv" not in os.readlink(f"/proc/self/fd/{fd}"):
+            return real(fd, data)
+        calls.append(len(data))
+        return fault(real, fd, bytes(data), len(calls))
+    return write
+
+
+def no_space(real, fd, data, call):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_full_disk_mid_configuration_keeps_none_of_its_rows_and_ends_in_one_line(tmp_path, synthetic_root,
+                                                                                  monkeypatch, capsys):
+    def full_on_the_second_block(real, fd, data, call):
+        if call == 1:
+            return real(fd, data)
+        if call == 2:   # half of it lands, then the disk is full
+            return real(fd, data[:len(data) // 2])
+        return no_space(real, fd, data, call)
+
+    monkeypatch.setattr(os, "write", results_write(full_on_the_second_block))
+    csv = tmp_path / "run" / "results.csv"
+    with pytest.raises(SystemExit) as stop:
+        run(tmp_path, synthetic_root, "--pipelines", "resident,prefetch", "--no-isolate", command="sweep")
+    assert stop.value.code == (f"pipebench sweep: cannot write to {csv} (No space left on device): every finished "
+                               f"configuration's rows are kept, none of this one's; `pipebench sweep --out "
+                               f"{csv.parent}` resumes")
+    assert "Traceback" not in capsys.readouterr().err
+    assert pd.read_csv(csv).pipeline.tolist() == ["resident", "resident"]   # whole lines, nothing of prefetch
+    assert not (csv.parent / ".lock").exists()
+    monkeypatch.undo()
+    assert run(tmp_path, synthetic_root, "--pipelines", "resident,prefetch", "--no-isolate", command="sweep") == 0
+    assert pd.read_csv(csv).groupby("pipeline").size().to_dict() == {"prefetch": 2, "resident": 2}
+
+
+def test_a_short_write_is_continued(tmp_path, synthetic_root, monkeypatch):
+    def short(real, fd, data, call):   # at most half of what was asked, each time
+        return real(fd, data[:max(1, len(data) // 2)])
+
+    monkeypatch.setattr(os, "write", results_write(short))
+    assert run(tmp_path, synthetic_root, "--pipelines", "resident,prefetch", "--no-isolate") == 0
+    df = pd.read_csv(tmp_path / "run" / "results.csv")
+    assert df.pipeline.tolist() == ["resident", "resident", "prefetch", "prefetch"] and (df.status == "ok").all()
+    assert list(df.columns) == results.COLUMNS
+
+
+def older_results(path: Path) -> bytes:
+    old_columns = [c for c in results.COLUMNS if c not in ("parallel", "gpus", "world_img_per_s")]
+    pd.DataFrame([{"run_id": "r", "pipeline": "prefetch", "mode": "loader", "status": "ok"}] * 3).reindex(
+        columns=old_columns).to_csv(path, index=False)
+    return path.read_bytes()
+
+
+def test_a_failed_column_upgrade_leaves_the_older_file_as_it_was(tmp_path, monkeypatch):
+    path = tmp_path / "results.csv"
+    before = older_results(path)
+    monkeypatch.setattr(os, "write", results_write(no_space))
+    with pytest.raises(results.WriteFailed, match=r"cannot move .*results.csv to this version's columns \(No space "
+                                                  r"left on device\); it is left as it was"):
+        results.CsvWriter(path, {}, run_id="r")
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["results.csv"]
+    monkeypatch.undo()
+    results.CsvWriter(path, {}, run_id="r")   # with room: moved to the current columns
+    assert list(pd.read_csv(path).columns) == results.COLUMNS and len(pd.read_csv(path)) == 3
+
+
+@pytest.mark.parametrize("text", ["pipeline,img_per_s\nresident,100\n", "a;b\n1;2\n"])
+def test_a_results_csv_that_is_not_pipebenchs_is_refused_and_left_alone(tmp_path, synthetic_root, text):
+    csv = tmp_path / "run" / "results.csv"
+    csv.parent.mkdir()
+    csv.write_text(text)
+    with pytest.raises(SystemExit, match=r"results.csv is not a pipebench results file \(no column run_id"):
+        run(tmp_path, synthetic_root, "--pipelines", "resident", "--no-isolate", command="sweep")
+    assert csv.read_text() == text
+
+
+def test_a_finished_run_removes_its_lock(tmp_path, synthetic_root):
+    assert run(tmp_path, synthetic_root, "--pipelines", "resident", "--no-isolate") == 0
+    assert not (tmp_path / "run" / ".lock").exists()
+
+
+def test_a_lock_removed_by_its_holder_meanwhile_is_taken_afresh(tmp_path, monkeypatch):
+    """The holder removes OUT/.lock between another process's open and flock: that process must
+    lock the file the path names now, not the removed one (which would let a third run in)."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / ".lock").write_text("1")
+    real = fcntl.flock
+
+    def flock(f, operation):
+        monkeypatch.setattr(fcntl, "flock", real)
+        (out / ".lock").unlink()   # the holder's run ends
+        return real(f, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    with runner.folder_lock(out):
+        with pytest.raises(ValueError, match=rf"in use by another pipebench run \(pid {os.getpid()}\)"):
+            with runner.folder_lock(out):
+                pass
+    assert not (out / ".lock").exists()
+
+
+def test_each_failure_is_printed_as_it_happens_and_a_shared_cause_once(tmp_path, synthetic_root, capsys):
+    code = run(tmp_path, synthetic_root, "--pipelines", "resident,prefetch", "--batch-size", "128", "--no-isolate")
+    err = capsys.readouterr().err
+    cause = pd.read_csv(tmp_path / "run" / "results.csv").error.iloc[0]
+    assert code == 1 and "larger than the 64 samples per epoch" in cause
+    assert f"error: resident loader none 32px batch 128: {cause}\n" in err
+    assert f"error: prefetch loader none 32px batch 128: {cause}\n" in err
+    assert err.endswith(f"pipebench compare: 2 of 2 configurations failed or timed out\n"
+                        f"pipebench compare: all 2 failed: {cause}\n")
+
+
+def test_outcome_names_no_shared_cause_when_causes_differ():
+    spec = harness.RunSpec("resident", "loader", "none", PipelineConfig(device="cpu"))
+    outcome = runner.Outcome(3)
+    assert outcome.record(spec, [{"status": "ok"}, {"status": "ok"}]) is None
+    assert outcome.record(spec, [{"status": "error", "error": "A"}]) == "error: resident loader none 32px batch 512: A"
+    assert outcome.summary_lines() == ["1 of 3 configurations failed or timed out: A"]
+    outcome.record(spec, [{"status": "timeout", "error": "B"}])
+    assert (outcome.ok, outcome.failed) == (1, 2)
+    assert outcome.summary_lines() == ["2 of 3 configurations failed or timed out (each one's cause is printed "
+                                       "above and in its row)"]
+
+
+def test_ctrl_c_during_stability_writes_the_epochs_measured(tmp_path, synthetic_root, monkeypatch, capsys):
+    monkeypatch.setitem(pipelines._REGISTRY, "stopping", (__name__, "Stopping"))
+    out = tmp_path / "stability"
+    assert cli.main(["stability", "--device", "cpu", "--pipelines", "resident,stopping,prefetch", "--epochs", "4",
+                     "--max-samples", "64", "--workers", "1", "--data-root", str(synthetic_root),
+                     "--out", str(out)]) == 130
+    df = pd.read_csv(out / "stability.csv")
+    assert df.groupby("pipeline", sort=False).epoch.apply(list).to_dict() == {"resident": [0, 1, 2, 3],
+                                                                              "stopping": [0, 1]}
+    said = "stopped by SIGINT after 2 of 4 epochs of `stopping` (not run: prefetch)"
+    assert f"**Interrupted**: {said}." in (out / "STABILITY.md").read_text() and (out / "stability.png").exists()
+    assert f"pipebench stability: {said}; the epochs measured are in {out}" in capsys.readouterr().err
+
+
+def test_stability_counts_the_workers_a_forkserver_started(synthetic_root):
+    config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64,
+                            num_workers=2, worker_start="forkserver")
+    for row in stability.measure("dataloader", config, 1):   # its workers still run while a row is read
+        workers = {w.pid for w in multiprocessing.active_children()}
+        children = {int(c) for task in Path(f"/proc/{os.getpid()}/task").glob("*")
+                    for c in (task / "children").read_text().split()}
+        assert len(workers) >= 2 and not workers & children   # grandchildren: the forkserver's children
+        assert row["children"] >= len(children | workers)

@@ -1,0 +1,132 @@
+"""The command line as people use it: help for a user, --version, values refused in one line,
+`report` on run folders and on what is not a run, the environment of a machine without a GPU."""
+from __future__ import annotations
+
+import importlib.metadata
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from bench import cli, results
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def parse(*argv: str):
+    return cli.build_parser().parse_args(list(argv))
+
+
+def test_help_is_written_for_a_user():
+    parser = cli.build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    for text in [parser.format_help(), *(command.format_help() for command in commands.values())]:
+        for internal in ("Parsing lives", "harness.", "report.README", "README_START", "_REGISTRY"):
+            assert internal not in text
+
+
+def test_version_is_the_installed_one_else_the_checkouts(monkeypatch, capsys):
+    expected = re.search(r'^version = "(.+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1]
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out == f"pipebench {expected}\n"
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    assert cli.version() == expected
+
+
+def test_download_takes_data_root_like_every_other_command():
+    assert parse("download", "--data-root", "somewhere").data_root == "somewhere"
+    assert parse("download", "--root", "elsewhere").data_root == "elsewhere"   # the former name still works
+    assert "--root" not in cli.build_parser()._subparsers._group_actions[0].choices["download"].format_help()
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--timeout", "nan"], "'nan': expected a number > 0"), (["--timeout", "inf"], "'inf': expected a number > 0"),
+    (["--min-window-s", "nan"], "'nan': expected a number > 0"),
+    (["--dali-hw-decoder-load", "nan"], "'nan': expected a number from 0 to 1"),
+    (["--dali-hw-decoder-load", "1.5"], "'1.5': expected a number from 0 to 1"),
+    (["--batch-size", "64,64"], "'64,64': 64 is given twice; give each value once"),
+    (["--pipelines", "prefetch,resident,prefetch"], "prefetch is given twice"),
+    (["--models", "resnet18,resnet18"], "resnet18 is given twice"),
+    (["--modes", "loader,loader"], "loader is given twice"),
+])
+def test_non_finite_numbers_and_repeated_values_are_refused(argv, message, capsys):
+    with pytest.raises(SystemExit) as done:
+        parse("sweep", *argv)
+    assert done.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_claim_named_twice_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        parse("claims", "--claims", "1,1")
+    assert "is given twice" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory, synthetic_root):
+    out = tmp_path_factory.mktemp("run")
+    assert cli.main(["compare", "--no-isolate", "--device", "cpu", "--pipelines", "resident", "--modes", "loader",
+                     "--data-root", str(synthetic_root), "--max-samples", "64", "--batch-size", "16", "--steps", "2",
+                     "--warmup", "0", "--repeats", "2", "--out", str(out)]) == 0
+    return out
+
+
+def test_report_takes_a_run_folder(run_folder, tmp_path):
+    assert cli.main(["report", str(run_folder), "--out", str(tmp_path / "report")]) == 0
+    assert f"`{run_folder / 'results.csv'}`" in (tmp_path / "report" / "REPORT.md").read_text()
+
+
+def report_error(capsys, *argv: str) -> str:
+    with pytest.raises(SystemExit) as done:
+        cli.main(["report", *argv])
+    assert "Traceback" not in capsys.readouterr().err
+    return done.value.code
+
+
+def test_report_on_what_is_not_a_run_is_one_line(run_folder, tmp_path, capsys):
+    empty, foreign = tmp_path / "empty.csv", tmp_path / "foreign.csv"
+    empty.write_text("")
+    foreign.write_text("name,score\nx,1\n")
+    out = str(tmp_path / "report")
+    assert report_error(capsys, str(empty), "--out", out) == f"pipebench report: {empty} is empty: not a pipebench results file"
+    assert report_error(capsys, str(foreign), "--out", out) == (
+        f"pipebench report: {foreign} is not a pipebench results file (no column run_id, pipeline, mode, status)")
+    assert report_error(capsys, str(tmp_path / "nowhere"), "--out", out).startswith(
+        f"pipebench report: no such file: {tmp_path / 'nowhere'} (")
+    assert report_error(capsys, str(run_folder), "--out", str(empty)) == (
+        f"pipebench report: --out {empty} is a file: name a folder")
+
+
+def test_report_into_a_folder_that_cannot_be_written_is_one_line(run_folder, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "read-only"
+    written = Path.write_text
+
+    def write_text(self, *args, **kwargs):   # as a read-only folder answers (root is never refused)
+        if self.parent == out:
+            raise PermissionError(13, "Permission denied", str(self))
+        return written(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+    assert report_error(capsys, str(run_folder), "--out", str(out)) == (
+        f"pipebench report: cannot write {out / 'SUMMARY.md'} (Permission denied): choose a writable --out folder")
+
+
+def test_debug_shows_the_traceback_of_a_one_line_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PIPEBENCH_DEBUG", "")   # --debug sets it: unset again after the test
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(SystemExit):
+        cli.main(["report", str(empty), "--out", str(tmp_path / "report"), "--debug"])
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_a_machine_without_a_gpu_records_no_cuda_version(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")   # a CUDA build of torch
+    env = results.environment()
+    assert (env["gpu"], env["driver"], env["cuda"]) == ("", "", "")
