@@ -36,11 +36,13 @@ from tqdm import tqdm
 import pipelines
 from pipelines import sources
 from pipelines.base import resolve_device
-from pipelines.config import (DALI_DECODERS, DALI_READERS, DTYPES, ENCODINGS, LAST_BATCH, SOURCES,
+from pipelines.config import (DALI_DECODERS, DALI_READERS, DTYPES, ENCODINGS, LAST_BATCH, PREFETCH_AUGMENT, SOURCES,
                               WORKER_START_METHODS, PipelineConfig, default_cache_root, default_data_root)
 
-from . import claims, distributed, harness, report, results, runner, stability
-from .models import check_model
+# Light imports only: DataLoader workers and configuration processes import this module again
+# (multiprocessing's start-up runs the main script); claims, report and stability are imported
+# where they are used.
+from . import distributed, harness, plan, results, runner
 
 
 def _once(text: str, items: list) -> list:
@@ -97,13 +99,26 @@ def _int_list(text: str) -> list[int]:
 
 
 def _model_list(text: str) -> list[str]:
+    """Model specs (checked once the image sizes are known, `plan.grid`); ':' may appear in a spec."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list of models")
+    return _once(text, items)
+
+
+def _ms_list(text: str) -> list[float]:
+    """argparse type: a list of finite numbers >= 0 (ms)."""
     try:
-        return _once(text, [check_model(t.strip()) for t in text.split(",") if t.strip()])
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+        items = [float(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        items = []
+    if not items or any(not math.isfinite(v) or v < 0 for v in items):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list of numbers >= 0")
+    return _once(text, items)
 
 
 def _claim_list(text: str) -> list:
+    from . import claims
     try:
         chosen = claims.select(t.strip() for t in text.split(",") if t.strip())
     except ValueError as e:
@@ -125,26 +140,48 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
                         "else beside the data)")
 
 
-RUN_HELP = ("Run each pipeline loader-only, stage by stage and end-to-end and each model on a "
-            "synthetic batch (model-only), for every combination of the listed image sizes, batch "
-            "sizes, worker counts, models and dtypes; append one CSV row per repeat to "
-            "OUT/results.csv and print a summary. "
-            "Defaults adapt to the device: on CUDA bs 512, bf16, channels_last, one epoch per "
-            "repeat; on CPU bs 64, float32, a few steps per repeat.")
+RUN_HELP = ("Measure each pipeline loader-only (at each headspace level), stage by stage and end-to-end, each "
+            "model on a synthetic batch (model-only) and the bus alone (copies), for every combination of the "
+            "listed image sizes, batch sizes, CPU budgets, worker counts, models and dtypes, each configuration "
+            "in --processes independent processes; append one CSV row per window to OUT/results.csv, print a "
+            "summary and the answer (which pipeline keeps each model fed), also written to OUT/ANSWER.md. "
+            "Defaults adapt to the device: on CUDA bs 512, bf16, channels_last, resnet18, windows of 2 s; on CPU "
+            "bs 64, float32, resnet9-w0.25, windows of 0.5 s.")
 
 
 def _run_parser(sub, name: str, help: str, description: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help, description=description, allow_abbrev=False)
     p.add_argument("--pipelines", type=_csv_list(pipelines.names()), default=pipelines.names(),
                    help=f"comma-separated, from {','.join(pipelines.names())} (default: all)")
-    p.add_argument("--modes", type=_csv_list(harness.MODES), default=list(harness.MODES),
-                   help="comma-separated, from loader (the pipeline alone), model (the training step on one "
-                        "batch), e2e (both), stage (each stage of a pipeline alone) (default: all)")
+    p.add_argument("--modes", type=_csv_list(harness.MODES),
+                   help="comma-separated, from loader (the pipeline alone, at each --busy-ms level), model (the "
+                        "training step on one batch), e2e (both), train (--epochs epochs, then test accuracy), stage "
+                        "(each stage of a pipeline alone), copy (the bus alone) (default: loader,model,e2e,stage,copy "
+                        "on CUDA, loader,model,e2e on CPU)")
     p.add_argument("--stages", type=_csv_list(harness.STAGES), default=list(harness.STAGES),
                    help=f"stage mode: which of {','.join(harness.STAGES)} (default: all)")
-    p.add_argument("--models", type=_model_list, default=["resnet18"],
-                   help="models for model-only and e2e: resnet18, resnet9, resnet9-w<F> (width x F, "
-                        "the compute knob) (default: resnet18)")
+    p.add_argument("--copies", type=_csv_list(harness.COPIES), default=list(harness.COPIES),
+                   help="copy mode: from pinned and/or pageable memory (default: both)")
+    p.add_argument("--payloads", type=_csv_list(harness.PAYLOADS), default=list(harness.PAYLOADS),
+                   help="copy mode: images copied as uint8 and/or float32 (default: both)")
+    p.add_argument("--models", type=_model_list,
+                   help="models for model-only, e2e and train: resnet18, resnet9, resnet9-w<F> (width x F, the "
+                        "compute knob), torchvision:<name> (e.g. torchvision:resnet50), timm:<name>, "
+                        "<module>:<callable> or <file.py>:<callable> returning an nn.Module with 10 outputs "
+                        "(default: resnet18 on CUDA, resnet9-w0.25 on CPU)")
+    p.add_argument("--cpus", type=_int_list,
+                   help="list; CPU cores per GPU: each configuration (its workers and threads too) runs on that "
+                        "many cores, and the worker count follows (cores - 1) unless --workers is given "
+                        "(default: every core this process may use; under torchrun, an equal share per rank)")
+    p.add_argument("--processes", type=_positive(int), default=2,
+                   help="independent processes per configuration, run in rounds (A B A B), so a range between "
+                        "processes shows how much a result moves (default: %(default)s)")
+    p.add_argument("--busy-ms", type=_ms_list,
+                   help="loader mode: the headspace levels, ms per batch the GPU is kept busy by a synthetic "
+                        "step after each batch (0: an idle GPU); the best level is the loader ceiling (default: "
+                        f"{','.join(f'{b:g}' for b in harness.BUSY_MS)} on CUDA, 0 on CPU)")
+    p.add_argument("--epochs", type=_positive(int), default=10,
+                   help="train mode: epochs trained before the test accuracy (default: %(default)s)")
     p.add_argument("--step", type=_csv_list(harness.STEPS),
                    help="list; the training step of model-only and e2e: eager (as written), graph (the whole "
                         "step captured in one CUDA graph and replayed), compile (torch.compile, then the same "
@@ -166,7 +203,10 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                    "(DataLoader pin_memory=True)")
     p.add_argument("--non-blocking", action="store_true", help="dataloader: copy batches to the device "
                    "asynchronously (non_blocking=True)")
-    p.add_argument("--prefetch-depth", type=int, default=2, help="prefetch: batches in flight (default: 2)")
+    p.add_argument("--prefetch-depth", type=int, default=2, help="prefetch, resident: batches in flight (default: 2)")
+    p.add_argument("--prefetch-augment", type=_csv_list(PREFETCH_AUGMENT), default=["device"],
+                   help="list; prefetch: crop and flip on the GPU (the host only gathers whole images) or on the "
+                        "host; both: two prefetch variants (default: device)")
     p.add_argument("--worker-start", choices=WORKER_START_METHODS, default=PipelineConfig.worker_start,
                    help="dataloader, timm: how DataLoader workers start; forkserver and spawn are safe in a "
                         "process running threads, fork is Linux's default before Python 3.14 (default: %(default)s)")
@@ -180,32 +220,33 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                    help="dali: external = fed the same shuffled batches as every other pipeline, read in DALI's "
                         "thread; parallel = the same, read in --workers processes; file = DALI's own file reader "
                         "over a JPEG file tree (default: %(default)s)")
-    p.add_argument("--dali-threads", type=int, help="dali: CPU threads (default: cores - 1)")
+    p.add_argument("--dali-threads", type=_positive(int), help="dali: CPU threads (default: the worker count)")
     p.add_argument("--dali-queue-depth", type=int, default=defaults.dali_queue_depth,
                    help="dali: prefetch queue depth (default: %(default)s)")
     p.add_argument("--dali-hw-decoder-load", type=_fraction, default=defaults.dali_hw_decoder_load,
                    help="dali: share of JPEGs for the hardware decoder, 0..1 (default: %(default)s)")
-    p.add_argument("--dali-decoder", choices=DALI_DECODERS, default=defaults.dali_decoder,
-                   help="dali: mixed = nvJPEG (GPU decode, Huffman on DALI's threads), cpu = libjpeg-turbo on DALI's "
-                        "threads, then the pixels are copied (default: %(default)s)")
+    p.add_argument("--dali-decoder", type=_csv_list(DALI_DECODERS), default=[defaults.dali_decoder],
+                   help="list; dali: mixed = nvJPEG (GPU decode, Huffman on DALI's threads), cpu = libjpeg-turbo on "
+                        "DALI's threads, then the pixels are copied; both: two dali variants (default: mixed)")
     p.add_argument("--dali-batch-multiple", type=_positive(int), default=defaults.dali_batch_multiple,
                    help="dali, dali-raw (external / parallel reader): DALI runs batches of this many training "
                         "batches, which the pipeline splits (default: %(default)s)")
-    p.add_argument("--encoding", choices=ENCODINGS, default="raw",
-                   help="raw pixels, or decode the cached JPEG copy (dataloader) (default: raw)")
+    p.add_argument("--encoding", type=_csv_list(ENCODINGS), default=["raw"],
+                   help="list; dataloader: raw pixels, or decode the JPEG copy per sample with PIL (default: raw)")
     p.add_argument("--last-batch", choices=LAST_BATCH, default="drop",
                    help="drop = every timed step has a full batch; partial = each epoch's last, smaller batch "
                         "too (default: drop)")
     p.add_argument("--max-samples", type=_positive(int), help="use only the first N samples of the split")
-    p.add_argument("--steps", type=_positive(int), help="timed steps per repeat (default: whole epochs lasting "
-                   "--min-window-s on CUDA, 3 on CPU)")
+    p.add_argument("--steps", type=_positive(int), help="timed steps per window (default: sized by --min-window-s)")
     p.add_argument("--min-window-s", type=_positive(float),
-                   help="without --steps: each window is the fewest whole epochs (model-only: blocks of "
-                        f"{harness.MODEL_BLOCK} steps) lasting at least this many seconds, sized by an untimed "
-                        "window first (default: 2 on CUDA; on CPU --steps 3 instead)")
-    p.add_argument("--warmup", type=_positive(int, 0), help="untimed steps first (default: 10 on CUDA, 1 on CPU)")
+                   help="without --steps: each window lasts at least this many seconds, sized by an untimed run "
+                        "first: whole epochs for e2e and stages (model-only: blocks of "
+                        f"{harness.MODEL_BLOCK} steps), loader windows whole epochs where one fits "
+                        "(default: 2 on CUDA, 0.5 on CPU)")
+    p.add_argument("--warmup", type=_positive(int, 0), help="untimed steps first (default: 10 on CUDA, 2 on CPU)")
     p.add_argument("--repeats", type=_positive(int),
-                   help="timed windows per configuration (default: 5 on CUDA, 2 on CPU)")
+                   help="timed windows per process and configuration (loader: per headspace level) "
+                        "(default: 3 on CUDA, 2 on CPU)")
     p.add_argument("--seed", type=int, default=0, help="shuffle / augmentation seed (default: 0)")
     p.add_argument("--timeout", type=_positive(float), default=runner.DEFAULT_TIMEOUT_S,
                    help="seconds one configuration may take (its own process; on expiry its stacks are saved "
@@ -229,6 +270,7 @@ def version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import claims, report, stability
     parser = argparse.ArgumentParser(prog="pipebench", description=__doc__.split("\n\n")[0], allow_abbrev=False,
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n\n", 1)[1])
@@ -239,8 +281,12 @@ def build_parser() -> argparse.ArgumentParser:
                     RUN_HELP + " A sweep resumes: configurations that already have --repeats ok rows "
                     "for this environment in OUT/results.csv are skipped.")
     p.add_argument("--config", type=Path, help="JSON file whose keys are these options' names "
-                   "(e.g. {\"batch_size\": [256, 512], \"models\": [\"resnet9-w0.5\"]}); "
-                   "options given on the command line win")
+                   "(e.g. {\"batch_size\": [256, 512], \"models\": [\"resnet9-w0.5\"]}); a key \"grids\" holds a "
+                   "list of such objects, each a grid of its own (the other keys shared), all measured in one "
+                   "invocation; options given on the command line win")
+    p.add_argument("--resume-other-commit", action="store_true",
+                   help="resume into OUT although its rows were measured at another commit (a reference result "
+                        "is one commit: by default this is refused)")
     p = sub.add_parser("report", help="write REPORT.md and plots from runs' results")
     p.add_argument("csv", nargs="+", type=Path, metavar="RUN", help="run folders (holding results.csv) or "
                    "results CSV files")
@@ -291,72 +337,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def specs_for(args, device: torch.device, world: distributed.World = distributed.World()) -> list[harness.RunSpec]:
-    """Every configuration of the grid, loader-only first, then per model: model-only, e2e. Under
-    torchrun each process gets its rank's share and trains a DDP replica; `--batch-size` is per GPU."""
-    cuda = device.type == "cuda"
-    if args.parallel == "dp" and (world.distributed or not cuda):
-        raise ValueError("--parallel dp runs in one process on CUDA devices: not under torchrun, not on a CPU")
-    base = PipelineConfig(
-        data_root=args.data_root, source=args.source, data_seed=args.data_seed, encoding=args.encoding,
-        cache_root=args.cache_dir,
-        last_batch=args.last_batch, max_samples=args.max_samples, seed=args.seed, device=str(device),
-        channels_last=cuda if args.channels_last is None else args.channels_last,
-        pin_memory=args.pin_memory, non_blocking=args.non_blocking, prefetch_depth=args.prefetch_depth,
-        worker_start=args.worker_start,
-        rank=world.rank, world_size=world.world_size,
-        dali_reader=args.dali_reader, dali_queue_depth=args.dali_queue_depth,
-        dali_hw_decoder_load=args.dali_hw_decoder_load, dali_decoder=args.dali_decoder,
-        dali_batch_multiple=args.dali_batch_multiple,
-        **({} if args.dali_threads is None else {"dali_threads": args.dali_threads}))
-    if args.steps is not None and args.min_window_s is not None:
-        raise ValueError("--steps and --min-window-s: give one (a fixed step count, or windows sized by time)")
-    steps = args.steps or (None if cuda or args.min_window_s else 3)
-    timing = dict(steps=steps,
-                  min_seconds=0.0 if steps else args.min_window_s if args.min_window_s is not None else 2.0,
-                  warmup=args.warmup if args.warmup is not None else (10 if cuda else 1),
-                  repeats=args.repeats or (5 if cuda else 2))
-    kinds = args.step or (["eager", "graph"] if cuda else ["eager"])
-    grid = [(size, dtype, bs, workers)
-            for size in args.image_size
-            for dtype in args.dtype or ["bfloat16" if cuda else "float32"]
-            for bs in args.batch_size or [512 if cuda else 64]
-            for workers in args.workers or [base.num_workers]]
-    configs = [base.replace(image_size=size, dtype=dtype, batch_size=bs, num_workers=workers)
-               for size, dtype, bs, workers in grid]
-    reasons = pipelines.available()
-
-    parallel = "ddp" if world.distributed else args.parallel
-    replicas = torch.cuda.device_count() if parallel == "dp" else 1
-    for kind in kinds:   # what a captured step refuses on this GPU is refused here (no CUDA: skipped rows)
-        for dtype in args.dtype or ["bfloat16"]:
-            refusal = harness.step_refusal(kind, device, dtype, parallel, args.last_batch)
-            if refusal and cuda:
-                raise ValueError(refusal)
-
-    def spec(pipeline: str, mode: str, model: str, config: PipelineConfig, stage: str = "",
-             step: str = "eager") -> harness.RunSpec:
-        """Rows record, and resume matches, the config a pipeline really runs with."""
-        if pipeline in reasons and not reasons[pipeline]:
-            config = pipelines.resolve_config(pipeline, config)
-        if mode in ("model", "e2e") and replicas > 1:   # DataParallel: the whole batch on one GPU
-            config = config.replace(batch_size=config.batch_size * replicas)
-        return harness.RunSpec(pipeline, mode, model, config, stage=stage, step=step,
-                               parallel=parallel if mode in ("model", "e2e") else "none", **timing)
-
-    specs = []
-    if "loader" in args.modes:
-        specs += [spec(p, "loader", "none", c) for c in configs for p in args.pipelines]
-    if "stage" in args.modes:
-        specs += [spec(p, "stage", "none", c, s) for c in configs for p in args.pipelines for s in args.stages]
-    for model in args.models:
-        for kind in kinds:   # model-only and e2e of one setting use the same step kind
-            if "model" in args.modes:   # no pipeline: once per image size, dtype and batch size
-                seen = {(c.image_size, c.dtype, c.batch_size): c for c in configs}
-                specs += [spec("none", "model", model, c, step=kind) for c in seen.values()]
-            if "e2e" in args.modes:
-                specs += [spec(p, "e2e", model, c, step=kind) for c in configs for p in args.pipelines]
-    return specs
+def specs_for(grids: list, device: torch.device, world: distributed.World = distributed.World()) -> list[harness.RunSpec]:
+    """Every configuration of the grids (one per --config grid, else the command line's), in order
+    (`plan.grid`), each listed once."""
+    return list(dict.fromkeys(spec for options in grids for spec in plan.grid(options, device, world)))
 
 
 def record(out: Path, command: list[str], env: dict | None = None) -> None:
@@ -375,14 +359,16 @@ def _fail(command: str, error: BaseException, message: str = "") -> SystemExit:
     return SystemExit(f"pipebench {command}: {message or error}")
 
 
-def run_grid(args, argv: list[str]) -> int:
-    """Measure the grid into OUT/results.csv; the exit code (1 if a configuration failed or timed
-    out). Under torchrun every process runs the same specs on its own GPU and shard; rank 0 alone
-    writes files, one row per rank and window."""
+def run_grid(grids: list, argv: list[str]) -> int:
+    """Measure the grids (parsed options; the first one's run-wide options: output, processes,
+    deadline, device) into OUT/results.csv; the exit code (1 if a configuration failed or timed
+    out). Under torchrun every process runs the same specs on its own GPU, shard and cores; rank 0
+    alone writes files, one row per rank and window."""
+    args = grids[0]
     try:
         world, device_name = distributed.setup(args.device)
         device = resolve_device(device_name)
-        specs = specs_for(args, device, world)
+        specs = specs_for(grids, device, world)
     except ValueError as e:
         raise _fail(args.command, e) from None
     lead = world.rank == 0
@@ -408,10 +394,16 @@ def run_grid(args, argv: list[str]) -> int:
     return 1 if outcome.failed else 0
 
 
+def windows(spec: harness.RunSpec) -> int:
+    """Windows (rows) one process of `spec` measures."""
+    return spec.repeats * len(spec.busy_ms)
+
+
 def _run_specs(args, argv, specs, device, world, lead: bool, out: Path) -> runner.Outcome:
     env = results.environment()
     run_id = distributed.broadcast(f"{out.name}@{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}")
     writer = results.CsvWriter(out / "results.csv", env, run_id=run_id) if lead else None   # rank 0 writes; one id per invocation
+    specs = plan.rounds(specs, args.processes)
     todo = list(range(len(specs)))
     if lead:
         launcher = ["torchrun", f"--nnodes={world.world_size // world.local_world_size}",
@@ -420,25 +412,32 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path) -> runne
         if getattr(args, "config", None) is not None:   # the command names it: keep a copy beside
             (out / args.config.name).write_text(args.config.read_text())
         if args.command == "sweep":
+            others = results.other_commits(out / "results.csv", env)
+            if others and not args.resume_other_commit:
+                raise ValueError(f"{out}/results.csv holds rows of commit {', '.join(others)}, this is "
+                                 f"{env['git_commit']}: a reference result is one commit; choose another --out, "
+                                 "or pass --resume-other-commit")
             done = results.completed(out / "results.csv", env)
-            todo = [i for i, s in enumerate(specs) if done.get(results.config_key(s), 0) < s.repeats]
-            print(f"resume: {len(specs) - len(todo)} of {len(specs)} configurations already done", file=sys.stderr)
+            todo = [i for i, s in enumerate(specs) if done.get((results.config_key(s), s.process), 0) < windows(s)]
+            print(f"resume: {len(specs) - len(todo)} of {len(specs)} configuration processes already done",
+                  file=sys.stderr)
     specs = [specs[i] for i in distributed.broadcast(todo)]   # rank 0's choice, the ranks' own configs
     outcome = runner.Outcome(len(specs))
     if not specs:
         if lead:
-            print(summary(out / "results.csv"))
+            print(summary(out))
         return outcome
 
     # Data generation and JPEG encoding happen here, outside every timer, only where read, rank 0 first.
     for turn in (True, False):
         if lead == turn:
             try:
-                source, folder = sources.resolve_folder(specs[0].config)
-                quality, cache = specs[0].config.jpeg_quality, specs[0].config.cache_root
-                for size in sorted({s.config.image_size for s in specs if s.config.encoding == "jpeg"}):
+                read = [s for s in specs if s.pipeline != "none"] or specs
+                source, folder = sources.resolve_folder(read[0].config)
+                quality, cache = read[0].config.jpeg_quality, read[0].config.cache_root
+                for size in sorted({s.config.image_size for s in read if s.config.encoding == "jpeg"}):
                     sources.prepare_jpeg(folder, quality, size, cache)
-                for size in sorted({s.config.image_size for s in specs
+                for size in sorted({s.config.image_size for s in read
                                     if s.pipeline == "dali" and s.config.dali_reader == "file"}):
                     sources.prepare_jpeg_tree(folder, quality, size, cache)
             except OSError as e:   # a missing root, a folder that cannot be written: one line, no traceback
@@ -451,9 +450,11 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path) -> runne
         print(f"data: {source} ({folder}); device: {device}{ranks}; output: {out}/results.csv", file=sys.stderr)
 
     reasons = pipelines.available()
-    with tqdm(total=sum(s.repeats for s in specs), unit="window", desc=args.command, disable=not lead) as bar:
+    with tqdm(total=sum(windows(s) for s in specs), unit="window", desc=args.command, disable=not lead) as bar:
         for spec in specs:
-            bar.set_description(f"{spec.pipeline} {spec.stage or spec.mode} {spec.model} {spec.config.image_size}px")
+            what = spec.stage or spec.payload or spec.mode
+            bar.set_description(f"{spec.pipeline} {what} {spec.model} {spec.config.image_size}px {spec.cpus} cores "
+                                f"#{spec.process + 1}")
             start = bar.n
 
             def on_window(row: dict) -> None:
@@ -467,19 +468,20 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path) -> runne
                 rows = runner.run_in_process(spec, world, on_window)
             else:
                 rows = runner.run_isolated(spec, args.timeout, out, on_window)
-            bar.update(spec.repeats - (bar.n - start))
+            bar.update(windows(spec) - (bar.n - start))
             if lead:
                 writer.write_block(rows)
             cause = outcome.record(spec, rows)
             if lead and cause:
                 bar.write(cause, file=sys.stderr)
     if lead:
-        print(summary(out / "results.csv"))
+        print(summary(out, run_id))
     return outcome
 
 
 def run_claims(args, argv: list[str]) -> Path:
     """`pipebench claims`: measure the selected claims into OUT/claims.csv, then write OUT/CLAIMS.md."""
+    from . import claims
     if args.report_only:
         if args.out is None or not (args.out / "claims.csv").is_file():
             raise SystemExit("pipebench claims --report-only: needs --out DIR holding claims.csv")
@@ -514,6 +516,7 @@ def run_claims(args, argv: list[str]) -> Path:
 
 def run_stability(args, argv: list[str]) -> int:
     """`pipebench stability`: OUT/stability.csv, OUT/stability.png and OUT/STABILITY.md."""
+    from . import stability
     import pandas as pd
     try:
         device = resolve_device(args.device)
@@ -571,48 +574,67 @@ def run_stability(args, argv: list[str]) -> int:
     return 0
 
 
-def summary(csv: Path) -> str:
-    """Median img/s per configuration with its min-max over repeats (of the whole job, under
-    torchrun), plus failures."""
-    df = report.load([csv])
-    ok = df[(df.status == "ok") & (df["rank"] == 0)]
-    keys = ["mode", "stage", "step", "pipeline", "model", "image_size", "batch_size", "num_workers", "dtype",
-            "world_size", "parallel"]
-    table = (ok.groupby(keys, sort=False)["world_img_per_s"]
-             .agg(["median", "min", "max", "count"]).round(0).astype(int)
-             .rename(columns={"median": "img/s median", "count": "repeats"}))
-    lines = [f"\n{csv}", table.to_string() if len(table) else "no successful configuration"]
-    for _, row in df[~df.status.isin(["ok", "not-applicable"])].iterrows():
+def summary(out: Path, run_id: str | None = None) -> str:
+    """The run's rates per configuration (median [range between processes] n=windows/processes),
+    its failures, and the answer per situation (also written to OUT/ANSWER.md). The run is the one
+    `run_id` belongs to (rows of one commit and machine), else the last in the file."""
+    from . import report
+    try:
+        found = report.runs(report.load([out / "results.csv"]))
+    except (OSError, ValueError):
+        return f"\n{out}/results.csv: no rows"
+    name, group = next(((n, g) for n, g in found if run_id in set(g.run_id)), found[-1])
+    c = report.cells(report.label_variants(group[(group["rank"] == 0)]))
+    view = [f"{r.mode:7s} {r.stage or r.payload or '':12s} {r.pipeline:28s} {r.model:22s} {r.step or '':8s} "
+            f"{r.cpus:>3.0f} cores {r.busy_ms:>5g} ms  {report.rate(r)}" for r in c.itertuples()]
+    lines = [f"\n{out}/results.csv", *view] if view else [f"\n{out}/results.csv", "no successful configuration"]
+    for _, row in group[~group.status.isin(["ok", "not-applicable"])].iterrows():
         lines.append(f"{row.status}: {row.pipeline} {row['mode']} {row.model}: {row.error}")
+    answers = report.answers(c)
+    if answers:
+        (out / "ANSWER.md").write_text("\n".join(["# Which pipeline keeps the model fed", "",
+                                                  f"From `{name}` (`pipebench report {out}` for the whole report).",
+                                                  "", *[f"- {a}" for a in answers], ""]))
+        lines += ["", "The answer (also in ANSWER.md):", *[f"- {a}" for a in answers]]
     return "\n".join(lines)
 
 
-def config_tokens(path: Path, parser: argparse.ArgumentParser) -> list[str]:
-    """A sweep --config JSON file as command-line tokens: lists joined by commas, true booleans as
-    bare flags, false ones as `--no-X` where the option has that form (else left out), everything
-    else as text. Keys must be the sweep options' names in full (e.g. "batch_size")."""
+def config_grids(path: Path, parser: argparse.ArgumentParser) -> list[list[str]]:
+    """A sweep --config JSON file as command-line tokens, one list per grid (a key "grids" holds a
+    list of objects, each a grid, the other keys shared by all; without it the file is one grid):
+    lists joined by commas, true booleans as bare flags, false ones as `--no-X` where the option has
+    that form (else left out), everything else as text. Keys must be the sweep options' names in
+    full (e.g. "batch_size")."""
     try:
         values = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise SystemExit(f"pipebench sweep: --config {path}: {e}")
     if not isinstance(values, dict):
         raise SystemExit(f"pipebench sweep: --config {path}: expected a JSON object")
+    grids = values.pop("grids", [{}])
+    if not isinstance(grids, list) or not grids or not all(isinstance(g, dict) for g in grids):
+        raise SystemExit(f"pipebench sweep: --config {path}: \"grids\" must be a list of JSON objects")
     sweep = parser._subparsers._group_actions[0].choices["sweep"]
     options = {o for action in sweep._actions for o in action.option_strings}
-    tokens = []
-    for key, value in values.items():
-        flag = "--" + key.replace("_", "-")
-        if flag not in options or key in ("config", "out", "help"):
-            raise SystemExit(f"pipebench sweep: --config {path}: unknown key {key!r} (keys are the sweep options' "
-                             "names in full, with _ for -, e.g. \"batch_size\")")
-        if value is True:
-            tokens.append(flag)
-        elif value is False:
-            if "--no-" + flag[2:] in options:
-                tokens.append("--no-" + flag[2:])
-        else:
-            tokens += [flag, ",".join(map(str, value)) if isinstance(value, list) else str(value)]
-    return tokens
+
+    def tokens(part: dict) -> list[str]:
+        found = []
+        for key, value in part.items():
+            flag = "--" + key.replace("_", "-")
+            if flag not in options or key in ("config", "out", "help", "grids"):
+                raise SystemExit(f"pipebench sweep: --config {path}: unknown key {key!r} (keys are the sweep "
+                                 "options' names in full, with _ for -, e.g. \"batch_size\")")
+            if value is True:
+                found.append(flag)
+            elif value is False:
+                if "--no-" + flag[2:] in options:
+                    found.append("--no-" + flag[2:])
+            else:
+                found += [flag, ",".join(map(str, value)) if isinstance(value, list) else str(value)]
+        return found
+
+    shared = tokens(values)
+    return [shared + tokens(grid) for grid in grids]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -621,10 +643,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.debug:   # the configuration processes inherit it
         os.environ["PIPEBENCH_DEBUG"] = "1"
+    grids = [args]
     if getattr(args, "config", None) is not None:   # the file's options first: typed ones win
-        args = parser.parse_args([argv[0], *config_tokens(args.config, parser), *argv[1:]])
+        grids = [parser.parse_args([argv[0], *tokens, *argv[1:]]) for tokens in config_grids(args.config, parser)]
     if args.command in ("compare", "sweep"):
-        return run_grid(args, argv)
+        return run_grid(grids, argv)
     elif args.command == "claims":
         run_claims(args, argv)
     elif args.command == "report":
@@ -636,6 +659,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.out.exists() and not args.out.is_dir():
             raise SystemExit(f"pipebench report: --out {args.out} is a file: name a folder")
         try:
+            from . import report
             path = report.write(csvs, args.out, args.readme)
             record(args.out, ["pipebench", *argv])
         except ValueError as e:   # an empty CSV, one that is not pipebench's

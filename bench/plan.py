@@ -55,6 +55,8 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
         if refusal:
             raise ValueError(refusal)
     kinds = o.step or (["eager", "graph"] if cuda else ["eager"])
+    modes = o.modes or (["loader", "model", "e2e", "stage", "copy"] if cuda else ["loader", "model", "e2e"])
+    models = o.models or (["resnet18"] if cuda else ["resnet9-w0.25"])
     dtypes = o.dtype or ["bfloat16" if cuda else "float32"]
     parallel = "ddp" if world.distributed else o.parallel
     for kind in kinds:   # what a captured step refuses on this GPU is refused here (no CUDA: skipped rows)
@@ -62,7 +64,7 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
             refusal = harness.step_refusal(kind, device, dtype, parallel, o.last_batch)
             if refusal and cuda:
                 raise ValueError(refusal)
-    for model in o.models:   # each model builds and gives 10 logits at every size it runs at
+    for model in models if {"model", "e2e", "train"} & set(modes) else []:   # 10 logits at every size it runs at
         for size in o.image_size:
             check_model(model, size)
     base = PipelineConfig(
@@ -97,33 +99,34 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
                 for cpus in budgets:
                     for workers in o.workers or [max(1, cpus - 1)]:
                         config = base.replace(image_size=size, dtype=dtype, batch_size=bs, num_workers=workers)
-                        specs += _setting(o, spec, config, cpus, kinds, busy)
+                        specs += _setting(o, spec, config, cpus, modes, models, kinds, busy)
     return list(dict.fromkeys(specs))   # a configuration listed twice runs once
 
 
-def _setting(o, spec, config: PipelineConfig, cpus: int, kinds: list[str], busy: tuple) -> list[harness.RunSpec]:
+def _setting(o, spec, config: PipelineConfig, cpus: int, modes: list[str], models: list[str], kinds: list[str],
+             busy: tuple) -> list[harness.RunSpec]:
     """The configurations of one setting and CPU budget: copies, model-only, then per pipeline variant
     its loader-only, stage, e2e and train configurations."""
     found = []
-    if "copy" in o.modes:
+    if "copy" in modes:
         found += [spec("none", "copy", "none", config, cpus, stage=copy, payload=payload)
                   for payload in o.payloads for copy in o.copies]
-    for model in o.models:
+    for model in models:
         for kind in kinds:
-            if "model" in o.modes:
+            if "model" in modes:
                 found.append(spec("none", "model", model, config, cpus, step=kind))
     for name in o.pipelines:
         for variant in _variants(name, o):
             c = config.replace(**variant)
-            if "loader" in o.modes:
+            if "loader" in modes:
                 found.append(spec(name, "loader", "none", c, cpus, busy_ms=busy))
-            if "stage" in o.modes:
+            if "stage" in modes:
                 found += [spec(name, "stage", "none", c, cpus, stage=s) for s in o.stages]
-            for model in o.models:
+            for model in models:
                 for kind in kinds:
-                    if "e2e" in o.modes:
+                    if "e2e" in modes:
                         found.append(spec(name, "e2e", model, c, cpus, step=kind))
-                    if "train" in o.modes:
+                    if "train" in modes:
                         found.append(spec(name, "train", model, c.replace(last_batch="drop"), cpus, step=kind,
                                           epochs=o.epochs, warmup=0))
     return found

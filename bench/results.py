@@ -44,8 +44,9 @@ MEASURE_COLUMNS = ["process", "repeat", "busy_ms", "steps", "images", "epochs", 
                    "steady_img_per_s", "wait_ms_p50", "wait_ms_p95", "wait_frac", "restart_ms", "step_ms_p50",
                    "step_ms_p95", "cpu_s", "cpu_s_per_kimg", "cpu_set", "sm_mhz", "mem_mhz", "pcie", "test_accuracy",
                    "peak_gpu_mem_mb", "peak_gpu_mem_mb_others", "setup_s", "upload_s", "compile_s"]
-# What must match for a sweep to count an earlier row as this environment's (not the git commit).
-SAME_ENVIRONMENT = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "cpu_count", "hostname"]
+# What must match for a sweep to count an earlier row as done: the same machine (boot), software and commit.
+SAME_ENVIRONMENT = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "cpu_count", "hostname", "boot_id",
+                    "git_commit"]
 ENV_COLUMNS = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "peers", "python", "cpu_count",
                "cpu_model", "host_calibration_ms", "boot_id", "platform", "hostname", "git_commit"]
 # Columns every pipebench results file has had: a CSV without them is someone else's (refused, untouched).
@@ -147,19 +148,34 @@ def read_rows(path: str | Path, required: list[str] = REQUIRED, **options) -> pd
     return df
 
 
-def completed(path: str | Path, env: dict[str, object]) -> dict[tuple[str, ...], float]:
-    """config_key -> number of ok rows already in the CSV for this environment (infinite for a
-    stage found not applicable: nothing to repeat)."""
-    path = Path(path)
+def _rows(path: Path) -> pd.DataFrame:
+    """A results CSV as text, in the current columns (empty if there is none)."""
     if not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame(columns=COLUMNS)
+    return read_rows(path, dtype=str, keep_default_na=False).reindex(columns=COLUMNS, fill_value="")
+
+
+def other_commits(path: str | Path, env: dict[str, object]) -> list[str]:
+    """The git commits of the ok rows in the CSV that are not this environment's."""
+    df = _rows(Path(path))
+    return sorted(set(df[df.status == "ok"].git_commit) - {str(env["git_commit"])})
+
+
+def completed(path: str | Path, env: dict[str, object]) -> dict[tuple[tuple[str, ...], int], float]:
+    """(config_key, process) -> number of ok rows already in the CSV for this environment (infinite
+    for a stage found not applicable: nothing to repeat)."""
+    df = _rows(Path(path))
+    if df.empty:
         return {}
-    df = read_rows(path, dtype=str, keep_default_na=False).reindex(columns=COLUMNS, fill_value="")
     df["parallel"] = df.parallel.replace("", "none")   # rows from before these columns existed
+    df["process"] = df.process.replace("", "0")
     trained = df["mode"].isin(["model", "e2e"]) & (df.step == "")
     df.loc[trained, "step"] = "eager"
     mine = df[(df[SAME_ENVIRONMENT] == pd.Series({k: str(env[k]) for k in SAME_ENVIRONMENT})).all(axis=1)]
-    done = {tuple(key): n for key, n in mine[mine.status == "ok"].groupby(CONFIG_COLUMNS).size().items()}
-    done.update({tuple(key): math.inf for key in mine[mine.status == "not-applicable"].groupby(CONFIG_COLUMNS).groups})
+    keys = [*CONFIG_COLUMNS, "process"]
+    done = {(tuple(key[:-1]), int(key[-1])): n for key, n in mine[mine.status == "ok"].groupby(keys).size().items()}
+    done.update({(tuple(key[:-1]), int(key[-1])): math.inf
+                 for key in mine[mine.status == "not-applicable"].groupby(keys).groups})
     return done
 
 
