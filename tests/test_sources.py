@@ -161,7 +161,7 @@ def test_jpeg_copy_decodes_close_to_the_pixels(indexed_root):
 @pytest.fixture
 def small(monkeypatch):
     """Sets of 100 images per batch file (600 in all): the same code paths in milliseconds."""
-    monkeypatch.setattr(sources, "PER_FILE", 100)
+    monkeypatch.setattr(sources.layout, "PER_FILE", 100)
 
 
 def write_set(root: Path, seed: int = 0) -> Path:
@@ -169,7 +169,7 @@ def write_set(root: Path, seed: int = 0) -> Path:
     folder = root / sources.BATCH_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     for stream, split in enumerate(("train", "test")):
-        n = sources.PER_FILE * len(sources.TRAIN_FILES if split == "train" else sources.TEST_FILES)
+        n = sources.layout.PER_FILE * len(sources.TRAIN_FILES if split == "train" else sources.TEST_FILES)
         sources.write_split(folder, split, *sources.synthesize(n, seed, stream))
     return folder
 
@@ -237,7 +237,7 @@ def test_a_download_is_checked_against_the_published_md5_once(tmp_path, small, m
     record = json.loads(verified.read_text())
     assert record == {"test_batch": sources.checksum(folder / "test_batch")}
     real, md5s = sources.checksum, []
-    monkeypatch.setattr(sources, "checksum", lambda path, algorithm="crc32": (
+    monkeypatch.setattr(sources.checksums, "checksum", lambda path, algorithm="crc32": (
         md5s.append(path) if algorithm == "md5" else None) or real(path, algorithm))
     sources.load_split(folder, "test", cache)
     assert md5s == []   # the crc32 matched the record: no md5 again
@@ -283,7 +283,7 @@ def test_two_cifar10_folders_under_one_cache_root_keep_their_own_copies(tmp_path
 def test_the_jpeg_copy_is_encoded_again_when_its_source_changed(tmp_path, small):
     folder = write_set(tmp_path, seed=1)
     sources.prepare_jpeg(folder, 90)
-    new_images, _ = sources.synthesize(sources.PER_FILE, seed=2, stream=1)
+    new_images, _ = sources.synthesize(sources.layout.PER_FILE, seed=2, stream=1)
     sources.write_split(folder, "test", new_images, np.zeros(len(new_images), np.int64))
     jpeg = sources.load_jpeg(folder, "test", 90)
     assert [bytes(jpeg[i]) for i in range(len(jpeg))] == [sources.encode_jpeg(im, 90) for im in new_images]
@@ -292,7 +292,7 @@ def test_the_jpeg_copy_is_encoded_again_when_its_source_changed(tmp_path, small)
 def test_the_tree_copy_is_written_again_when_the_packed_copy_changed(tmp_path, small):
     folder = write_set(tmp_path, seed=1)
     sources.prepare_jpeg_tree(folder, 90)
-    new_images, labels = sources.synthesize(sources.PER_FILE, seed=2, stream=1)
+    new_images, labels = sources.synthesize(sources.layout.PER_FILE, seed=2, stream=1)
     sources.write_split(folder, "test", new_images, labels)
     tree = sources.prepare_jpeg_tree(folder, 90)
     assert [(tree / sources.tree_path("test", i, label)).read_bytes() for i, label in enumerate(labels)] == \
@@ -307,7 +307,7 @@ def test_with_a_cache_root_the_data_folder_is_not_written(tmp_path, small, capsy
     assert "checksums match the crc32s recorded when written" in capsys.readouterr().out
     [copy] = cache.glob("cifar10-*/jpeg-q90/JPEG.json")
     config = PipelineConfig(data_root=str(data), source="cifar10", encoding="jpeg", cache_root=str(cache))
-    assert len(sources.open_split(config).jpeg) == 5 * sources.PER_FILE
+    assert len(sources.open_split(config).jpeg) == 5 * sources.layout.PER_FILE
     sources.prepare_jpeg_tree(folder, 90, cache_root=cache)
     assert (copy.parent.parent / "jpeg-q90-files" / "TREE.json").is_file()
     assert files_under(data) == before
@@ -347,7 +347,7 @@ def test_an_unwritable_data_folder_is_one_line_naming_it(tmp_path, small, monkey
             raise PermissionError(errno.EACCES, "Permission denied", str(dir))
         return real(*args, dir=dir, **kwargs)
 
-    monkeypatch.setattr(sources.tempfile, "mkdtemp", denied)
+    monkeypatch.setattr(tempfile, "mkdtemp", denied)
     out = ["--out", str(tmp_path / "run")] if command[0] != "prepare" else []
     with pytest.raises(SystemExit) as caught:
         cli.main([*command, *out, "--data-root", str(data), "--source", source])

@@ -1,0 +1,41 @@
+"""CIFAR-10 sources: real files read safely, a synthetic stand-in, and cached JPEG copies.
+
+Every source ends up in the standard python layout (`cifar-10-batches-py/data_batch_1..5`,
+`test_batch`, `batches.meta`: `layout`) and is read by the same code into host memory (`cifar`):
+images as an N x 32 x 32 x 3 uint8 array (HWC, what PIL and the GPU gathers use) and int64 labels.
+
+- `safe_pickle`: one batch file read without trusting it (`load_batch`).
+- `checksums`: every file checked on every load, against the crc32s pipebench recorded when it
+  wrote the folder, or (a download) against the md5s torchvision publishes.
+- `cache`: where data and copies are written (beside the data or under `cache_root`), each
+  folder atomically.
+- `cifar`: a split of a standard-layout folder in memory and back (`load_split`, `write_split`);
+  `download_cifar10`.
+- `synthetic`: the deterministic synthetic set (`ensure_synthetic`, `synthesize`).
+- `jpeg`: the JPEG copies, packed (`prepare_jpeg`, `JpegSet`) and as a file tree
+  (`prepare_jpeg_tree`).
+- `split`: what a pipeline reads (`Split`, `resolve_folder`, `open_split`).
+
+The names below are the package's interface: `from pipelines import sources; sources.open_split(...)`.
+"""
+from __future__ import annotations
+
+from .cache import WRITABLE_HINT, CacheWriteError
+from .checksums import CIFAR10_MD5, VERIFIED, checksum, checksum_origin, verify
+from .cifar import download_cifar10, load_split, upscale, write_split
+from .jpeg import (JPEG_FILES, JPEG_SUBSAMPLING, JpegSet, encode_jpeg, load_jpeg, prepare_jpeg,
+                   prepare_jpeg_tree, tree_path)
+from .layout import (BATCH_FOLDER, CHECKSUMS, PER_FILE, ROW_BYTES, SYNTHETIC_META, TEST_FILES,
+                     TRAIN_FILES, CifarFormatError)
+from .safe_pickle import load_batch
+from .split import Split, open_split, resolve_folder
+from .synthetic import SYNTHETIC_CLASSES, ensure_synthetic, synthesize
+
+__all__ = [
+    "BATCH_FOLDER", "CHECKSUMS", "CIFAR10_MD5", "JPEG_FILES", "JPEG_SUBSAMPLING", "PER_FILE", "ROW_BYTES",
+    "SYNTHETIC_CLASSES", "SYNTHETIC_META", "TEST_FILES", "TRAIN_FILES", "VERIFIED", "WRITABLE_HINT",
+    "CacheWriteError", "CifarFormatError", "JpegSet", "Split",
+    "checksum", "checksum_origin", "download_cifar10", "encode_jpeg", "ensure_synthetic", "load_batch",
+    "load_jpeg", "load_split", "open_split", "prepare_jpeg", "prepare_jpeg_tree", "resolve_folder",
+    "synthesize", "tree_path", "upscale", "verify", "write_split",
+]
