@@ -6,7 +6,10 @@ import io
 import json
 import os
 import pickle
+import re
 import struct
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -20,24 +23,52 @@ from pipelines import sources
 from pipelines.config import PipelineConfig
 
 
+# Pickle opcodes as Python 2's cPickle (protocol 2) writes them, to build batches byte by byte.
+def py2_str(text) -> bytes:
+    """A str as SHORT_BINSTRING / BINSTRING (bytes when read with encoding="bytes")."""
+    b = text if isinstance(text, bytes) else text.encode("latin1")
+    return b"U" + bytes([len(b)]) + b if len(b) < 256 else b"T" + struct.pack("<i", len(b)) + b
+
+
+def py2_int(v: int) -> bytes:
+    if 0 <= v < 256:
+        return b"K" + bytes([v])
+    if -2 ** 31 <= v < 2 ** 31:
+        return b"J" + struct.pack("<i", v)
+    long = pickle.encode_long(v)
+    return b"\x8a" + bytes([len(long)]) + long
+
+
+def py2_tuple(items: list[bytes]) -> bytes:
+    return b"".join(items) + b"\x85\x86\x87"[len(items) - 1:len(items)] if 1 <= len(items) <= 3 \
+        else b"(" + b"".join(items) + b"t"
+
+
+def py2_dtype(spec: str, order: str = "|", flags: int = 0) -> bytes:
+    """numpy.dtype(spec, 0, 1) and its state (3, order, None, None, None, -1, -1, flags)."""
+    return (b"cnumpy\ndtype\n" + py2_str(spec) + py2_int(0) + py2_int(1) + b"\x87R"
+            + b"(" + py2_int(3) + py2_str(order) + b"NNN" + py2_int(-1) * 2 + py2_int(flags) + b"tb")
+
+
+def py2_array(shape: tuple[int, ...], dtype: bytes, data: bytes) -> bytes:
+    """numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), 'b') and its state
+    (1, shape, dtype, False, data); `data` an opcode (a string's bytes, or ']' an empty list)."""
+    return (b"cnumpy.core.multiarray\n_reconstruct\n" + b"cnumpy\nndarray\n" + py2_tuple([py2_int(0)])
+            + py2_str("b") + b"\x87R" + b"(" + py2_int(1) + py2_tuple([py2_int(n) for n in shape]) + dtype
+            + b"\x89" + data + b"tb")
+
+
+def py2_batch(array: bytes, labels: list[int]) -> bytes:
+    """A batch dict holding `array` (opcodes) as 'data'."""
+    items = (py2_str("batch_label") + py2_str("training batch 1 of 5") + py2_str("labels")
+             + b"](" + b"".join(py2_int(v) for v in labels) + b"e" + py2_str("data") + array)
+    return b"\x80\x02}(" + items + b"u."
+
+
 def py2_pickle(data: np.ndarray, labels: list[int]) -> bytes:
     """A batch as Python 2's cPickle (protocol 2) writes it: str keys as SHORT_BINSTRING and the
     array through numpy.core.multiarray._reconstruct with a BINSTRING payload."""
-    def s(text) -> bytes:
-        b = text if isinstance(text, bytes) else text.encode("latin1")
-        return b"U" + bytes([len(b)]) + b if len(b) < 256 else b"T" + struct.pack("<i", len(b)) + b
-
-    def i(v: int) -> bytes:
-        return b"K" + bytes([v]) if v < 256 else b"J" + struct.pack("<i", v)
-
-    dtype = b"cnumpy\ndtype\n" + s("u1") + i(0) + i(1) + b"\x87R" + \
-        b"(" + i(3) + s("|") + b"NNN" + b"J\xff\xff\xff\xff" * 2 + i(0) + b"tb"
-    array = (b"cnumpy.core.multiarray\n_reconstruct\n" + b"cnumpy\nndarray\n" + i(0) + b"\x85" + s("b")
-             + b"\x87R" + b"(" + i(1) + i(data.shape[0]) + i(data.shape[1]) + b"\x86" + dtype
-             + b"\x89" + s(data.tobytes()) + b"tb")
-    items = (s("batch_label") + s("training batch 1 of 5") + s("labels")
-             + b"](" + b"".join(i(v) for v in labels) + b"e" + s("data") + array)
-    return b"\x80\x02}(" + items + b"u."
+    return py2_batch(py2_array(data.shape, py2_dtype("u1"), py2_str(data.tobytes())), labels)
 
 
 def valid_batch(rng) -> tuple[np.ndarray, list[int]]:
@@ -71,6 +102,68 @@ def test_refuses_pickle_that_runs_code(tmp_path, monkeypatch):
     with pytest.raises(sources.CifarFormatError, match=r"data_batch_1.*refusing global (posix|os)\.system"):
         sources.load_batch(path)
     assert not (tmp_path / "pwned").exists()
+
+
+# Files made only of the globals a genuine batch uses, each holding an array numpy must not be handed.
+# The first crashed the process (SIGSEGV) when numpy rebuilt it: an object array of 10,000 x 3,072
+# pointers whose data is an empty list, so numpy read heap memory as Python objects.
+HOSTILE = {
+    "object": (py2_batch(py2_array((10_000, 3072), py2_dtype("O8", flags=63), b"]"), []),
+               r"refusing numpy\.dtype\('O8'\)"),
+    "structured": (pickle.dumps({"data": np.zeros(2, [("a", "u1"), ("b", "O")]), "labels": []}, protocol=2),
+                   r"refusing numpy\.dtype\('V9'\)"),
+    "float": (pickle.dumps({"data": np.zeros((2, 3), np.float32), "labels": []}, protocol=4),
+              r"refusing numpy\.dtype\('f4'\)"),
+    "length": (py2_batch(py2_array((10_000, 3072), py2_dtype("u1"), py2_str(b"abc")), []),
+               r"refusing an array of shape \(10000, 3072\) uint8 with 3 bytes of data \(expected 30720000\)"),
+    "negative": (py2_batch(py2_array((-1, 3072), py2_dtype("u1"), py2_str(b"")), []),
+                 r"refusing an array of shape \(-1, 3072\): expected a tuple of non-negative integers"),
+    "huge": (py2_batch(py2_array((2 ** 40, 2 ** 40), py2_dtype("u1"), py2_str(b"")), []),
+             r"refusing an array of shape \(1099511627776, 1099511627776\) uint8 with 0 bytes of data"),
+}
+LOAD_EACH = """
+import sys
+from pipelines import sources
+for path in sys.argv[1:]:
+    try:
+        sources.load_batch(path)
+        print("loaded", flush=True)
+    except sources.CifarFormatError as e:
+        print(e, flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def hostile_loads(tmp_path_factory) -> dict[str, tuple[Path, str]]:
+    """Each HOSTILE file loaded by `load_batch` in one child process (a crash fails the tests instead
+    of killing pytest): form -> (its path, the line the child printed)."""
+    folder = tmp_path_factory.mktemp("hostile")
+    for form, (raw, _) in HOSTILE.items():
+        (folder / form).write_bytes(raw)
+    repo = Path(__file__).resolve().parents[1]
+    child = subprocess.run([sys.executable, "-c", LOAD_EACH, *(str(folder / form) for form in HOSTILE)],
+                           capture_output=True, text=True, cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
+                           timeout=300)
+    lines = child.stdout.splitlines()
+    assert child.returncode == 0 and len(lines) == len(HOSTILE), (child.returncode, child.stdout, child.stderr[-2000:])
+    return {form: (folder / form, line) for form, line in zip(HOSTILE, lines)}
+
+
+@pytest.mark.parametrize("form", HOSTILE)
+def test_an_array_numpy_must_not_build_is_refused_in_one_line(hostile_loads, form):
+    path, line = hostile_loads[form]
+    assert line.startswith(f"{path}: ") and re.search(HOSTILE[form][1], line), line
+
+
+@pytest.mark.parametrize("protocol", [2, 4, 5])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_loads_arrays_as_each_protocol_writes_them(tmp_path, small, protocol, order):
+    data = np.asarray(np.random.default_rng(5).integers(0, 256, (100, 3072), dtype=np.uint8), order=order)
+    labels = np.arange(100) % 10
+    path = tmp_path / "data_batch_1"
+    path.write_bytes(pickle.dumps({"data": data, "labels": labels.astype(np.int64)}, protocol=protocol))
+    got_data, got_labels = sources.load_batch(path)
+    assert np.array_equal(got_data, data) and np.array_equal(got_labels, labels) and got_data.flags.writeable
 
 
 @pytest.mark.parametrize("damage,message", [
