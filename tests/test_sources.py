@@ -7,15 +7,19 @@ import json
 import os
 import pickle
 import re
+import socket
 import struct
 import subprocess
 import sys
+import tarfile
 import tempfile
+import urllib.error
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import torchvision.datasets.utils
 from PIL import Image
 
 from bench import cli
@@ -187,6 +191,55 @@ def test_rejects_truncated_and_missing_files(tmp_path):
         sources.load_batch(path)
     with pytest.raises(FileNotFoundError, match="data_batch_1: missing"):
         sources.load_split(tmp_path, "train")
+
+
+# --- downloads (never the network: torchvision's download_url is replaced) ------------------------
+
+def fake_download(monkeypatch, members: dict[str, bytes]) -> None:
+    """download_url writes, instead of fetching it, an archive holding `members` (name -> bytes)."""
+    def download_url(url, root, filename, md5):
+        assert (url, md5) == (sources.URL, "c58f30108f718f92721af3b95e74349a")
+        Path(root).mkdir(parents=True, exist_ok=True)   # as download_url does
+        with tarfile.open(Path(root) / filename, "w:gz") as archive:
+            for name, raw in members.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(raw)
+                archive.addfile(info, io.BytesIO(raw))
+    monkeypatch.setattr(torchvision.datasets.utils, "download_url", download_url)
+
+
+def test_download_extracts_the_archive_into_place(tmp_path, monkeypatch):
+    fake_download(monkeypatch, {f"{sources.BATCH_FOLDER}/{name}": name.encode() for name in sources.CIFAR10_MD5})
+    folder = sources.download_cifar10(tmp_path)
+    assert folder == tmp_path / sources.BATCH_FOLDER
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == {name: name.encode() for name in sources.CIFAR10_MD5}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [sources.BATCH_FOLDER, "cifar-10-python.tar.gz"]
+
+
+def test_download_refuses_an_archive_member_outside_its_folder(tmp_path, monkeypatch):
+    root = tmp_path / "data"
+    fake_download(monkeypatch, {f"{sources.BATCH_FOLDER}/data_batch_1": b"1", "../escaped": b"pwned"})
+    with pytest.raises(sources.DownloadError) as caught:
+        sources.download_cifar10(root)
+    message = str(caught.value)
+    assert message.startswith(f"{root / 'cifar-10-python.tar.gz'}: cannot be extracted (") and "\n" not in message
+    assert "'../escaped'" in message and message.endswith(
+        f"delete it and download again, or copy {sources.BATCH_FOLDER}/ from a machine that has it to "
+        f"{root / sources.BATCH_FOLDER}")
+    assert not (tmp_path / "escaped").exists() and not (root / "escaped").exists()
+    assert [p.name for p in root.iterdir()] == ["cifar-10-python.tar.gz"]   # no folder, whole or half
+
+
+def test_no_network_is_one_line_naming_the_url(tmp_path, monkeypatch):
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError(socket.gaierror(-3, "Temporary failure in name resolution"))
+    monkeypatch.setattr(torchvision.datasets.utils, "download_url", offline)
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["download", "--root", str(tmp_path)])
+    assert str(caught.value) == (
+        f"pipebench download: cannot download {sources.URL} (<urlopen error [Errno -3] Temporary failure in "
+        f"name resolution>): check the network and run it again, or copy {sources.BATCH_FOLDER}/ from a "
+        f"machine that has it to {tmp_path / sources.BATCH_FOLDER}")
 
 
 def test_missing_real_data_says_how_to_get_it(tmp_path):

@@ -10,7 +10,7 @@ images as an N x 32 x 32 x 3 uint8 array (HWC, what PIL and the GPU gathers use)
 - `cache`: where data and copies are written (beside the data or under `cache_root`), each
   folder atomically.
 - `cifar`: a split of a standard-layout folder in memory and back (`load_split`, `write_split`);
-  `download_cifar10`.
+  `download_cifar10` (the archive md5-checked, extracted with tarfile's "data" filter).
 - `synthetic`: the deterministic synthetic set (`ensure_synthetic`, `synthesize`).
 - `jpeg`: the JPEG copies, packed (`prepare_jpeg`, `JpegSet`) and as a file tree
   (`prepare_jpeg_tree`).
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from .cache import WRITABLE_HINT, CacheWriteError
 from .checksums import CIFAR10_MD5, VERIFIED, checksum, checksum_origin, verify
-from .cifar import download_cifar10, load_split, upscale, write_split
+from .cifar import URL, DownloadError, download_cifar10, load_split, upscale, write_split
 from .jpeg import (JPEG_FILES, JPEG_SUBSAMPLING, JpegSet, encode_jpeg, load_jpeg, prepare_jpeg,
                    prepare_jpeg_tree, tree_path)
 from .layout import (BATCH_FOLDER, CHECKSUMS, PER_FILE, ROW_BYTES, SYNTHETIC_META, TEST_FILES,
@@ -33,8 +33,8 @@ from .synthetic import SYNTHETIC_CLASSES, ensure_synthetic, synthesize
 
 __all__ = [
     "BATCH_FOLDER", "CHECKSUMS", "CIFAR10_MD5", "JPEG_FILES", "JPEG_SUBSAMPLING", "PER_FILE", "ROW_BYTES",
-    "SYNTHETIC_CLASSES", "SYNTHETIC_META", "TEST_FILES", "TRAIN_FILES", "VERIFIED", "WRITABLE_HINT",
-    "CacheWriteError", "CifarFormatError", "JpegSet", "Split",
+    "SYNTHETIC_CLASSES", "SYNTHETIC_META", "TEST_FILES", "TRAIN_FILES", "URL", "VERIFIED", "WRITABLE_HINT",
+    "CacheWriteError", "CifarFormatError", "DownloadError", "JpegSet", "Split",
     "checksum", "checksum_origin", "download_cifar10", "encode_jpeg", "ensure_synthetic", "load_batch",
     "load_jpeg", "load_split", "open_split", "prepare_jpeg", "prepare_jpeg_tree", "resolve_folder",
     "synthesize", "tree_path", "upscale", "verify", "write_split",

@@ -3,13 +3,14 @@
 `load_split` reads a split's batch files (checked against their checksums first, `verify`, then
 each read by `load_batch`) into images as an N x 32 x 32 x 3 uint8 array (HWC, what PIL and the
 GPU gathers use) and int64 labels; `write_split` writes one, with its CHECKSUMS.json.
-`upscale` repeats pixels to a larger image size. `download_cifar10`: torchvision's downloader,
-only when asked for.
+`upscale` repeats pixels to a larger image size. `download_cifar10` fetches and extracts the
+genuine set, only when asked for (`pipebench download`).
 """
 from __future__ import annotations
 
 import json
 import pickle
+import tarfile
 import zlib
 from pathlib import Path
 
@@ -17,9 +18,19 @@ import numpy as np
 
 from ..config import CHANNELS, IMAGE_SIZE
 from . import layout
-from .checksums import recorded, verify
+from .cache import writing
+from .checksums import CIFAR10_MD5, checksum, recorded, verify
 from .layout import BATCH_FOLDER, CHECKSUMS, ROW_BYTES, split_files
 from .safe_pickle import load_batch
+
+URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"   # torchvision's CIFAR10.url
+ARCHIVE = "cifar-10-python.tar.gz"
+ARCHIVE_MD5 = "c58f30108f718f92721af3b95e74349a"                   # torchvision's CIFAR10.tgz_md5
+
+
+class DownloadError(OSError):
+    """The genuine set cannot be fetched or extracted; the message names the URL or the archive and
+    what to do."""
 
 
 def load_split(folder: str | Path, split: str,
@@ -74,8 +85,36 @@ def upscale(images: np.ndarray, size: int) -> np.ndarray:
 
 
 def download_cifar10(root: str | Path) -> Path:
-    """Fetch the genuine set with torchvision (network access; never called by tests)."""
-    from torchvision.datasets import CIFAR10
-    for train in (True, False):
-        CIFAR10(str(root), train=train, download=True)
-    return Path(root) / BATCH_FOLDER
+    """The genuine set at `<root>/cifar-10-batches-py`: kept as it is if every file matches its
+    published md5, else the archive is fetched with torchvision's `download_url` (network access;
+    md5-checked; kept in `root`, so a second call does not fetch it again) and extracted with
+    tarfile's "data" filter (no member outside the folder, no link out of it, no device file) into
+    a temporary folder renamed into place. No network, or any other download failure, is a one-line
+    `DownloadError` naming the URL and what to do."""
+    root = Path(root)
+    final = root / BATCH_FOLDER
+    if all((final / name).is_file() and checksum(final / name, "md5") == md5 for name, md5 in CIFAR10_MD5.items()):
+        return final
+    by_hand = f"or copy {BATCH_FOLDER}/ from a machine that has it to {final}"
+    if not hasattr(tarfile, "data_filter"):
+        raise DownloadError(f"extracting {URL} safely needs Python >= 3.10.12 (tarfile's data filter): "
+                            f"upgrade Python, {by_hand}")
+    from torchvision.datasets import utils
+    try:
+        utils.download_url(URL, str(root), ARCHIVE, ARCHIVE_MD5)
+    except (OSError, RuntimeError) as e:   # no network (URLError is an OSError), a damaged download
+        raise DownloadError(f"cannot download {URL} ({e}): check the network and run it again, {by_hand}") from None
+    with writing(final, "CIFAR-10") as tmp:
+        try:
+            with tarfile.open(root / ARCHIVE) as archive:
+                archive.extractall(tmp, filter="data")
+        except (tarfile.TarError, OSError) as e:   # FilterError: a member outside the folder, a link, a device
+            raise DownloadError(f"{root / ARCHIVE}: cannot be extracted ({e}): delete it and download "
+                                f"again, {by_hand}") from None
+        extracted = tmp / BATCH_FOLDER
+        if not extracted.is_dir():
+            raise DownloadError(f"{root / ARCHIVE}: no {BATCH_FOLDER}/ in it: delete it and download again, {by_hand}")
+        for path in list(extracted.iterdir()):
+            path.rename(tmp / path.name)
+        extracted.rmdir()
+    return final
