@@ -514,3 +514,51 @@ def test_a_read_only_data_folder_is_one_line_and_a_cache_root_gets_round_it(tmp_
         assert sources.prepare_jpeg(folder, 90, cache_root=tmp_path / "cache").is_dir()
     finally:
         data.chmod(0o755)
+
+
+# --- what a split says it holds; splits of your own arrays --------------------------------------
+
+def test_a_split_is_labelled_with_what_was_read(tmp_path, small, monkeypatch):
+    """source="cifar10" reads <data_root>/cifar-10-batches-py whatever it holds; its label says what."""
+    def label(folder: Path, **changes) -> str:
+        config = PipelineConfig(data_root=str(folder.parent), source="cifar10", split="test", **changes)
+        return sources.open_split(config).source
+
+    synthetic = sources.ensure_synthetic(tmp_path / "synthetic", seed=3)
+    assert label(synthetic) == "synthetic-seed3" and label(synthetic, image_size=64) == "synthetic-seed3@64px"
+    assert label(write_set(tmp_path / "own")) == "custom"
+    genuine = tmp_path / "genuine" / sources.BATCH_FOLDER
+    genuine.mkdir(parents=True)
+    rng = np.random.default_rng(4)
+    (genuine / "test_batch").write_bytes(py2_pickle(rng.integers(0, 256, (100, 3072), dtype=np.uint8),
+                                                    rng.integers(0, 10, 100).tolist()))
+    with pytest.raises(sources.CifarFormatError, match="differs from the genuine file's"):
+        label(genuine)
+    monkeypatch.setitem(sources.CIFAR10_MD5, "test_batch", sources.checksum(genuine / "test_batch", "md5"))
+    assert label(genuine) == "cifar10"
+
+
+@pytest.mark.parametrize("images,labels,message", [
+    (np.zeros((4, 3, 32, 32), np.uint8), np.zeros(4, int),
+     r"images have shape \(4, 3, 32, 32\) and dtype uint8: expected N x H x W x 3 uint8 \(NHWC, channels last\)"),
+    (np.zeros((4, 32, 32, 3), np.float32), np.zeros(4, int), r"images have shape \(4, 32, 32, 3\) and dtype float32"),
+    (np.zeros((4, 48, 48, 3), np.uint8), np.zeros(4, int), r"H == W a multiple of 32 from 32 to 512$"),
+    (np.zeros((4, 64, 32, 3), np.uint8), np.zeros(4, int), r"images have shape \(4, 64, 32, 3\)"),
+    (np.zeros((0, 32, 32, 3), np.uint8), np.zeros(0, int), r"images have shape \(0, 32, 32, 3\)"),
+    (np.zeros((4, 32, 32, 3), np.uint8), np.zeros(3, int), r"labels have shape \(3,\) and dtype int64: expected 4 integers"),
+    (np.zeros((4, 32, 32, 3), np.uint8), np.zeros(4), r"labels have shape \(4,\) and dtype float64"),
+    (np.zeros((4, 32, 32, 3), np.uint8), np.array([0, 1, 2, 10]), r"labels span 0\.\.10: expected 0\.\.9"),
+])
+def test_a_split_of_arrays_refuses_another_layout_in_one_line(images, labels, message):
+    with pytest.raises(ValueError, match=message) as caught:
+        sources.Split.from_arrays(images, labels)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_split_of_arrays_keeps_its_pixels_and_split():
+    images = np.random.default_rng(0).integers(0, 256, (5, 64, 64, 3), dtype=np.uint8)
+    data = sources.Split.from_arrays(images, np.array([0, 9, 3, 3, 1], np.uint8), split="test")
+    assert np.array_equal(data.images, images) and data.labels.dtype == np.int64 and data.labels.tolist() == [0, 9, 3, 3, 1]
+    assert (len(data), data.split, data.source, data.folder, data.jpeg) == (5, "test", "arrays", None, None)
+    with pytest.raises(ValueError, match=r"split='val': expected one of \('train', 'test'\)"):
+        sources.Split.from_arrays(images, np.zeros(5, int), split="val")
