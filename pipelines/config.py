@@ -40,8 +40,12 @@ WORKER_START_METHODS = ("forkserver", "spawn", "fork")
 
 
 def default_data_root() -> str:
-    """`$PIPEBENCH_DATA` if set, else `./data` (ignored by git)."""
-    return os.environ.get("PIPEBENCH_DATA", "data")
+    """One folder per user, whatever the working folder: `$PIPEBENCH_DATA` if set, else
+    `$XDG_CACHE_HOME/pipebench`, else `~/.cache/pipebench`."""
+    cache = os.environ.get("XDG_CACHE_HOME")
+    if not cache or not os.path.isabs(cache):   # the XDG spec ignores a relative path
+        cache = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.environ.get("PIPEBENCH_DATA") or os.path.join(cache, "pipebench")
 
 
 def default_cache_root() -> str | None:

@@ -2,6 +2,7 @@
 import pytest
 
 from pipelines import PipelineConfig, build
+from pipelines.config import default_data_root
 
 
 @pytest.mark.parametrize("changes,message", [
@@ -45,3 +46,17 @@ def test_image_size_must_be_a_multiple_of_32(size):
 
 def test_crop_padding_scales_with_image_size():
     assert [PipelineConfig(image_size=s).pad for s in (32, 64, 224)] == [4, 8, 28]
+
+
+def test_the_default_data_root_is_one_per_user_whatever_the_working_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PIPEBENCH_DATA", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert PipelineConfig().data_root == default_data_root() == str(tmp_path / "home" / ".cache" / "pipebench")
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative")   # ignored, as the XDG spec says
+    assert PipelineConfig().data_root == str(tmp_path / "home" / ".cache" / "pipebench")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert PipelineConfig().data_root == str(tmp_path / "xdg" / "pipebench")
+    monkeypatch.setenv("PIPEBENCH_DATA", str(tmp_path / "mine"))
+    assert PipelineConfig().data_root == str(tmp_path / "mine")

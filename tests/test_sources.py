@@ -562,3 +562,27 @@ def test_a_split_of_arrays_keeps_its_pixels_and_split():
     assert (len(data), data.split, data.source, data.folder, data.jpeg) == (5, "test", "arrays", None, None)
     with pytest.raises(ValueError, match=r"split='val': expected one of \('train', 'test'\)"):
         sources.Split.from_arrays(images, np.zeros(5, int), split="val")
+
+
+# --- folders pipebench writes ---------------------------------------------------------------------
+
+def test_published_folders_have_the_mode_the_umask_gives(tmp_path, small, monkeypatch):
+    mask = os.umask(0o022)
+    os.umask(mask)
+    folder = sources.ensure_synthetic(tmp_path / "data", seed=0)
+    tree = sources.prepare_jpeg_tree(folder, 90)
+    fake_download(monkeypatch, {f"{sources.BATCH_FOLDER}/test_batch": b"1"})
+    download = sources.download_cifar10(tmp_path / "download")
+    for path in (folder, folder.parent, tree.with_name("jpeg-q90"), tree, tree / "train" / "3", download):
+        assert oct(path.stat().st_mode & 0o777) == oct(0o777 & ~mask), path
+
+
+def test_generating_the_synthetic_set_says_where_once(tmp_path, small, capsys):
+    folder = sources.ensure_synthetic(tmp_path, seed=0)
+    assert capsys.readouterr().err == (f"generating the synthetic CIFAR-10 set (once) in {folder.parent}; set "
+                                       "$PIPEBENCH_DATA or pass --data-root to put it elsewhere\n")
+    sources.ensure_synthetic(tmp_path, seed=0)
+    assert capsys.readouterr().err == ""
+    folder = sources.ensure_synthetic(tmp_path / "empty", seed=0, cache_root=tmp_path / "cache")
+    assert folder == tmp_path / "cache" / "synthetic-seed0" / sources.BATCH_FOLDER
+    assert "set $PIPEBENCH_CACHE or pass --cache-dir to put it elsewhere" in capsys.readouterr().err

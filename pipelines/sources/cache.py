@@ -9,7 +9,9 @@ never share a copy and the data folder may be read-only.
 Every folder is written as a temporary folder beside its final place and renamed into place
 (`writing`); a stale folder there is first renamed aside (`publish`), so an interrupted run leaves
 no half folder and a reader sees the old or the new one, never a mix. A folder that cannot be
-written is a one-line `CacheWriteError` naming it and what to do.
+written is a one-line `CacheWriteError` naming it and what to do. Folders get the mode `mkdir` gives
+(`0o777 & ~umask`), not `tempfile.mkdtemp`'s 0o700, so a shared cache is readable by others as the
+user's umask says.
 """
 from __future__ import annotations
 
@@ -25,6 +27,16 @@ from pathlib import Path
 from .layout import SYNTHETIC_META
 
 WRITABLE_HINT = "pass --cache-dir DIR or set $PIPEBENCH_CACHE to a writable folder"
+
+
+def _umask() -> int:
+    """The process's umask, read by setting it and setting it back."""
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+UMASK = _umask()
 
 
 class CacheWriteError(OSError):
@@ -57,6 +69,7 @@ def writing(final: Path, what: str):
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
+        tmp.chmod(0o777 & ~UMASK)
     except OSError as e:
         raise CacheWriteError(f"cannot write {what} to {final} ({e.strerror or e}): {WRITABLE_HINT}") from None
     try:

@@ -26,7 +26,7 @@ import tempfile
 import zlib
 from pathlib import Path
 
-from .cache import cache_dir, read_json
+from .cache import UMASK, cache_dir, read_json
 from .layout import CHECKSUMS, SYNTHETIC_META, CifarFormatError
 
 VERIFIED = "cifar-10-verified.json"   # in the cache folder: crc32 of downloaded files whose md5 matched
@@ -105,6 +105,7 @@ def verify(folder: str | Path, names: tuple[str, ...], cache_root: str | Path | 
             record.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile("w", dir=record.parent, prefix=".tmp-", delete=False) as f:
                 json.dump({**verified, **fresh}, f)
+            os.chmod(f.name, 0o666 & ~UMASK)   # a file's mode under the umask, not NamedTemporaryFile's 0o600
             os.replace(f.name, record)
 
 

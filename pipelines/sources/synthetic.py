@@ -4,12 +4,13 @@ Deterministic from a seed: 50,000 / 10,000 images, 10 balanced classes (`SYNTHET
 a small model learns within an epoch, with smooth shapes, gradients and texture so JPEG sizes and
 decode cost resemble real CIFAR. Generated in seconds (vectorized numpy) in the standard layout
 with its CHECKSUMS.json and SYNTHETIC.json, at `<data_root>/synthetic-seed<S>/` (or under
-`cache_root`: see `ensure_synthetic`). A set from before CHECKSUMS.json is generated again rather
-than trusted as it is.
+`cache_root`: see `ensure_synthetic`), saying so in one line on stderr. A set from before
+CHECKSUMS.json is generated again rather than trusted as it is.
 """
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +116,10 @@ def ensure_synthetic(root: str | Path, seed: int = 0, cache_root: str | Path | N
     if (final / CHECKSUMS).is_file():
         return final
     with writing(final, "the synthetic set") as tmp:
+        elsewhere = ("set $PIPEBENCH_CACHE or pass --cache-dir" if cache_root is not None
+                     else "set $PIPEBENCH_DATA or pass --data-root")
+        print(f"generating the synthetic CIFAR-10 set (once) in {final.parent}; {elsewhere} to put it elsewhere",
+              file=sys.stderr)
         for stream, split in enumerate(("train", "test")):
             chunks = [synthesize(layout.PER_FILE, seed, stream * 100 + k) for k in range(len(split_files(split)))]
             write_split(tmp, split, np.concatenate([c[0] for c in chunks]),
