@@ -2,7 +2,7 @@
 import pytest
 
 from pipelines import PipelineConfig, build
-from pipelines.config import default_data_root
+from pipelines.config import MAX_SAMPLES, MAXIMUM, default_data_root
 
 
 @pytest.mark.parametrize("changes,message", [
@@ -60,3 +60,18 @@ def test_the_default_data_root_is_one_per_user_whatever_the_working_folder(tmp_p
     assert PipelineConfig().data_root == str(tmp_path / "xdg" / "pipebench")
     monkeypatch.setenv("PIPEBENCH_DATA", str(tmp_path / "mine"))
     assert PipelineConfig().data_root == str(tmp_path / "mine")
+
+
+@pytest.mark.parametrize("name,high", [*MAXIMUM.items(), ("max_samples", MAX_SAMPLES)])
+def test_absurd_sizes_are_refused_up_front(name, high):
+    PipelineConfig(**{name: high})
+    for absurd in (high + 1, 10 ** 30):
+        with pytest.raises(ValueError, match=rf"^PipelineConfig\.{name}={absurd}: expected (None or )?an integer "
+                                             rf"from [01] to {high}$"):
+            PipelineConfig(**{name: absurd})
+
+
+@pytest.mark.parametrize("load", [float("nan"), float("inf"), -0.5, 1.5, "0.5", True])
+def test_the_hardware_decoder_load_is_a_share_from_0_to_1(load):
+    with pytest.raises(ValueError, match=rf"^PipelineConfig\.dali_hw_decoder_load={load!r}: expected 0\.\.1$"):
+        PipelineConfig(dali_hw_decoder_load=load)
