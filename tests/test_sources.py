@@ -586,3 +586,10 @@ def test_generating_the_synthetic_set_says_where_once(tmp_path, small, capsys):
     folder = sources.ensure_synthetic(tmp_path / "empty", seed=0, cache_root=tmp_path / "cache")
     assert folder == tmp_path / "cache" / "synthetic-seed0" / sources.BATCH_FOLDER
     assert "set $PIPEBENCH_CACHE or pass --cache-dir to put it elsewhere" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("size", [32, 64, 96, 224])
+def test_encoding_in_parallel_gives_the_bytes_of_encoding_one_after_another(size):
+    images, _ = sources.synthesize(70, seed=1)   # more than one chunk of 64
+    assert sources.encode_jpegs(images, 90, size) == [sources.encode_jpeg(sources.upscale(image[None], size)[0], 90)
+                                                     for image in images]

@@ -13,7 +13,7 @@ images as an N x 32 x 32 x 3 uint8 array (HWC, what PIL and the GPU gathers use)
   `download_cifar10` (the archive md5-checked, extracted with tarfile's "data" filter).
 - `synthetic`: the deterministic synthetic set (`ensure_synthetic`, `synthesize`).
 - `jpeg`: the JPEG copies, packed (`prepare_jpeg`, `JpegSet`) and as a file tree
-  (`prepare_jpeg_tree`).
+  (`prepare_jpeg_tree`); upscaled sets encoded on a thread pool (`encode_jpegs`).
 - `split`: what a pipeline reads (`Split`, `resolve_folder`, `open_split`).
 
 The names below are the package's interface: `from pipelines import sources; sources.open_split(...)`.
@@ -23,7 +23,7 @@ from __future__ import annotations
 from .cache import WRITABLE_HINT, CacheWriteError
 from .checksums import CIFAR10_MD5, VERIFIED, checksum, checksum_origin, verify
 from .cifar import URL, DownloadError, download_cifar10, load_split, upscale, write_split
-from .jpeg import (JPEG_FILES, JPEG_SUBSAMPLING, JpegSet, encode_jpeg, load_jpeg, prepare_jpeg,
+from .jpeg import (JPEG_FILES, JPEG_SUBSAMPLING, JpegSet, encode_jpeg, encode_jpegs, load_jpeg, prepare_jpeg,
                    prepare_jpeg_tree, tree_path)
 from .layout import (BATCH_FOLDER, CHECKSUMS, PER_FILE, ROW_BYTES, SYNTHETIC_META, TEST_FILES,
                      TRAIN_FILES, CifarFormatError)
@@ -35,7 +35,7 @@ __all__ = [
     "BATCH_FOLDER", "CHECKSUMS", "CIFAR10_MD5", "JPEG_FILES", "JPEG_SUBSAMPLING", "PER_FILE", "ROW_BYTES",
     "SYNTHETIC_CLASSES", "SYNTHETIC_META", "TEST_FILES", "TRAIN_FILES", "URL", "VERIFIED", "WRITABLE_HINT",
     "CacheWriteError", "CifarFormatError", "DownloadError", "JpegSet", "Split",
-    "checksum", "checksum_origin", "download_cifar10", "encode_jpeg", "ensure_synthetic", "load_batch",
+    "checksum", "checksum_origin", "download_cifar10", "encode_jpeg", "encode_jpegs", "ensure_synthetic", "load_batch",
     "load_jpeg", "load_split", "open_split", "prepare_jpeg", "prepare_jpeg_tree", "resolve_folder",
     "synthesize", "tree_path", "upscale", "verify", "write_split",
 ]

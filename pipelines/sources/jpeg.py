@@ -1,10 +1,10 @@
 """The JPEG copies of a standard-layout folder, for the pipelines that decode JPEG.
 
 `prepare_jpeg`: every image of both splits encoded once by PIL at a recorded quality and image size
-(upscaled first), stored packed: one byte array + offsets per split (`JpegSet`), in `jpeg-q<Q>` (or
-`jpeg-q<Q>-<S>px`) beside the data folder or under `cache_root` (see `cache`).
-`prepare_jpeg_tree` writes the same bytes as one file per image in class folders
-(`jpeg-q<Q>-files`, `<split>/<label>/<index>.jpg`), for file readers.
+(upscaled first; upscaled sets on a thread pool, `encode_jpegs`), stored packed: one byte array +
+offsets per split (`JpegSet`), in `jpeg-q<Q>` (or `jpeg-q<Q>-<S>px`) beside the data folder or under
+`cache_root` (see `cache`). `prepare_jpeg_tree` writes the same bytes as one file per image in class
+folders (`jpeg-q<Q>-files`, `<split>/<label>/<index>.jpg`), for file readers.
 
 Both are caches: JPEG.json records the crc32 of the packed copy's files and the checksums of the
 source it was encoded from; TREE.json the crc32s of the packed copy the tree was written from. A
@@ -17,6 +17,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +29,7 @@ import numpy as np
 from ..config import IMAGE_SIZE, NUM_CLASSES
 from .cache import cache_dir, note, read_json, writing
 from .checksums import CIFAR10_MD5, checksum, recorded, stale
-from .cifar import load_split, upscale
+from .cifar import load_split
 
 JPEG_SUBSAMPLING = "4:2:0"   # PIL's default at quality < 96; fixed so every copy is alike
 JPEG_FILES = ("train.data.npy", "train.offsets.npy", "test.data.npy", "test.offsets.npy")
@@ -47,10 +51,44 @@ class JpegSet:
 
 
 def encode_jpeg(image: np.ndarray, quality: int) -> bytes:
+    """One H x W x 3 uint8 image as a JPEG file (PIL, `JPEG_SUBSAMPLING`)."""
     from PIL import Image
     buf = io.BytesIO()
     Image.fromarray(image).save(buf, format="JPEG", quality=quality, subsampling=JPEG_SUBSAMPLING)
     return buf.getvalue()
+
+
+def encode_jpegs(images: np.ndarray, quality: int, size: int = IMAGE_SIZE) -> list[bytes]:
+    """`encode_jpeg` of each image upscaled to `size` px, in order: the bytes of encoding them one
+    after another. Each image is upscaled alone, never the whole split at once (9 GB at 224 px).
+
+    Upscaled sets are encoded on a thread pool, one thread per usable core but at most size / 32:
+    PIL releases the GIL only while it resizes and while it encodes into a file (not into a
+    BytesIO), and the rest of each image's work holds it, so more threads only wait. Measured on 16
+    cores (Pillow 12.3): 2.4x faster at 224 px, 6.9x at 512 px; at 32 px any thread pool was
+    slower, so the 32-px set is encoded one image after another."""
+    if size == IMAGE_SIZE:
+        return [encode_jpeg(image, quality) for image in images]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    chunks = [images[i:i + 64] for i in range(0, len(images), 64)]
+    with ThreadPoolExecutor(min(cores, size // IMAGE_SIZE)) as pool:
+        return [file for files in pool.map(partial(_encode_chunk, quality=quality, size=size), chunks)
+                for file in files]
+
+
+def _encode_chunk(images: np.ndarray, quality: int, size: int) -> list[bytes]:
+    """The images upscaled by PIL (nearest neighbour: pixel repetition, as `upscale`) and encoded
+    one after another into one temporary file, cut into the files."""
+    from PIL import Image
+    ends = []
+    with tempfile.TemporaryFile() as f:
+        for image in images:
+            picture = Image.fromarray(image).resize((size, size), Image.NEAREST)
+            picture.save(f, format="JPEG", quality=quality, subsampling=JPEG_SUBSAMPLING)
+            ends.append(f.tell())
+        f.seek(0)
+        data = f.read()
+    return [data[start:end] for start, end in zip([0, *ends], ends)]
 
 
 def _jpeg_cache(folder: Path, quality: int, size: int, cache_root: str | Path | None) -> Path:
@@ -74,7 +112,7 @@ def prepare_jpeg(folder: str | Path, quality: int = 90, size: int = IMAGE_SIZE,
     with writing(final, "the JPEG copy") as tmp:
         for split in ("train", "test"):
             images, _ = load_split(folder, split, cache_root)
-            files = [encode_jpeg(upscale(img[None], size)[0], quality) for img in images]
+            files = encode_jpegs(images, quality, size)
             offsets = np.zeros(len(files) + 1, np.int64)
             np.cumsum([len(b) for b in files], out=offsets[1:])
             np.save(tmp / f"{split}.data.npy", np.frombuffer(b"".join(files), np.uint8))
