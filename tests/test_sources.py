@@ -1,4 +1,5 @@
-"""Sources: the safe CIFAR-10 loader, the synthetic set and the JPEG copy."""
+"""Sources: the safe CIFAR-10 loader, downloads, the synthetic set, the JPEG copies, what a split says it
+holds and splits of your own arrays."""
 from __future__ import annotations
 
 import errno

@@ -1,20 +1,29 @@
-"""CIFAR-10 sources: real files read safely, a synthetic stand-in, and cached JPEG copies.
+"""CIFAR-10 sources: real files read safely, a synthetic stand-in, cached JPEG copies, and your own
+arrays.
 
-Every source ends up in the standard python layout (`cifar-10-batches-py/data_batch_1..5`,
-`test_batch`, `batches.meta`: `layout`) and is read by the same code into host memory (`cifar`):
-images as an N x 32 x 32 x 3 uint8 array (HWC, what PIL and the GPU gathers use) and int64 labels.
+Where the bytes live: every source on disk is a folder in the standard python layout
+(`cifar-10-batches-py/data_batch_1..5`, `test_batch`, `batches.meta`: `layout`): the genuine set at
+`<data_root>/cifar-10-batches-py`, the synthetic set at `<data_root>/synthetic-seed<S>/` (or under
+`cache_root`). `data_root` defaults to one folder per user (`$PIPEBENCH_DATA`, else
+`$XDG_CACHE_HOME/pipebench`, else `~/.cache/pipebench`). A split is read into host memory as an
+N x 32 x 32 x 3 uint8 array (HWC, what PIL and the GPU gathers use) and int64 labels, upscaled
+there to the config's image size; `Split.from_arrays` takes arrays you already have instead.
 
-- `safe_pickle`: one batch file read without trusting it (`load_batch`).
+- `safe_pickle`: one batch file read without trusting it (`load_batch`): no code runs, and numpy
+  receives no state from the file, only arrays built from validated shapes, dtypes and bytes.
 - `checksums`: every file checked on every load, against the crc32s pipebench recorded when it
-  wrote the folder, or (a download) against the md5s torchvision publishes.
-- `cache`: where data and copies are written (beside the data or under `cache_root`), each
-  folder atomically.
+  wrote the folder (CHECKSUMS.json), or, for a folder without them (a download), against the md5s
+  torchvision publishes, once.
+- `cache`: where data and copies are written (JPEG copies beside the data or under `cache_root`),
+  each folder atomically, with the mode the user's umask gives.
 - `cifar`: a split of a standard-layout folder in memory and back (`load_split`, `write_split`);
   `download_cifar10` (the archive md5-checked, extracted with tarfile's "data" filter).
 - `synthetic`: the deterministic synthetic set (`ensure_synthetic`, `synthesize`).
 - `jpeg`: the JPEG copies, packed (`prepare_jpeg`, `JpegSet`) and as a file tree
   (`prepare_jpeg_tree`); upscaled sets encoded on a thread pool (`encode_jpegs`).
-- `split`: what a pipeline reads (`Split`, `resolve_folder`, `open_split`).
+- `split`: what a pipeline reads (`Split`, `resolve_folder`, `open_split`) and what it is called in
+  result rows (`Split.source`): `cifar10` only for the genuine files, `synthetic-seed<S>`, `custom`
+  (another folder pipebench wrote) or `arrays`.
 
 The names below are the package's interface: `from pipelines import sources; sources.open_split(...)`.
 """
