@@ -686,7 +686,10 @@ def main(argv: list[str] | None = None) -> int:
               f"JPEG q{args.jpeg_quality}: {jpeg} (checksums match JPEG.json; "
               f"mean {len(sizes.data) / len(sizes):.0f} B per train image)")
     elif args.command == "download":
-        print(sources.download_cifar10(args.data_root))
+        try:   # no network, a folder that cannot be written: one line, no traceback
+            print(sources.download_cifar10(args.data_root))
+        except OSError as e:
+            raise SystemExit(f"pipebench download: {e}") from None
     elif args.command == "list":
         for name, reason in pipelines.available().items():
             print(f"{name:12s} {'ok' if reason is None else 'unavailable: ' + reason}")

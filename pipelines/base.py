@@ -298,8 +298,12 @@ class Pipeline(abc.ABC):
         self.config = config = self.resolve(config)
         self.device = resolve_device(config.device)
         if data is not None and (config.encoding == "jpeg" and data.jpeg is None
-                                 or data.images.shape[1] != config.image_size):
-            raise ValueError(f"{self.name}: the data passed is not the split it reads (encoding "
+                                 or data.images.shape[1] != config.image_size or data.split != config.split
+                                 or config.max_samples is not None and len(data) > config.max_samples):
+            most = f", at most {config.max_samples} samples" if config.max_samples is not None else ""
+            raise ValueError(f"{self.name}: the data passed is not the split it reads (data: {data.split} "
+                             f"split, {len(data)} samples, {'a' if data.jpeg is not None else 'no'} JPEG copy, "
+                             f"{data.images.shape[1]} px; config: {config.split} split{most}, encoding "
                              f"{config.encoding!r}, {config.image_size} px): pass "
                              "sources.open_split(pipelines.resolve_config(name, config))")
         self.data = data if data is not None else open_split(config)

@@ -38,11 +38,20 @@ DALI_READERS = ("external", "parallel", "file")
 DALI_DECODERS = ("mixed", "cpu")
 PREFETCH_AUGMENT = ("device", "host")
 WORKER_START_METHODS = ("forkserver", "spawn", "fork")
+# Upper bounds, far above any real use, so that a typo (a batch of 10^30, a prefetch depth of 10^9)
+# is a one-line error instead of allocating until the OOM killer ends the process.
+MAXIMUM = {"batch_size": 65536, "prefetch_depth": 64, "num_workers": 256, "jpeg_quality": 100,
+           "dali_threads": 256, "dali_queue_depth": 64, "dali_batch_multiple": 64}
+MAX_SAMPLES = 10_000_000
 
 
 def default_data_root() -> str:
-    """`$PIPEBENCH_DATA` if set, else `./data` (ignored by git)."""
-    return os.environ.get("PIPEBENCH_DATA", "data")
+    """One folder per user, whatever the working folder: `$PIPEBENCH_DATA` if set, else
+    `$XDG_CACHE_HOME/pipebench`, else `~/.cache/pipebench`."""
+    cache = os.environ.get("XDG_CACHE_HOME")
+    if not cache or not os.path.isabs(cache):   # the XDG spec ignores a relative path
+        cache = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.environ.get("PIPEBENCH_DATA") or os.path.join(cache, "pipebench")
 
 
 def default_cache_root() -> str | None:
@@ -122,25 +131,27 @@ class PipelineConfig:
                    "rank": 0, "jpeg_quality": 1, "seed": 0, "data_seed": 0,
                    "dali_threads": 1, "dali_queue_depth": 1, "dali_batch_multiple": 1}
         for name, low in minimum.items():
-            value = getattr(self, name)
-            if value is None and name == "dali_threads":
+            value, high = getattr(self, name), MAXIMUM.get(name)
+            if value is None and name == "dali_threads":   # None: DALI's threads follow num_workers
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"PipelineConfig.{name}={value!r}: expected an integer >= {low}")
+            if (isinstance(value, bool) or not isinstance(value, int) or value < low
+                    or high is not None and value > high):
+                expected = f"an integer from {low} to {high}" if high is not None else f"an integer >= {low}"
+                raise ValueError(f"PipelineConfig.{name}={value!r}: expected {expected}")
         if (isinstance(self.image_size, bool) or not isinstance(self.image_size, int)
                 or self.image_size % IMAGE_SIZE or not IMAGE_SIZE <= self.image_size <= MAX_IMAGE_SIZE):
             raise ValueError(f"PipelineConfig.image_size={self.image_size!r}: expected a multiple of "
                              f"{IMAGE_SIZE} from {IMAGE_SIZE} to {MAX_IMAGE_SIZE}")
-        if not 0.0 <= self.dali_hw_decoder_load <= 1.0:
-            raise ValueError(f"PipelineConfig.dali_hw_decoder_load={self.dali_hw_decoder_load!r}: expected 0..1")
-        if self.jpeg_quality > 100:
-            raise ValueError(f"PipelineConfig.jpeg_quality={self.jpeg_quality!r}: expected 1..100")
+        load = self.dali_hw_decoder_load   # nan and inf fail the range test
+        if isinstance(load, bool) or not isinstance(load, (int, float)) or not 0.0 <= load <= 1.0:
+            raise ValueError(f"PipelineConfig.dali_hw_decoder_load={load!r}: expected 0..1")
         if self.rank >= self.world_size:
             raise ValueError(f"PipelineConfig.rank={self.rank!r}: expected < world_size={self.world_size}")
         if self.max_samples is not None and (isinstance(self.max_samples, bool)
                                              or not isinstance(self.max_samples, int)
-                                             or self.max_samples < 1):
-            raise ValueError(f"PipelineConfig.max_samples={self.max_samples!r}: expected None or an integer >= 1")
+                                             or not 1 <= self.max_samples <= MAX_SAMPLES):
+            raise ValueError(f"PipelineConfig.max_samples={self.max_samples!r}: expected None or an integer "
+                             f"from 1 to {MAX_SAMPLES}")
         if not (self.device in ("auto", "cpu") or self.device.startswith("cuda")):
             raise ValueError(f"PipelineConfig.device={self.device!r}: expected 'auto', 'cpu', 'cuda' or 'cuda:N'")
         if self.cache_root is not None and (not isinstance(self.cache_root, str) or not self.cache_root):

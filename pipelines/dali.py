@@ -124,6 +124,9 @@ class DaliPipeline(Pipeline):
 
     def __init__(self, config, data=None):
         super().__init__(config, data)
+        if config.dali_reader == "file" and self.data.folder is None:
+            raise ValueError(f"{self.name}: dali_reader='file' reads the JPEG file tree of a data folder; the "
+                             f"data passed ({self.data.source}) has none: use dali_reader='external'")
         self.cuda = self.device.type == "cuda"
         self.file_reader = config.dali_reader == "file"
         self.multiple = 1 if self.file_reader else config.dali_batch_multiple   # batches per DALI batch

@@ -48,9 +48,9 @@ def synthetic_root(tmp_path_factory):
 @pytest.fixture
 def small_indexed_root(tmp_path, monkeypatch):
     """The index-encoded set with 100 images per batch file (500 train, 100 test), read with
-    `sources.PER_FILE` patched to match: for tests that make a JPEG copy at another image size,
+    `sources.layout.PER_FILE` patched to match: for tests that make a JPEG copy at another image size,
     which encodes the whole set."""
-    monkeypatch.setattr(sources, "PER_FILE", 100)
+    monkeypatch.setattr(sources.layout, "PER_FILE", 100)
     folder = tmp_path / sources.BATCH_FOLDER
     folder.mkdir()
     sources.write_split(folder, "train", *indexed_images(0, 500))

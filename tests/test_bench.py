@@ -198,10 +198,10 @@ def test_model_only_runs_at_each_image_size(tmp_path, synthetic_root):
     assert sorted(df.image_size.unique()) == [32, 64] and (df.status == "ok").all()
 
 
-def test_sweep_resumes_configs_with_unset_options(tmp_path, capsys):
+def test_sweep_resumes_configs_with_unset_options(tmp_path, synthetic_root, capsys):
     """An option left at None (here max_samples) is an empty CSV cell: resume must still match."""
-    args = ["sweep", "--modes", "model", "--models", "resnet9-w0.25", "--steps", "1", "--warmup", "0",
-            "--repeats", "1", "--out", str(tmp_path / "s")]
+    args = ["sweep", "--data-root", str(synthetic_root), "--modes", "model", "--models", "resnet9-w0.25",
+            "--steps", "1", "--warmup", "0", "--repeats", "1", "--out", str(tmp_path / "s")]
     cli.main(args)
     capsys.readouterr()
     cli.main(args)

@@ -2,6 +2,7 @@
 import pytest
 
 from pipelines import PipelineConfig, build
+from pipelines.config import MAX_SAMPLES, MAXIMUM, default_data_root
 
 
 @pytest.mark.parametrize("changes,message", [
@@ -45,3 +46,32 @@ def test_image_size_must_be_a_multiple_of_32(size):
 
 def test_crop_padding_scales_with_image_size():
     assert [PipelineConfig(image_size=s).pad for s in (32, 64, 224)] == [4, 8, 28]
+
+
+def test_the_default_data_root_is_one_per_user_whatever_the_working_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PIPEBENCH_DATA", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert PipelineConfig().data_root == default_data_root() == str(tmp_path / "home" / ".cache" / "pipebench")
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative")   # ignored, as the XDG spec says
+    assert PipelineConfig().data_root == str(tmp_path / "home" / ".cache" / "pipebench")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert PipelineConfig().data_root == str(tmp_path / "xdg" / "pipebench")
+    monkeypatch.setenv("PIPEBENCH_DATA", str(tmp_path / "mine"))
+    assert PipelineConfig().data_root == str(tmp_path / "mine")
+
+
+@pytest.mark.parametrize("name,high", [*MAXIMUM.items(), ("max_samples", MAX_SAMPLES)])
+def test_absurd_sizes_are_refused_up_front(name, high):
+    PipelineConfig(**{name: high})
+    for absurd in (high + 1, 10 ** 30):
+        with pytest.raises(ValueError, match=rf"^PipelineConfig\.{name}={absurd}: expected (None or )?an integer "
+                                             rf"from [01] to {high}$"):
+            PipelineConfig(**{name: absurd})
+
+
+@pytest.mark.parametrize("load", [float("nan"), float("inf"), -0.5, 1.5, "0.5", True])
+def test_the_hardware_decoder_load_is_a_share_from_0_to_1(load):
+    with pytest.raises(ValueError, match=rf"^PipelineConfig\.dali_hw_decoder_load={load!r}: expected 0\.\.1$"):
+        PipelineConfig(dali_hw_decoder_load=load)

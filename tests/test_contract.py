@@ -10,6 +10,7 @@ most JPEG_MAX_LEVELS and on average JPEG_MEAN_LEVELS (of 255). Raw pixels: exact
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import numpy as np
@@ -21,7 +22,7 @@ import pipelines
 from pipelines import sources
 from pipelines.config import MEAN, PAD, STD, PipelineConfig
 
-from conftest import COL0, COL_STEP, DIGIT, LEVEL
+from conftest import COL0, COL_STEP, DIGIT, LEVEL, indexed_images
 
 JPEG_MAX_LEVELS, JPEG_MEAN_LEVELS = 8, 1.5
 VARIANTS = [(name, {}) for name in pipelines.names()] + [
@@ -91,8 +92,39 @@ def test_a_split_that_is_not_the_one_the_pipeline_reads_is_refused(indexed_root)
         pipelines.build("tvjpeg", config, data=raw)
     with pytest.raises(ValueError, match="prefetch: the data passed is not the split it reads"):
         pipelines.build("prefetch", config.replace(image_size=64), data=raw)
+    with pytest.raises(ValueError, match=r"prefetch: the data passed is not the split it reads \(data: train split, "
+                                         r"64 samples, no JPEG copy, 32 px; config: test split, at most 64 samples"):
+        pipelines.build("prefetch", config.replace(split="test"), data=raw)
+    with pytest.raises(ValueError, match=r"\(data: train split, 64 samples.*config: train split, at most 32 samples"):
+        pipelines.build("prefetch", config.replace(max_samples=32), data=raw)
     with pipelines.build("prefetch", config, data=raw) as p:
         assert p.data is raw
+
+
+@pytest.mark.parametrize("name,changes", [("prefetch", {}), ("resident", {}), ("dataloader", {"num_workers": 0})])
+def test_a_split_of_your_own_arrays_feeds_the_pipelines_that_read_pixels(name, changes):
+    images, labels = indexed_images(0, 100)
+    data = sources.Split.from_arrays(images, labels)
+    assert (data.source, data.folder, data.jpeg, data.split) == ("arrays", None, None, "train")
+    config = PipelineConfig(batch_size=32, shuffle=False, augment=False, **changes)
+    with pipelines.build(name, config, data=data) as p:
+        batches = [(x.float().cpu(), y.cpu()) for x, y in p]
+    assert [len(y) for _, y in batches] == [32, 32, 32, 4]
+    assert torch.cat([y for _, y in batches]).tolist() == labels.tolist()
+    assert_pixels_match(to_pixels(torch.cat([x for x, _ in batches])), images, jpeg=False)
+    with pytest.raises(ValueError, match="tvjpeg: the data passed is not the split it reads .*no JPEG copy"):
+        pipelines.build("tvjpeg", config, data=data)
+
+
+def test_dali_s_file_reader_refuses_data_without_a_folder(small_indexed_root):
+    if pipelines.available()["dali"]:
+        pytest.skip(pipelines.available()["dali"])
+    config = PipelineConfig(data_root=str(small_indexed_root), source="cifar10", max_samples=64, device="cpu",
+                            dali_reader="file")
+    data = dataclasses.replace(sources.open_split(pipelines.resolve_config("dali", config)), folder=None)
+    with pytest.raises(ValueError, match="dali: dali_reader='file' reads the JPEG file tree of a data folder; "
+                                         "the data passed \\(custom\\) has none: use dali_reader='external'"):
+        pipelines.build("dali", config, data=data)
 
 
 @pytest.mark.parametrize("variant", LIGHT_VARIANTS, ids=LIGHT_IDS)
@@ -229,7 +261,7 @@ def test_image_size_upscales_the_set_and_scales_the_crop(variant, small_indexed_
     with make(variant, small_indexed_root, image_size=size, augment=False, shuffle=False, max_samples=n) as p:
         x, y = epoch(p)
         jpeg = p.config.encoding == "jpeg"
-        assert x.shape == (n, 3, size, size) and p.data.source == f"cifar10@{size}px"
+        assert x.shape == (n, 3, size, size) and p.data.source == f"custom@{size}px"
         raw = np.stack([source_pixels(p, i) for i in range(n)]) if jpeg else p.data.images
         assert_pixels_match(to_pixels(x), raw, jpeg)
     assert not jpeg or raw.shape == (n, size, size, 3)

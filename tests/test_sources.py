@@ -1,4 +1,5 @@
-"""Sources: the safe CIFAR-10 loader, the synthetic set and the JPEG copy."""
+"""Sources: the safe CIFAR-10 loader, downloads, the synthetic set, the JPEG copies, what a split says it
+holds and splits of your own arrays."""
 from __future__ import annotations
 
 import errno
@@ -6,13 +7,20 @@ import io
 import json
 import os
 import pickle
+import re
+import socket
 import struct
+import subprocess
+import sys
+import tarfile
 import tempfile
+import urllib.error
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import torchvision.datasets.utils
 from PIL import Image
 
 from bench import cli
@@ -20,24 +28,52 @@ from pipelines import sources
 from pipelines.config import PipelineConfig
 
 
+# Pickle opcodes as Python 2's cPickle (protocol 2) writes them, to build batches byte by byte.
+def py2_str(text) -> bytes:
+    """A str as SHORT_BINSTRING / BINSTRING (bytes when read with encoding="bytes")."""
+    b = text if isinstance(text, bytes) else text.encode("latin1")
+    return b"U" + bytes([len(b)]) + b if len(b) < 256 else b"T" + struct.pack("<i", len(b)) + b
+
+
+def py2_int(v: int) -> bytes:
+    if 0 <= v < 256:
+        return b"K" + bytes([v])
+    if -2 ** 31 <= v < 2 ** 31:
+        return b"J" + struct.pack("<i", v)
+    long = pickle.encode_long(v)
+    return b"\x8a" + bytes([len(long)]) + long
+
+
+def py2_tuple(items: list[bytes]) -> bytes:
+    return b"".join(items) + b"\x85\x86\x87"[len(items) - 1:len(items)] if 1 <= len(items) <= 3 \
+        else b"(" + b"".join(items) + b"t"
+
+
+def py2_dtype(spec: str, order: str = "|", flags: int = 0) -> bytes:
+    """numpy.dtype(spec, 0, 1) and its state (3, order, None, None, None, -1, -1, flags)."""
+    return (b"cnumpy\ndtype\n" + py2_str(spec) + py2_int(0) + py2_int(1) + b"\x87R"
+            + b"(" + py2_int(3) + py2_str(order) + b"NNN" + py2_int(-1) * 2 + py2_int(flags) + b"tb")
+
+
+def py2_array(shape: tuple[int, ...], dtype: bytes, data: bytes) -> bytes:
+    """numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), 'b') and its state
+    (1, shape, dtype, False, data); `data` an opcode (a string's bytes, or ']' an empty list)."""
+    return (b"cnumpy.core.multiarray\n_reconstruct\n" + b"cnumpy\nndarray\n" + py2_tuple([py2_int(0)])
+            + py2_str("b") + b"\x87R" + b"(" + py2_int(1) + py2_tuple([py2_int(n) for n in shape]) + dtype
+            + b"\x89" + data + b"tb")
+
+
+def py2_batch(array: bytes, labels: list[int]) -> bytes:
+    """A batch dict holding `array` (opcodes) as 'data'."""
+    items = (py2_str("batch_label") + py2_str("training batch 1 of 5") + py2_str("labels")
+             + b"](" + b"".join(py2_int(v) for v in labels) + b"e" + py2_str("data") + array)
+    return b"\x80\x02}(" + items + b"u."
+
+
 def py2_pickle(data: np.ndarray, labels: list[int]) -> bytes:
     """A batch as Python 2's cPickle (protocol 2) writes it: str keys as SHORT_BINSTRING and the
     array through numpy.core.multiarray._reconstruct with a BINSTRING payload."""
-    def s(text) -> bytes:
-        b = text if isinstance(text, bytes) else text.encode("latin1")
-        return b"U" + bytes([len(b)]) + b if len(b) < 256 else b"T" + struct.pack("<i", len(b)) + b
-
-    def i(v: int) -> bytes:
-        return b"K" + bytes([v]) if v < 256 else b"J" + struct.pack("<i", v)
-
-    dtype = b"cnumpy\ndtype\n" + s("u1") + i(0) + i(1) + b"\x87R" + \
-        b"(" + i(3) + s("|") + b"NNN" + b"J\xff\xff\xff\xff" * 2 + i(0) + b"tb"
-    array = (b"cnumpy.core.multiarray\n_reconstruct\n" + b"cnumpy\nndarray\n" + i(0) + b"\x85" + s("b")
-             + b"\x87R" + b"(" + i(1) + i(data.shape[0]) + i(data.shape[1]) + b"\x86" + dtype
-             + b"\x89" + s(data.tobytes()) + b"tb")
-    items = (s("batch_label") + s("training batch 1 of 5") + s("labels")
-             + b"](" + b"".join(i(v) for v in labels) + b"e" + s("data") + array)
-    return b"\x80\x02}(" + items + b"u."
+    return py2_batch(py2_array(data.shape, py2_dtype("u1"), py2_str(data.tobytes())), labels)
 
 
 def valid_batch(rng) -> tuple[np.ndarray, list[int]]:
@@ -73,6 +109,68 @@ def test_refuses_pickle_that_runs_code(tmp_path, monkeypatch):
     assert not (tmp_path / "pwned").exists()
 
 
+# Files made only of the globals a genuine batch uses, each holding an array numpy must not be handed.
+# The first crashed the process (SIGSEGV) when numpy rebuilt it: an object array of 10,000 x 3,072
+# pointers whose data is an empty list, so numpy read heap memory as Python objects.
+HOSTILE = {
+    "object": (py2_batch(py2_array((10_000, 3072), py2_dtype("O8", flags=63), b"]"), []),
+               r"refusing numpy\.dtype\('O8'\)"),
+    "structured": (pickle.dumps({"data": np.zeros(2, [("a", "u1"), ("b", "O")]), "labels": []}, protocol=2),
+                   r"refusing numpy\.dtype\('V9'\)"),
+    "float": (pickle.dumps({"data": np.zeros((2, 3), np.float32), "labels": []}, protocol=4),
+              r"refusing numpy\.dtype\('f4'\)"),
+    "length": (py2_batch(py2_array((10_000, 3072), py2_dtype("u1"), py2_str(b"abc")), []),
+               r"refusing an array of shape \(10000, 3072\) uint8 with 3 bytes of data \(expected 30720000\)"),
+    "negative": (py2_batch(py2_array((-1, 3072), py2_dtype("u1"), py2_str(b"")), []),
+                 r"refusing an array of shape \(-1, 3072\): expected a tuple of non-negative integers"),
+    "huge": (py2_batch(py2_array((2 ** 40, 2 ** 40), py2_dtype("u1"), py2_str(b"")), []),
+             r"refusing an array of shape \(1099511627776, 1099511627776\) uint8 with 0 bytes of data"),
+}
+LOAD_EACH = """
+import sys
+from pipelines import sources
+for path in sys.argv[1:]:
+    try:
+        sources.load_batch(path)
+        print("loaded", flush=True)
+    except sources.CifarFormatError as e:
+        print(e, flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def hostile_loads(tmp_path_factory) -> dict[str, tuple[Path, str]]:
+    """Each HOSTILE file loaded by `load_batch` in one child process (a crash fails the tests instead
+    of killing pytest): form -> (its path, the line the child printed)."""
+    folder = tmp_path_factory.mktemp("hostile")
+    for form, (raw, _) in HOSTILE.items():
+        (folder / form).write_bytes(raw)
+    repo = Path(__file__).resolve().parents[1]
+    child = subprocess.run([sys.executable, "-c", LOAD_EACH, *(str(folder / form) for form in HOSTILE)],
+                           capture_output=True, text=True, cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
+                           timeout=300)
+    lines = child.stdout.splitlines()
+    assert child.returncode == 0 and len(lines) == len(HOSTILE), (child.returncode, child.stdout, child.stderr[-2000:])
+    return {form: (folder / form, line) for form, line in zip(HOSTILE, lines)}
+
+
+@pytest.mark.parametrize("form", HOSTILE)
+def test_an_array_numpy_must_not_build_is_refused_in_one_line(hostile_loads, form):
+    path, line = hostile_loads[form]
+    assert line.startswith(f"{path}: ") and re.search(HOSTILE[form][1], line), line
+
+
+@pytest.mark.parametrize("protocol", [2, 4, 5])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_loads_arrays_as_each_protocol_writes_them(tmp_path, small, protocol, order):
+    data = np.asarray(np.random.default_rng(5).integers(0, 256, (100, 3072), dtype=np.uint8), order=order)
+    labels = np.arange(100) % 10
+    path = tmp_path / "data_batch_1"
+    path.write_bytes(pickle.dumps({"data": data, "labels": labels.astype(np.int64)}, protocol=protocol))
+    got_data, got_labels = sources.load_batch(path)
+    assert np.array_equal(got_data, data) and np.array_equal(got_labels, labels) and got_data.flags.writeable
+
+
 @pytest.mark.parametrize("damage,message", [
     (lambda d, l: (d[:, :3000], l), r"'data' is \(10000, 3000\) uint8, expected \(10000, 3072\) uint8"),
     (lambda d, l: (d.astype(np.int16), l), r"'data' is \(10000, 3072\) int16"),
@@ -94,6 +192,55 @@ def test_rejects_truncated_and_missing_files(tmp_path):
         sources.load_batch(path)
     with pytest.raises(FileNotFoundError, match="data_batch_1: missing"):
         sources.load_split(tmp_path, "train")
+
+
+# --- downloads (never the network: torchvision's download_url is replaced) ------------------------
+
+def fake_download(monkeypatch, members: dict[str, bytes]) -> None:
+    """download_url writes, instead of fetching it, an archive holding `members` (name -> bytes)."""
+    def download_url(url, root, filename, md5):
+        assert (url, md5) == (sources.URL, "c58f30108f718f92721af3b95e74349a")
+        Path(root).mkdir(parents=True, exist_ok=True)   # as download_url does
+        with tarfile.open(Path(root) / filename, "w:gz") as archive:
+            for name, raw in members.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(raw)
+                archive.addfile(info, io.BytesIO(raw))
+    monkeypatch.setattr(torchvision.datasets.utils, "download_url", download_url)
+
+
+def test_download_extracts_the_archive_into_place(tmp_path, monkeypatch):
+    fake_download(monkeypatch, {f"{sources.BATCH_FOLDER}/{name}": name.encode() for name in sources.CIFAR10_MD5})
+    folder = sources.download_cifar10(tmp_path)
+    assert folder == tmp_path / sources.BATCH_FOLDER
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == {name: name.encode() for name in sources.CIFAR10_MD5}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [sources.BATCH_FOLDER, "cifar-10-python.tar.gz"]
+
+
+def test_download_refuses_an_archive_member_outside_its_folder(tmp_path, monkeypatch):
+    root = tmp_path / "data"
+    fake_download(monkeypatch, {f"{sources.BATCH_FOLDER}/data_batch_1": b"1", "../escaped": b"pwned"})
+    with pytest.raises(sources.DownloadError) as caught:
+        sources.download_cifar10(root)
+    message = str(caught.value)
+    assert message.startswith(f"{root / 'cifar-10-python.tar.gz'}: cannot be extracted (") and "\n" not in message
+    assert "'../escaped'" in message and message.endswith(
+        f"delete it and download again, or copy {sources.BATCH_FOLDER}/ from a machine that has it to "
+        f"{root / sources.BATCH_FOLDER}")
+    assert not (tmp_path / "escaped").exists() and not (root / "escaped").exists()
+    assert [p.name for p in root.iterdir()] == ["cifar-10-python.tar.gz"]   # no folder, whole or half
+
+
+def test_no_network_is_one_line_naming_the_url(tmp_path, monkeypatch):
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError(socket.gaierror(-3, "Temporary failure in name resolution"))
+    monkeypatch.setattr(torchvision.datasets.utils, "download_url", offline)
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["download", "--root", str(tmp_path)])
+    assert str(caught.value) == (
+        f"pipebench download: cannot download {sources.URL} (<urlopen error [Errno -3] Temporary failure in "
+        f"name resolution>): check the network and run it again, or copy {sources.BATCH_FOLDER}/ from a "
+        f"machine that has it to {tmp_path / sources.BATCH_FOLDER}")
 
 
 def test_missing_real_data_says_how_to_get_it(tmp_path):
@@ -161,7 +308,7 @@ def test_jpeg_copy_decodes_close_to_the_pixels(indexed_root):
 @pytest.fixture
 def small(monkeypatch):
     """Sets of 100 images per batch file (600 in all): the same code paths in milliseconds."""
-    monkeypatch.setattr(sources, "PER_FILE", 100)
+    monkeypatch.setattr(sources.layout, "PER_FILE", 100)
 
 
 def write_set(root: Path, seed: int = 0) -> Path:
@@ -169,7 +316,7 @@ def write_set(root: Path, seed: int = 0) -> Path:
     folder = root / sources.BATCH_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     for stream, split in enumerate(("train", "test")):
-        n = sources.PER_FILE * len(sources.TRAIN_FILES if split == "train" else sources.TEST_FILES)
+        n = sources.layout.PER_FILE * len(sources.TRAIN_FILES if split == "train" else sources.TEST_FILES)
         sources.write_split(folder, split, *sources.synthesize(n, seed, stream))
     return folder
 
@@ -237,7 +384,7 @@ def test_a_download_is_checked_against_the_published_md5_once(tmp_path, small, m
     record = json.loads(verified.read_text())
     assert record == {"test_batch": sources.checksum(folder / "test_batch")}
     real, md5s = sources.checksum, []
-    monkeypatch.setattr(sources, "checksum", lambda path, algorithm="crc32": (
+    monkeypatch.setattr(sources.checksums, "checksum", lambda path, algorithm="crc32": (
         md5s.append(path) if algorithm == "md5" else None) or real(path, algorithm))
     sources.load_split(folder, "test", cache)
     assert md5s == []   # the crc32 matched the record: no md5 again
@@ -283,7 +430,7 @@ def test_two_cifar10_folders_under_one_cache_root_keep_their_own_copies(tmp_path
 def test_the_jpeg_copy_is_encoded_again_when_its_source_changed(tmp_path, small):
     folder = write_set(tmp_path, seed=1)
     sources.prepare_jpeg(folder, 90)
-    new_images, _ = sources.synthesize(sources.PER_FILE, seed=2, stream=1)
+    new_images, _ = sources.synthesize(sources.layout.PER_FILE, seed=2, stream=1)
     sources.write_split(folder, "test", new_images, np.zeros(len(new_images), np.int64))
     jpeg = sources.load_jpeg(folder, "test", 90)
     assert [bytes(jpeg[i]) for i in range(len(jpeg))] == [sources.encode_jpeg(im, 90) for im in new_images]
@@ -292,7 +439,7 @@ def test_the_jpeg_copy_is_encoded_again_when_its_source_changed(tmp_path, small)
 def test_the_tree_copy_is_written_again_when_the_packed_copy_changed(tmp_path, small):
     folder = write_set(tmp_path, seed=1)
     sources.prepare_jpeg_tree(folder, 90)
-    new_images, labels = sources.synthesize(sources.PER_FILE, seed=2, stream=1)
+    new_images, labels = sources.synthesize(sources.layout.PER_FILE, seed=2, stream=1)
     sources.write_split(folder, "test", new_images, labels)
     tree = sources.prepare_jpeg_tree(folder, 90)
     assert [(tree / sources.tree_path("test", i, label)).read_bytes() for i, label in enumerate(labels)] == \
@@ -307,7 +454,7 @@ def test_with_a_cache_root_the_data_folder_is_not_written(tmp_path, small, capsy
     assert "checksums match the crc32s recorded when written" in capsys.readouterr().out
     [copy] = cache.glob("cifar10-*/jpeg-q90/JPEG.json")
     config = PipelineConfig(data_root=str(data), source="cifar10", encoding="jpeg", cache_root=str(cache))
-    assert len(sources.open_split(config).jpeg) == 5 * sources.PER_FILE
+    assert len(sources.open_split(config).jpeg) == 5 * sources.layout.PER_FILE
     sources.prepare_jpeg_tree(folder, 90, cache_root=cache)
     assert (copy.parent.parent / "jpeg-q90-files" / "TREE.json").is_file()
     assert files_under(data) == before
@@ -347,7 +494,7 @@ def test_an_unwritable_data_folder_is_one_line_naming_it(tmp_path, small, monkey
             raise PermissionError(errno.EACCES, "Permission denied", str(dir))
         return real(*args, dir=dir, **kwargs)
 
-    monkeypatch.setattr(sources.tempfile, "mkdtemp", denied)
+    monkeypatch.setattr(tempfile, "mkdtemp", denied)
     out = ["--out", str(tmp_path / "run")] if command[0] != "prepare" else []
     with pytest.raises(SystemExit) as caught:
         cli.main([*command, *out, "--data-root", str(data), "--source", source])
@@ -368,3 +515,82 @@ def test_a_read_only_data_folder_is_one_line_and_a_cache_root_gets_round_it(tmp_
         assert sources.prepare_jpeg(folder, 90, cache_root=tmp_path / "cache").is_dir()
     finally:
         data.chmod(0o755)
+
+
+# --- what a split says it holds; splits of your own arrays --------------------------------------
+
+def test_a_split_is_labelled_with_what_was_read(tmp_path, small, monkeypatch):
+    """source="cifar10" reads <data_root>/cifar-10-batches-py whatever it holds; its label says what."""
+    def label(folder: Path, **changes) -> str:
+        config = PipelineConfig(data_root=str(folder.parent), source="cifar10", split="test", **changes)
+        return sources.open_split(config).source
+
+    synthetic = sources.ensure_synthetic(tmp_path / "synthetic", seed=3)
+    assert label(synthetic) == "synthetic-seed3" and label(synthetic, image_size=64) == "synthetic-seed3@64px"
+    assert label(write_set(tmp_path / "own")) == "custom"
+    genuine = tmp_path / "genuine" / sources.BATCH_FOLDER
+    genuine.mkdir(parents=True)
+    rng = np.random.default_rng(4)
+    (genuine / "test_batch").write_bytes(py2_pickle(rng.integers(0, 256, (100, 3072), dtype=np.uint8),
+                                                    rng.integers(0, 10, 100).tolist()))
+    with pytest.raises(sources.CifarFormatError, match="differs from the genuine file's"):
+        label(genuine)
+    monkeypatch.setitem(sources.CIFAR10_MD5, "test_batch", sources.checksum(genuine / "test_batch", "md5"))
+    assert label(genuine) == "cifar10"
+
+
+@pytest.mark.parametrize("images,labels,message", [
+    (np.zeros((4, 3, 32, 32), np.uint8), np.zeros(4, int),
+     r"images have shape \(4, 3, 32, 32\) and dtype uint8: expected N x H x W x 3 uint8 \(NHWC, channels last\)"),
+    (np.zeros((4, 32, 32, 3), np.float32), np.zeros(4, int), r"images have shape \(4, 32, 32, 3\) and dtype float32"),
+    (np.zeros((4, 48, 48, 3), np.uint8), np.zeros(4, int), r"H == W a multiple of 32 from 32 to 512$"),
+    (np.zeros((4, 64, 32, 3), np.uint8), np.zeros(4, int), r"images have shape \(4, 64, 32, 3\)"),
+    (np.zeros((0, 32, 32, 3), np.uint8), np.zeros(0, int), r"images have shape \(0, 32, 32, 3\)"),
+    (np.zeros((4, 32, 32, 3), np.uint8), np.zeros(3, int), r"labels have shape \(3,\) and dtype int64: expected 4 integers"),
+    (np.zeros((4, 32, 32, 3), np.uint8), np.zeros(4), r"labels have shape \(4,\) and dtype float64"),
+    (np.zeros((4, 32, 32, 3), np.uint8), np.array([0, 1, 2, 10]), r"labels span 0\.\.10: expected 0\.\.9"),
+])
+def test_a_split_of_arrays_refuses_another_layout_in_one_line(images, labels, message):
+    with pytest.raises(ValueError, match=message) as caught:
+        sources.Split.from_arrays(images, labels)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_split_of_arrays_keeps_its_pixels_and_split():
+    images = np.random.default_rng(0).integers(0, 256, (5, 64, 64, 3), dtype=np.uint8)
+    data = sources.Split.from_arrays(images, np.array([0, 9, 3, 3, 1], np.uint8), split="test")
+    assert np.array_equal(data.images, images) and data.labels.dtype == np.int64 and data.labels.tolist() == [0, 9, 3, 3, 1]
+    assert (len(data), data.split, data.source, data.folder, data.jpeg) == (5, "test", "arrays", None, None)
+    with pytest.raises(ValueError, match=r"split='val': expected one of \('train', 'test'\)"):
+        sources.Split.from_arrays(images, np.zeros(5, int), split="val")
+
+
+# --- folders pipebench writes ---------------------------------------------------------------------
+
+def test_published_folders_have_the_mode_the_umask_gives(tmp_path, small, monkeypatch):
+    mask = os.umask(0o022)
+    os.umask(mask)
+    folder = sources.ensure_synthetic(tmp_path / "data", seed=0)
+    tree = sources.prepare_jpeg_tree(folder, 90)
+    fake_download(monkeypatch, {f"{sources.BATCH_FOLDER}/test_batch": b"1"})
+    download = sources.download_cifar10(tmp_path / "download")
+    for path in (folder, folder.parent, tree.with_name("jpeg-q90"), tree, tree / "train" / "3", download):
+        assert oct(path.stat().st_mode & 0o777) == oct(0o777 & ~mask), path
+
+
+def test_generating_the_synthetic_set_says_where_once(tmp_path, small, capsys):
+    folder = sources.ensure_synthetic(tmp_path, seed=0)
+    assert capsys.readouterr().err == (f"generating the synthetic CIFAR-10 set (once) in {folder.parent}; set "
+                                       "$PIPEBENCH_DATA or pass --data-root to put it elsewhere\n")
+    sources.ensure_synthetic(tmp_path, seed=0)
+    assert capsys.readouterr().err == ""
+    folder = sources.ensure_synthetic(tmp_path / "empty", seed=0, cache_root=tmp_path / "cache")
+    assert folder == tmp_path / "cache" / "synthetic-seed0" / sources.BATCH_FOLDER
+    assert "set $PIPEBENCH_CACHE or pass --cache-dir to put it elsewhere" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("size", [32, 64, 96, 224])
+def test_encoding_in_parallel_gives_the_bytes_of_encoding_one_after_another(size):
+    images, _ = sources.synthesize(70, seed=1)   # more than one chunk of 64
+    assert sources.encode_jpegs(images, 90, size) == [sources.encode_jpeg(sources.upscale(image[None], size)[0], 90)
+                                                     for image in images]

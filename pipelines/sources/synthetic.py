@@ -1,0 +1,128 @@
+"""The synthetic CIFAR-10 set, the default when no real data is found.
+
+Deterministic from a seed: 50,000 / 10,000 images, 10 balanced classes (`SYNTHETIC_CLASSES`) that
+a small model learns within an epoch, with smooth shapes, gradients and texture so JPEG sizes and
+decode cost resemble real CIFAR. Generated in seconds (vectorized numpy) in the standard layout
+with its CHECKSUMS.json and SYNTHETIC.json, at `<data_root>/synthetic-seed<S>/` (or under
+`cache_root`: see `ensure_synthetic`), saying so in one line on stderr. A set from before
+CHECKSUMS.json is generated again rather than trusted as it is.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ..config import CHANNELS, IMAGE_SIZE, NUM_CLASSES
+from . import layout
+from .cache import writing
+from .cifar import write_split
+from .layout import BATCH_FOLDER, CHECKSUMS, SYNTHETIC_META, split_files
+
+SYNTHETIC_CLASSES = ("disk", "square", "ring", "triangle", "cross",
+                     "stripes", "crescent", "pair", "ellipse", "checker")
+
+# A colour per class, RGB in [0, 1]; mixed with a random colour so colour alone is not the label.
+_PALETTE = np.array([[.85, .20, .15], [.15, .55, .85], [.90, .75, .10], [.20, .70, .30],
+                     [.60, .25, .70], [.95, .50, .15], [.10, .65, .65], [.80, .35, .55],
+                     [.45, .35, .20], [.55, .60, .65]], dtype=np.float32)
+
+
+def _signed_distance(label: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Signed distance (negative inside) of class `label`'s shape in shape-scaled coordinates."""
+    rho = np.hypot(u, v)
+    if label == 0:
+        return rho - 1.0
+    if label == 1:
+        return np.maximum(np.abs(u), np.abs(v)) - 0.8
+    if label == 2:
+        return np.abs(rho - 0.7) - 0.28
+    if label == 3:
+        return np.maximum(-v - 0.5, 0.866 * np.abs(u) + 0.5 * v - 0.5) * 1.5
+    if label == 4:
+        return np.minimum(np.maximum(np.abs(u) - 0.3, np.abs(v) - 1.0),
+                          np.maximum(np.abs(u) - 1.0, np.abs(v) - 0.3))
+    if label == 5:
+        return np.maximum(rho - 1.1, (np.abs(np.sin(2.5 * np.pi * v)) - 0.5) * 0.4)
+    if label == 6:
+        return np.maximum(rho - 1.0, 0.75 - np.hypot(u - 0.6, v))
+    if label == 7:
+        return np.minimum(np.hypot(u - 0.55, v) - 0.45, np.hypot(u + 0.55, v) - 0.45)
+    if label == 8:
+        return np.hypot(u / 1.1, v / 0.45) - 1.0
+    return np.maximum(np.maximum(np.abs(u), np.abs(v)) - 0.95, -np.sin(3 * u) * np.sin(3 * v) * 0.5)
+
+
+def _smooth_noise(rng: np.random.Generator, n: int, cells: int) -> np.ndarray:
+    """n x 32 x 32 x 3 noise in [-1, 1], bilinear from a cells x cells grid (low frequency)."""
+    grid = rng.uniform(-1, 1, size=(n, cells, cells, CHANNELS)).astype(np.float32)
+    pos = np.linspace(0, cells - 1, IMAGE_SIZE, dtype=np.float32)
+    lo = np.minimum(pos.astype(int), cells - 2)
+    w = (pos - lo).astype(np.float32)
+    interp = np.zeros((IMAGE_SIZE, cells), np.float32)
+    interp[np.arange(IMAGE_SIZE), lo] = 1 - w
+    interp[np.arange(IMAGE_SIZE), lo + 1] = w
+    return np.einsum("yi,nijc,xj->nyxc", interp, grid, interp, optimize=True)
+
+
+def synthesize(n: int, seed: int, stream: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """`n` synthetic images (n x 32 x 32 x 3 uint8) and balanced labels, from (seed, stream)."""
+    rng = np.random.default_rng([seed, stream])
+    labels = rng.permutation(np.arange(n) % NUM_CLASSES).astype(np.int64)
+    axis = (np.arange(IMAGE_SIZE, dtype=np.float32) + 0.5) / IMAGE_SIZE * 2 - 1   # pixel centres in [-1, 1]
+    y, x = np.meshgrid(axis, axis, indexing="ij")
+    f32 = np.float32
+
+    # Background: a linear gradient between two random colours, in a random direction.
+    c0, c1 = rng.uniform(0, 1, (2, n, 1, 1, CHANNELS)).astype(f32)
+    theta = rng.uniform(0, 2 * np.pi, (n, 1, 1)).astype(f32)
+    t = ((np.cos(theta) * x + np.sin(theta) * y) * 0.5 + 0.5)[..., None]
+    image = c0 + (c1 - c0) * t
+
+    # The class's shape: random position, size and rotation, anti-aliased edge, shaded fill.
+    cx, cy = rng.uniform(-0.35, 0.35, (2, n, 1, 1)).astype(f32)
+    scale = rng.uniform(0.4, 0.65, (n, 1, 1)).astype(f32)
+    phi = rng.uniform(0, 2 * np.pi, (n, 1, 1)).astype(f32)
+    du, dv = (x - cx) / scale, (y - cy) / scale
+    u, v = np.cos(phi) * du + np.sin(phi) * dv, -np.sin(phi) * du + np.cos(phi) * dv
+    dist = np.empty((n, IMAGE_SIZE, IMAGE_SIZE), f32)
+    for label in range(NUM_CLASSES):
+        pick = labels == label
+        dist[pick] = _signed_distance(label, u[pick], v[pick])
+    mask = np.clip(0.5 - dist * scale * (IMAGE_SIZE / 2), 0, 1)[..., None]   # edge ~1 px wide
+    mix = rng.uniform(0.55, 0.85, (n, 1, 1, 1)).astype(f32)
+    colour = mix * _PALETTE[labels][:, None, None, :] + (1 - mix) * rng.uniform(0, 1, (n, 1, 1, CHANNELS)).astype(f32)
+    shade = 0.75 + 0.25 * (-u - v)[..., None].clip(-1.5, 1.5)
+    image = image * (1 - mask) + colour * shade * mask
+
+    # Texture: low-frequency blotches plus fine grain, as in photographs.
+    image += 0.10 * _smooth_noise(rng, n, 5)
+    image += 0.025 * rng.standard_normal(image.shape, dtype=f32)
+    image *= 255
+    image += 0.5
+    return np.clip(image, 0, 255, out=image).astype(np.uint8), labels
+
+
+def ensure_synthetic(root: str | Path, seed: int = 0, cache_root: str | Path | None = None) -> Path:
+    """The standard-layout folder of the synthetic set for `seed`: the one under `root` if there,
+    else generated (once) under `cache_root` if set, else under `root`. A set written before
+    checksums were recorded is generated again."""
+    name = f"synthetic-seed{seed}"
+    final = Path(root) / name / BATCH_FOLDER
+    if not (final / CHECKSUMS).is_file() and cache_root is not None:
+        final = Path(cache_root) / name / BATCH_FOLDER
+    if (final / CHECKSUMS).is_file():
+        return final
+    with writing(final, "the synthetic set") as tmp:
+        elsewhere = ("set $PIPEBENCH_CACHE or pass --cache-dir" if cache_root is not None
+                     else "set $PIPEBENCH_DATA or pass --data-root")
+        print(f"generating the synthetic CIFAR-10 set (once) in {final.parent}; {elsewhere} to put it elsewhere",
+              file=sys.stderr)
+        for stream, split in enumerate(("train", "test")):
+            chunks = [synthesize(layout.PER_FILE, seed, stream * 100 + k) for k in range(len(split_files(split)))]
+            write_split(tmp, split, np.concatenate([c[0] for c in chunks]),
+                        np.concatenate([c[1] for c in chunks]), SYNTHETIC_CLASSES)
+        (tmp / SYNTHETIC_META).write_text(json.dumps({"seed": seed, "generator": "pipebench v1"}))
+    return final
