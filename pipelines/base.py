@@ -27,6 +27,8 @@ import abc
 import functools
 import multiprocessing
 import os
+import threading
+import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -194,17 +196,33 @@ def normalize(images: torch.Tensor, config: PipelineConfig) -> torch.Tensor:
 
 
 def worker_options(config: PipelineConfig, preload: str, workers: int) -> dict[str, object]:
-    """DataLoader arguments for `workers` workers: how they start (`worker_context`) and, on Linux,
-    an init function that puts each worker on the cores of the process building the loader (a
-    forkserver started earlier, under another CPU budget, would otherwise pass on its own)."""
+    """DataLoader arguments for `workers` workers: how they start (`worker_context`) and an init
+    function (`_init_worker`) that puts each worker on the cores of the process building the loader
+    (a forkserver started earlier, under another CPU budget, would otherwise pass on its own) and
+    ends it when that process is gone (a worker watches only its own parent, the forkserver, which
+    the workers keep alive)."""
     options: dict[str, object] = {"multiprocessing_context": worker_context(config, preload, workers)}
-    if workers and hasattr(os, "sched_getaffinity"):
-        options["worker_init_fn"] = functools.partial(_confine_worker, sorted(os.sched_getaffinity(0)))
+    if workers:
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        options["worker_init_fn"] = functools.partial(_init_worker, cores, os.getpid())
     return options
 
 
-def _confine_worker(cores: list[int], worker_id: int) -> None:
-    os.sched_setaffinity(0, cores)
+def _init_worker(cores: list[int] | None, owner: int, worker_id: int) -> None:
+    if cores is not None:
+        os.sched_setaffinity(0, cores)
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            try:
+                os.kill(owner, 0)
+            except ProcessLookupError:
+                os._exit(0)
+            except PermissionError:   # a new process reuses the pid: the owner is gone too
+                os._exit(0)
+
+    threading.Thread(target=watch, name="owner-watch", daemon=True).start()
 
 
 def worker_context(config: PipelineConfig, preload: str, workers: int):

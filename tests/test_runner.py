@@ -392,6 +392,36 @@ def test_a_killed_parent_leaves_no_process_of_its_run(tmp_path, synthetic_root):
     assert not left
 
 
+def test_dataloader_workers_end_when_the_process_that_built_the_loader_is_killed(tmp_path, synthetic_root):
+    """Workers watch the process that built their loader, not only their parent (the forkserver, which
+    they keep alive themselves): SIGKILL of a script iterating `dataloader` leaves no worker."""
+    script = tmp_path / "loop.py"
+    script.write_text(
+        "import sys, time, pipelines\n"
+        "if __name__ == '__main__':\n"
+        f"    p = pipelines.build('dataloader', data_root={str(synthetic_root)!r}, device='cpu', max_samples=256,\n"
+        "                        batch_size=32, num_workers=2)\n"
+        "    next(iter(p))\n"
+        "    print('ready', flush=True)\n"
+        "    time.sleep(300)\n")
+    owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    try:
+        assert owner.stdout.readline().strip() == "ready"
+        started = stability.descendants(owner.pid)   # the forkserver, two workers, the resource tracker
+        assert len(started) >= 3
+    finally:
+        owner.kill()
+        owner.wait()
+    deadline = time.monotonic() + 6
+    while any(map(alive, started)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:80] for pid in started if alive(pid)}
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_under_no_isolate_stops_the_run_without_an_error_row(tmp_path, synthetic_root, monkeypatch, signum):
     """Inside a call that catches every Exception (a data reader's), a stop is still a stop: no row
