@@ -123,11 +123,19 @@ class GpuMonitor:
         try:
             import pynvml
             pynvml.nvmlInit()
-            bus = torch.cuda.get_device_properties(device).pci_bus_id
-            self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus)
             self.nvml = pynvml
-        except Exception:   # no NVML library, an old driver, no PCI id: readings are optional
+            try:
+                self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(self._bus_id(device))
+            except pynvml.NVMLError:
+                self.handle = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{torch.cuda.get_device_properties(device).uuid}")
+        except Exception:   # no NVML library, an old driver, no such device: readings are optional
             self.handle = None
+
+    @staticmethod
+    def _bus_id(device: torch.device) -> str:
+        """The device's PCI bus id as NVML spells it ("00000000:19:00.0"), from torch's properties."""
+        p = torch.cuda.get_device_properties(device)
+        return f"{p.pci_domain_id:08x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
 
     def sample(self) -> dict[str, object]:
         if self.handle is None:

@@ -17,9 +17,9 @@ Contract (`Pipeline`):
     harness can measure every stage's ceiling in isolation.
 
 Shared here so every pipeline has the same semantics: the epoch plan (`epoch_batches`, and
-`device_order` to put it on the device without a host synchronization), augmentation draws and the
-crop/flip gather (`crop_grid`, `gather_crops`; torch, any device), and normalization (`normalize`,
-uint8 NHWC in, contract images out).
+`Uploader` to put it on the device without a host synchronization), augmentation draws
+(`epoch_draws`) and the crop/flip gather (`crop_grid`, `gather_crops`; torch, any device), and
+normalization (`normalize`, uint8 NHWC in, contract images out).
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ import multiprocessing
 import os
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -88,15 +89,44 @@ def batch_count(n: int, config: PipelineConfig) -> int:
     return mine // config.batch_size if config.last_batch == "drop" else -(-mine // config.batch_size)
 
 
-def device_order(batches: list[np.ndarray], device: torch.device) -> torch.Tensor:
-    """An epoch's sample order (its batches back to back) on `device`. On CUDA it goes through pinned
-    memory with `non_blocking=True` on the current stream: a pageable `.to(device)` would make the host
-    wait for every kernel queued before it, once per epoch (the caching host allocator keeps the pinned
-    block until the copy is done)."""
-    order = torch.from_numpy(np.concatenate(batches)) if batches else torch.empty(0, dtype=torch.int64)
-    if device.type != "cuda":
-        return order
-    return order.pin_memory().to(device, non_blocking=True)
+class Uploader:
+    """Per-epoch host arrays (an epoch's sample order, its augmentation draws) copied to the device
+    on the current stream, without a host wait and without a page-locked allocation per epoch (the
+    CUDA runtime serializes every stream around one): each kind of array has two pinned buffers,
+    allocated once (grown for a larger epoch) and used in turn; before one is refilled, the copy out
+    of it two epochs ago is awaited (long done). Without CUDA the array is used as it is."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.buffers: dict[str, deque] = {}
+
+    def __call__(self, kind: str, array: np.ndarray) -> torch.Tensor:
+        tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64))
+        if self.device.type != "cuda":
+            return tensor
+        turns = self.buffers.setdefault(kind, deque([(None, None), (None, None)]))
+        buffer, copied = turns.popleft()
+        if copied is not None:
+            copied.synchronize()
+        if buffer is None or buffer.numel() < tensor.numel():
+            buffer = torch.empty(tensor.numel(), dtype=torch.int64, pin_memory=True)
+        staged = buffer[:tensor.numel()].view(tensor.shape)
+        staged.copy_(tensor)
+        out = staged.to(self.device, non_blocking=True)
+        turns.append((buffer, torch.cuda.current_stream(self.device).record_event()))
+        return out
+
+    def order(self, batches: list[np.ndarray]) -> torch.Tensor:
+        """An epoch's sample order (its batches back to back) on the device."""
+        return self("order", np.concatenate(batches) if batches else np.empty(0, np.int64))
+
+    def grid(self, draws: tuple[torch.Tensor, ...] | None, size: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """`crop_grid` of an epoch's draws (`epoch_draws`) on the device: rows and columns of every
+        sample's crop, sliced per batch by position; None without augmentation."""
+        if draws is None:
+            return None
+        dy, dx, flip = self("draws", torch.stack([draws[0], draws[1], draws[2].long()]).numpy())
+        return crop_grid(dy, dx, flip.bool(), size)
 
 
 def rank_seeds(config: PipelineConfig, *keys: int, count: int = 1) -> np.ndarray:
@@ -123,19 +153,6 @@ def epoch_draws(config: PipelineConfig, epoch: int, n: int) -> tuple[torch.Tenso
         return None
     generator = torch.Generator().manual_seed(int(rank_seeds(config, epoch, 1)[0]))
     return draw_augmentation(n, config.pad, generator)
-
-
-def epoch_grid(draws: tuple[torch.Tensor, ...] | None, size: int,
-               device: torch.device) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """`crop_grid` of an epoch's draws on `device` (copied there through pinned memory, no host
-    synchronization): rows and columns of every sample's crop, sliced per batch by position."""
-    if draws is None:
-        return None
-    dy, dx, flip = draws
-    if device.type == "cuda":
-        packed = torch.stack([dy, dx, flip.long()]).pin_memory().to(device, non_blocking=True)
-        dy, dx, flip = packed[0], packed[1], packed[2].bool()
-    return crop_grid(dy, dx, flip, size)
 
 
 def crop_windows(images: np.ndarray, size: int, pad: int) -> tuple[np.ndarray, np.ndarray]:
@@ -328,6 +345,7 @@ class Pipeline(abc.ABC):
         self.epoch = 0
         self.info: dict[str, object] = {}
         self.closed = False
+        self.uploads = Uploader(self.device)   # each epoch's order and draws, to the device
         self._generation = 0        # bumped by every iter(): an older iterator is superseded
         self._live: Iterator[Batch] | None = None   # the newest epoch's generator
 

@@ -57,8 +57,8 @@ except ImportError as e:   # the message every caller (build, sweeps) shows
         "drivers) or pip install -e '.[dali-cu13]' (nvidia-dali-cuda130, CUDA 13)") from e
 
 from . import sources
-from .base import (Pipeline, Stages, device_order, epoch_batches, epoch_draws, epoch_grid, gather_crops, normalize,
-                   pad_images, undecodable_jpeg, undecodable_sample)
+from .base import (Pipeline, Stages, epoch_batches, epoch_draws, gather_crops, normalize, pad_images,
+                   undecodable_jpeg, undecodable_sample)
 
 
 def _groups(plan: list[np.ndarray], multiple: int) -> list[np.ndarray]:
@@ -218,8 +218,8 @@ class DaliPipeline(Pipeline):
         else:
             plan = epoch_batches(len(self.data), self.config, epoch)
             sizes = [len(index) for index in plan]
-            order = device_order(plan, self.device)
-        grid = epoch_grid(epoch_draws(self.config, epoch, sum(sizes)), self.config.image_size, self.device)
+            order = self.uploads.order(plan)
+        grid = self.uploads.grid(epoch_draws(self.config, epoch, sum(sizes)), self.config.image_size)
         start, b = 0, 0
         while (batch := self._next()) is not None:
             images, labels = batch
@@ -315,7 +315,7 @@ class DaliPipeline(Pipeline):
             self.fixed_pipe._shutdown()
         self.fixed_pipe = self._graph(_FixedSource(source(SimpleNamespace(epoch_idx=0, iteration=0))))
         self.fixed = self._iterator(self.fixed_pipe, fixed=True)
-        grid = epoch_grid(epoch_draws(self.config, self.epoch, len(groups[0])), self.config.image_size, self.device)
+        grid = self.uploads.grid(epoch_draws(self.config, self.epoch, len(groups[0])), self.config.image_size)
 
         def device_batches():
             while True:

@@ -2,12 +2,14 @@
 CUDA stream kept `prefetch_depth` batches ahead, augmentation and normalization on the GPU.
 
 Bytes (`prefetch_augment="device"`, the default): uint8 arrays in host memory -> one producer
-thread gathers each batch's whole images (contiguous rows) into a pinned staging slot with
-`torch.index_select(..., out=slot)`, which runs on torch's intra-op threads (the CPU budget) ->
-`non_blocking` host-to-device copy on the side stream into the interior of a zero-bordered device
-buffer -> on the side stream, the crop + flip as one gather kernel over that buffer (the index
-grids of the epoch's draws, made once per epoch, as `resident` does) and normalize -> the
-consumer's stream waits on an event. The host does nothing per image but copy its bytes.
+thread per batch: gathers its whole images (contiguous rows) into a pinned staging slot with
+`torch.index_select(..., out=slot)`, then, on the side stream, launches the `non_blocking`
+host-to-device copy into the interior of a zero-bordered device buffer, the crop + flip as one
+gather kernel over that buffer (the index grids of the epoch's draws, made once per epoch, as
+`resident` does), normalize and the labels' gather, and records an event -> the consumer's
+stream waits on that event. The host does nothing per image but copy its bytes, and the
+consumer's thread (the training loop) does nothing per batch but wait on an event: every launch
+is the producer's, off the training thread.
 
 `prefetch_augment="host"`: the older design, kept to show what moving the crop to the GPU buys:
 `num_workers` producer threads crop and flip on the host (numpy fancy indexing over strided window
@@ -16,16 +18,16 @@ slot; the GPU only normalizes. Both variants crop and flip every sample alike (`
 so they yield the same batches. The apex `data_prefetcher` / timm `PrefetchLoader` design, with
 FFCV's preallocated pinned buffers instead of per-batch pinning.
 
-Labels live on the device and the epoch's order goes there once per epoch (pinned, no host
-synchronization): no per-step label copy.
+Labels live on the device and the epoch's order goes there once per epoch (`base.Uploader`): no
+per-step label copy.
 
 Stream safety: the stream, the events, the pinned slots and the bordered device buffer are created
 once in `__init__`. One iterator at a time owns the slots (`base.Pipeline`): a newer iterator, or
-`stages()`, ends the previous one, whose fills are cancelled or awaited first. A slot is refilled
-only after the event recorded right after its copy has completed; outputs are allocated on the side
-stream and `record_stream`-ed to the consumer's stream, so the caching allocator never hands them
-out while the consumer may still read them. Without CUDA the same producer runs and the rest runs
-on the CPU in the consumer's thread.
+`stages()`, ends the previous one, whose batches in production are cancelled or awaited first. A
+slot is refilled only after the event recorded right after its copy has completed; outputs are
+allocated on the side stream and `record_stream`-ed to the consumer's stream, so the caching
+allocator never hands them out while the consumer may still read them. Without CUDA the same
+producer runs and does every step on the CPU.
 """
 from __future__ import annotations
 
@@ -36,8 +38,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import (Pipeline, Stages, crop_windows, device_order, epoch_grid, gather_crops, normalize,
-                   pad_images)
+from .base import Pipeline, Stages, crop_windows, gather_crops, normalize, pad_images
 from .config import CHANNELS
 
 
@@ -45,7 +46,6 @@ from .config import CHANNELS
 class _Slot:
     images: torch.Tensor               # B x S x S x 3 uint8, pinned when on CUDA
     copied: torch.cuda.Event | None    # recorded on the side stream after the copy out of this slot
-    ready: torch.cuda.Event | None     # recorded on the side stream after the batch is normalized
 
 
 class PrefetchPipeline(Pipeline):
@@ -66,22 +66,20 @@ class PrefetchPipeline(Pipeline):
         self.bordered = (pad_images(torch.empty((bs, size, size, CHANNELS), dtype=torch.uint8, device=self.device), pad)
                          if config.augment and not self.host_crops else None)
         self.positions = torch.arange(bs, device=self.device)   # a batch's rows in `bordered`
-        threads = max(1, config.num_workers) if self.host_crops else 1   # device: one gather on intra-op threads
-
-        def slot() -> _Slot:
-            events = (torch.cuda.Event(), torch.cuda.Event()) if self.cuda else (None, None)
-            return _Slot(torch.empty((bs, size, size, CHANNELS), dtype=torch.uint8, pin_memory=self.cuda), *events)
-
-        # Enough slots for every thread to fill one while `prefetch_depth` are in flight.
-        self.slots = [slot() for _ in range(config.prefetch_depth + threads)]
+        # One producer with the shared bordered buffer (its gather runs on torch's intra-op threads);
+        # num_workers producers when each crops its own batch on the host.
+        threads = max(1, config.num_workers) if self.host_crops else 1
+        events = self.cuda
+        self.slots = [_Slot(torch.empty((bs, size, size, CHANNELS), dtype=torch.uint8, pin_memory=self.cuda),
+                            torch.cuda.Event() if events else None)
+                      for _ in range(config.prefetch_depth + threads + 1)]
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="prefetch")
-        self.active: dict = {}   # the live epoch's pending fills
+        self.active: dict = {}   # the live epoch's batches in production
         if self.cuda:   # the side stream uses what the current stream made here
             torch.cuda.synchronize(self.device)
 
-    def _fill(self, slot: _Slot, index, start: int, draws) -> int:
-        """Producer thread: one batch's images (cropped here only with `host_crops`) into a slot the
-        GPU no longer reads."""
+    def _gather(self, slot: _Slot, index, start: int, draws) -> int:
+        """One batch's images (cropped here only with `host_crops`) into a slot the GPU no longer reads."""
         if slot.copied is not None:
             slot.copied.synchronize()
         n = len(index)
@@ -101,8 +99,8 @@ class PrefetchPipeline(Pipeline):
         return torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext()
 
     def _launch(self, slot: _Slot, n: int, order: torch.Tensor, grid, start: int):
-        """Consumer thread: copy a filled slot to the device, crop (unless done on the host) and
-        normalize it, on the side stream (asynchronous on CUDA)."""
+        """A filled slot to contract images on the device (on the side stream, asynchronous on
+        CUDA): copy, crop (unless done on the host), normalize; the labels; the ready event."""
         with self._side():
             if self.bordered is not None:
                 pad, size = self.config.pad, self.config.image_size
@@ -114,52 +112,50 @@ class PrefetchPipeline(Pipeline):
                 pixels = slot.images[:n].to(self.device, non_blocking=True)
                 if slot.copied is not None:
                     slot.copied.record(self.stream)
-            out = normalize(pixels, self.config), self.labels[order[start:start + n]]
-            if slot.ready is not None:
-                slot.ready.record(self.stream)
-        return out
+            images, labels = normalize(pixels, self.config), self.labels[order[start:start + n]]
+            return images, labels, self.stream.record_event() if self.cuda else None
+
+    def _produce(self, slot: _Slot, index, start: int, draws, order, grid):
+        """Producer thread: one whole batch, gathered and launched."""
+        return self._launch(slot, self._gather(slot, index, start, draws), order, grid, start)
 
     def _iterate(self):
         batches = self.batches()
         return self._epoch(batches, self.draws(batches))
 
     def _epoch(self, batches: list, draws):
-        nslots, depth = len(self.slots), self.config.prefetch_depth
         starts = [0]
         for index in batches:
             starts.append(starts[-1] + len(index))
-        pending = self.active = {}   # batch number -> future of its fill
+        with self._side():   # the epoch's order and crop grid, on the side stream
+            order = self.uploads.order(batches)
+            grid = self.uploads.grid(draws, self.config.image_size) if self.bordered is not None else None
+        pending = self.active = {}   # batch number -> future of the batch in production
+        ahead = len(self.slots) - 1   # batches in production or ready: one slot is always free
 
         def submit(b: int) -> None:
             if b < len(batches):
-                pending[b] = self.pool.submit(self._fill, self.slots[b % nslots], batches[b], starts[b], draws)
+                slot = self.slots[b % len(self.slots)]
+                pending[b] = self.pool.submit(self._produce, slot, batches[b], starts[b], draws, order, grid)
 
         consumer = torch.cuda.current_stream(self.device) if self.cuda else None
         try:
-            for b in range(nslots):
+            for b in range(ahead):
                 submit(b)
-            with self._side():
-                order = device_order(batches, self.device)
-                grid = epoch_grid(draws, self.config.image_size, self.device) if self.bordered is not None else None
-            launched: deque = deque()
             for b in range(len(batches)):
-                while len(launched) < depth and b + len(launched) < len(batches):
-                    nxt = b + len(launched)
-                    slot = self.slots[nxt % nslots]
-                    launched.append((slot, self._launch(slot, pending.pop(nxt).result(), order, grid, starts[nxt])))
-                    submit(nxt + nslots)   # its filler first waits for this slot's copy event
-                slot, (images, labels) = launched.popleft()
+                images, labels, ready = pending.pop(b).result()
+                submit(b + ahead)   # its slot's last copy was launched before this batch's was
                 if self.cuda:
-                    consumer.wait_event(slot.ready)
+                    consumer.wait_event(ready)
                     images.record_stream(consumer)
                     labels.record_stream(consumer)
                 yield images, labels
-        finally:   # an abandoned epoch must not leave fillers writing into the slots
+        finally:   # an abandoned epoch must not leave producers writing into the slots
             self._end_active()
 
     def _end_active(self) -> None:
-        """Stop the live epoch's fillers writing into the slots (a newer iterator, stages(), close()).
-        No device synchronization: a later fill of a slot first waits for that slot's copy event."""
+        """Stop the live epoch's production (a newer iterator, stages(), close()). No device
+        synchronization: a later fill of a slot first waits for that slot's copy event."""
         for future in self.active.values():
             future.cancel()
         for future in self.active.values():
@@ -168,36 +164,36 @@ class PrefetchPipeline(Pipeline):
         self.active = {}
 
     def stages(self) -> Stages:
-        """host: the producer filling pinned slots (pinning is part of the fill); payload: the uint8
-        batch; device: the crop (unless done on the host) and normalize."""
+        """host: the producer filling pinned slots (pinning is part of the fill), no copy; payload:
+        the uint8 batch; device: the copy, crop (unless done on the host) and normalize."""
         self._check_open()
         self._end_live()   # the stages reuse the live iterator's slots
         batches = self.batches()
         draws = self.draws(batches)
         slot = self.slots[0]
-        n = self._fill(slot, batches[0], 0, draws)
+        n = self._gather(slot, batches[0], 0, draws)
         payload = [slot.images[:n].clone()]
         with self._side():
-            order = device_order(batches, self.device)
-            grid = epoch_grid(draws, self.config.image_size, self.device) if self.bordered is not None else None
-        fixed = _Slot(payload[0].pin_memory() if self.cuda else payload[0], None, None)
+            order = self.uploads.order(batches)
+            grid = self.uploads.grid(draws, self.config.image_size) if self.bordered is not None else None
+        fixed = _Slot(payload[0].pin_memory() if self.cuda else payload[0], None)
         return Stages(host=lambda: self._host_batches(batches, draws), payload=payload,
                       copy="pinned" if self.cuda else "none", pins=False,
-                      device=lambda: self._launch(fixed, n, order, grid, 0))
+                      device=lambda: self._launch(fixed, n, order, grid, 0)[:2])
 
     def _host_batches(self, batches, draws):
-        """One epoch of filled slots, the producer busy, no copies (the host stage alone)."""
+        """One epoch of filled slots, the producers busy, no copies (the host stage alone)."""
         pending: deque = deque()
         start = 0
 
         def oldest():
-            slot, future, first = pending.popleft()
+            slot, future, b = pending.popleft()
             n = future.result()
-            return [slot.images[:n]], torch.from_numpy(self.data.labels[batches[first]])
+            return [slot.images[:n]], torch.from_numpy(self.data.labels[batches[b]])
 
         for b, index in enumerate(batches):
             slot = self.slots[b % len(self.slots)]   # free: the fill that used it was awaited
-            pending.append((slot, self.pool.submit(self._fill, slot, index, start, draws), b))
+            pending.append((slot, self.pool.submit(self._gather, slot, index, start, draws), b))
             start += len(index)
             if len(pending) == len(self.slots):
                 yield oldest()

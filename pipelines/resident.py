@@ -2,8 +2,8 @@
 
 Bytes: uint8 arrays in host memory -> copied to the device once at construction (timed,
 reported as `info["upload_s"]`, not part of any epoch), zero-padded there for the crops -> per
-epoch: the shuffled order and the crop offsets and flips (`base.epoch_draws`) copied there through
-pinned memory without a host synchronization, and turned into index grids; per batch, on a side
+epoch: the shuffled order and the crop offsets and flips (`base.epoch_draws`) copied there from
+reused pinned buffers without a host synchronization (`base.Uploader`), and turned into index grids; per batch, on a side
 CUDA stream `prefetch_depth` batches ahead of the consumer: one gather kernel (crop with zero
 padding + flip), normalize, the labels' gather. The consumer's stream waits on an event per batch,
 so this work overlaps the training step instead of sitting between two steps. No per-step host
@@ -22,7 +22,7 @@ from collections import deque
 
 import torch
 
-from .base import Pipeline, Stages, device_order, epoch_grid, gather_crops, normalize, pad_images
+from .base import Pipeline, Stages, gather_crops, normalize, pad_images
 
 
 class ResidentPipeline(Pipeline):
@@ -55,8 +55,8 @@ class ResidentPipeline(Pipeline):
         c = self.config
         consumer = torch.cuda.current_stream(self.device) if self.cuda else None
         with self._side():
-            order = device_order(batches, self.device)
-            grid = epoch_grid(draws, c.image_size, self.device)
+            order = self.uploads.order(batches)
+            grid = self.uploads.grid(draws, c.image_size)
         ahead: deque = deque()
         made, start = 0, 0
         for _ in batches:

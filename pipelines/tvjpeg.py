@@ -4,7 +4,7 @@ Bytes: the packed JPEG copy in host memory, wrapped once as one uint8 tensor per
 -> per batch, `decode_jpeg(list, device="cuda")` (nvJPEG batched decode; the file bytes cross the
 bus inside it) -> stack -> the shared GPU crop/flip gather on the zero-padded batch -> normalize.
 Labels live on the device; the epoch's order and crop grid are copied there once per epoch through
-pinned memory (`base.device_order`, `base.epoch_grid`): no blocking copy, not even per epoch.
+reused pinned buffers (`base.Uploader`): no blocking copy, not even per epoch.
 Without a GPU the same calls decode on the CPU.
 
 Loader-only on an H100: 17k img/s at batch 512 (results/2026-11-23-h100-peers/REPORT.md; 25k on the
@@ -15,8 +15,7 @@ from __future__ import annotations
 import torch
 from torchvision.io import ImageReadMode, decode_jpeg
 
-from .base import (Pipeline, Stages, device_order, epoch_grid, gather_crops, normalize, pad_images, undecodable_jpeg,
-                   undecodable_sample)
+from .base import Pipeline, Stages, gather_crops, normalize, pad_images, undecodable_jpeg, undecodable_sample
 
 
 class TorchvisionJpegPipeline(Pipeline):
@@ -36,8 +35,8 @@ class TorchvisionJpegPipeline(Pipeline):
     def _epoch(self, batches, draws):
         if not batches:
             return
-        order = device_order(batches, self.device)
-        grid = epoch_grid(draws, self.config.image_size, self.device)
+        order = self.uploads.order(batches)
+        grid = self.uploads.grid(draws, self.config.image_size)
         start = 0
         for index in batches:
             n = len(index)
@@ -77,7 +76,7 @@ class TorchvisionJpegPipeline(Pipeline):
 
         index = batches[0]
         first = [self.files[i] for i in index]
-        grid = epoch_grid(self.draws(batches), self.config.image_size, self.device)
+        grid = self.uploads.grid(self.draws(batches), self.config.image_size)
         payload = [torch.cat(first)]   # the labels live on the device
         return Stages(host=host, payload=payload, copy="pageable" if self.device.type == "cuda" else "none",
                       pins=False, device=lambda: self._decode(first, index, grid, 0))

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from bench import claims, cli, harness, report, results
+from pipelines import sources
 from pipelines.config import PipelineConfig
 
 CUDA = torch.device("cuda")   # a device object: nothing runs on it in the CPU tests
@@ -169,13 +170,14 @@ def test_judge_fast_step():
 
 
 def train_losses(step: str, steps: int = 6) -> list[float]:
+    """Losses of `steps` training steps on one learnable batch (synthetic shapes, their labels)."""
     torch.manual_seed(0)
     trainer = harness.Trainer("resnet9-w0.25", CUDA, "bfloat16", True, step=step)
-    g = torch.Generator().manual_seed(1)
+    images, labels = sources.synthesize(64, seed=0)
+    x = (torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255 - 0.5).to(CUDA, torch.bfloat16)
+    x, y = x.contiguous(memory_format=torch.channels_last), torch.from_numpy(labels).to(CUDA)
     losses = []
     for _ in range(steps):
-        x = torch.randn(64, 3, 32, 32, generator=g).to(CUDA, torch.bfloat16).contiguous(memory_format=torch.channels_last)
-        y = torch.randint(0, 10, (64,), generator=g).to(CUDA)
         trainer(x, y)
         losses.append(trainer.loss.float().item())
     return losses
@@ -184,10 +186,14 @@ def train_losses(step: str, steps: int = 6) -> list[float]:
 @needs_cuda
 @pytest.mark.parametrize("step", ["graph", "compile"])
 def test_captured_step_trains_the_same_model_as_eager(step):
+    """Each step kind is deterministic from run to run; they differ by their bf16 kernels. Trained on
+    a batch it can learn, the loss falls smoothly and those differences stay small (random labels,
+    as this test once used, made the loss climb from 2.3 to about 40 in six steps, where they grew
+    to 6 % and the test failed or passed with the cuDNN algorithms autotuning happened to pick)."""
     eager, captured = train_losses("eager"), train_losses(step)
     assert captured[0] == pytest.approx(eager[0], rel=2e-2)   # same initial weights, same first batch
-    assert captured[-1] == pytest.approx(eager[-1], rel=5e-2)   # bf16: kernels differ, training does not
-    assert captured[-1] < captured[0] - 0.05 or eager[-1] >= eager[0] - 0.05   # it trains, as eager does
+    assert eager[-1] < 0.5 * eager[0] and captured[-1] < 0.5 * captured[0]   # both learn the batch
+    assert abs(captured[-1] - eager[-1]) < 0.05 * eager[0]   # and end close, relative to where they began
 
 
 @needs_cuda
