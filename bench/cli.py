@@ -247,7 +247,7 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
     p.add_argument("--repeats", type=_positive(int),
                    help="timed windows per process and configuration (loader: per headspace level) "
                         "(default: 3 on CUDA, 2 on CPU)")
-    p.add_argument("--seed", type=int, default=0, help="shuffle / augmentation seed (default: 0)")
+    p.add_argument("--seed", type=_int_list, default=[0], help="list; shuffle / augmentation seed (default: 0)")
     p.add_argument("--timeout", type=_positive(float), default=runner.DEFAULT_TIMEOUT_S,
                    help="seconds one configuration may take (its own process; on expiry its stacks are saved "
                         "under OUT/timeouts/, it is killed with its workers and a `timeout` row written) "
@@ -338,9 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def specs_for(grids: list, device: torch.device, world: distributed.World = distributed.World()) -> list[harness.RunSpec]:
-    """Every configuration of the grids (one per --config grid, else the command line's), in order
-    (`plan.grid`), each listed once."""
-    return list(dict.fromkeys(spec for options in grids for spec in plan.grid(options, device, world)))
+    """Every configuration of the grids (one per --config grid, else the command line's), each in
+    its grid's --processes independent processes, in rounds (`plan.grid`, `plan.rounds`)."""
+    return plan.rounds([(plan.grid(options, device, world), options.processes) for options in grids])
 
 
 def record(out: Path, command: list[str], env: dict | None = None) -> None:
@@ -403,7 +403,6 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path) -> runne
     env = results.environment()
     run_id = distributed.broadcast(f"{out.name}@{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}")
     writer = results.CsvWriter(out / "results.csv", env, run_id=run_id) if lead else None   # rank 0 writes; one id per invocation
-    specs = plan.rounds(specs, args.processes)
     todo = list(range(len(specs)))
     if lead:
         launcher = ["torchrun", f"--nnodes={world.world_size // world.local_world_size}",

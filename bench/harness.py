@@ -517,8 +517,9 @@ def stage_workload(spec: RunSpec, pipeline: pipelines.Pipeline, device: torch.de
         if stages.host is None:
             raise NotApplicable(f"{spec.pipeline}: no host-side work per step")
         return endless(pipeline, stages.host), lambda x, y: None, facts
-    if name == "device":
-        return fixed, lambda x, y: stages.device(), facts
+    if name == "device":   # one call may make several batches (a pipeline's round of launches)
+        per_call = itertools.repeat((None, range(stages.device_images or n)))
+        return per_call, lambda x, y: stages.device(), facts
     if device.type != "cuda" or not payload:
         raise NotApplicable(f"{spec.pipeline}: no host-to-device copy per step" if device.type == "cuda"
                             else "no CUDA device: nothing is copied or pinned")

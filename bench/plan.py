@@ -9,8 +9,8 @@ configurations. Options that only some pipelines read make variants of those pip
 everything else). A CPU budget sets the default worker count (budget - 1, at least 1), which DALI's
 threads follow.
 
-`rounds(specs, processes)` runs each configuration in `processes` independent processes, in rounds
-(A B C ... A B C ...): a machine that drifts shows as a difference between the processes of one
+`rounds(grids)` runs each grid's configurations in that grid's number of independent processes, in
+rounds (A B C ... A B C ...): a machine that drifts shows as a difference between the processes of one
 configuration, not as a difference between pipelines. Within a round the configurations of one
 setting and budget stay together, model-only first, then per pipeline its loader-only, stage, e2e
 and train configurations next to each other.
@@ -69,7 +69,7 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
             check_model(model, size)
     base = PipelineConfig(
         data_root=o.data_root, source=o.source, data_seed=o.data_seed, cache_root=o.cache_dir,
-        last_batch=o.last_batch, max_samples=o.max_samples, seed=o.seed, device=str(device),
+        last_batch=o.last_batch, max_samples=o.max_samples, device=str(device),
         channels_last=cuda if o.channels_last is None else o.channels_last,
         pin_memory=o.pin_memory, non_blocking=o.non_blocking, prefetch_depth=o.prefetch_depth,
         worker_start=o.worker_start, rank=world.rank, world_size=world.world_size,
@@ -98,8 +98,10 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
             for bs in o.batch_size or [512 if cuda else 64]:
                 for cpus in budgets:
                     for workers in o.workers or [max(1, cpus - 1)]:
-                        config = base.replace(image_size=size, dtype=dtype, batch_size=bs, num_workers=workers)
-                        specs += _setting(o, spec, config, cpus, modes, models, kinds, busy)
+                        for seed in o.seed:
+                            config = base.replace(image_size=size, dtype=dtype, batch_size=bs, num_workers=workers,
+                                                  seed=seed)
+                            specs += _setting(o, spec, config, cpus, modes, models, kinds, busy)
     return list(dict.fromkeys(specs))   # a configuration listed twice runs once
 
 
@@ -132,6 +134,11 @@ def _setting(o, spec, config: PipelineConfig, cpus: int, modes: list[str], model
     return found
 
 
-def rounds(specs: list[harness.RunSpec], processes: int) -> list[harness.RunSpec]:
-    """Each spec `processes` times, round after round (module docstring); `process` says which."""
-    return [dataclasses.replace(s, process=r) for r in range(processes) for s in specs]
+def rounds(grids: list[tuple[list[harness.RunSpec], int]]) -> list[harness.RunSpec]:
+    """Each grid's specs as many times as its processes, round after round across the grids (module
+    docstring): round r holds every spec of every grid that runs more than r processes; `process`
+    says which."""
+    most = max((processes for _, processes in grids), default=0)
+    order = [dataclasses.replace(s, process=r) for r in range(most) for specs, processes in grids if r < processes
+             for s in specs]
+    return list(dict.fromkeys(order))   # a configuration listed by two grids runs once per round

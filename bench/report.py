@@ -25,6 +25,7 @@ their medians differ by less than the larger of their between-process ranges.
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
 
@@ -471,8 +472,8 @@ def drift_lines(c: pd.DataFrame) -> list[str]:
             for _, r in moved.iterrows()]
 
 
-def run_sections(name: str, group: pd.DataFrame, out: Path, slug: str) -> list[str]:
-    """The sections of one run."""
+def run_sections(name: str, group: pd.DataFrame, out: Path, slug: str, plots: dict[str, str]) -> list[str]:
+    """The sections of one run; `plots` gets the file name of its main plot ("cores")."""
     single = label_variants(group[(group.world_size == 1) & (group.parallel == "none")])
     c = cells(single)
     parts = [f"## Run {escape(name)}", "", *provenance(group)]
@@ -492,6 +493,7 @@ def run_sections(name: str, group: pd.DataFrame, out: Path, slug: str) -> list[s
             plot = out / f"cores-{slug}-{size}px.png"
             if cores_plot(c, setting, plot, f"{name}: loader ceiling by CPU cores, {here}"):
                 parts += [f"![loader ceiling by cores]({plot.name})", ""]
+                plots.setdefault("cores", plot.name)
         models = at[at["mode"] == "model"]
         for cpus in sorted(at[at["mode"] == "loader"].cpus.unique(), reverse=True):
             loader = headspace(c, setting, cpus)
@@ -571,15 +573,134 @@ def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return view.sort_values(["mode", "what", "px", "GPUs"]), sentences
 
 
-# --- summary -----------------------------------------------------------------------------------
+# --- summary ---------------------------------------------------------------------------------
 
-def summary(name: str, group: pd.DataFrame, report: str) -> list[str]:
-    """The short answer of one run (Markdown lines), for SUMMARY.md and the README block."""
+SPEEDS = (500_000, 250_000, 100_000, 50_000, 25_000, 10_000)   # model step speeds the summary is keyed by
+SHOWN = 3   # pipelines named per cell of the summary's table (the cheapest in CPU time first)
+
+
+def speed_text(v: float) -> str:
+    return f"{v / 1e6:g}M" if v >= 1e6 else f"{v / 1e3:g}k"
+
+
+def bus_sentence(c: pd.DataFrame) -> str | None:
+    """Where host transfer binds: the measured copy rates by image size and payload against the
+    fastest model step measured at that size."""
+    copies = c[c["mode"] == "copy"]
+    models = c[c["mode"] == "model"]
+    if copies.empty or models.empty:
+        return None
+    parts, binds = [], []
+    for size, rows in copies.groupby("image_size"):
+        rates = ", ".join(f"{r.payload} {speed_text(r.img_per_s)} ({r.stage.removeprefix('h2d-')})"
+                          for r in rows.sort_values(["payload", "stage"], ascending=[False, False]).itertuples())
+        fast = models[models.image_size == size]
+        if fast.empty:
+            parts.append(f"{size} px: {rates} img/s")
+            continue
+        top = fast.loc[fast.img_per_s.idxmax()]
+        slower = rows[rows.img_per_s < top.img_per_s]
+        binds += [f"{r.payload} {r.stage.removeprefix('h2d-')} at {size} px" for r in slower.itertuples()]
+        parts.append(f"{size} px: {rates} img/s, against the fastest step measured there, {code(top.model)} "
+                     f"{top.step} at {speed_text(top.img_per_s)} img/s")
+    verdict = ("it binds only for " + ", ".join(binds) if binds else
+               "it binds nowhere measured: every copy is faster than every model step at its size")
+    return ("**Host transfer**: one GPU's host-to-device copies (the bus alone) move " + "; ".join(parts)
+            + f" — {verdict}.")
+
+
+def fed_at(cap: pd.DataFrame, speed: float) -> pd.DataFrame:
+    """The pipelines whose loader ceiling keeps a model of `speed` img/s fed (at least FED of it)."""
+    return cap[cap.img_per_s >= FED * speed]
+
+
+def which_table(c: pd.DataFrame, setting: tuple) -> pd.DataFrame:
+    """Model step speed x CPU cores per GPU: the pipelines whose loader ceiling keeps that speed fed,
+    the cheapest in CPU time first, and their speed-up over `dataloader` at that speed."""
+    cap = ceilings(c)
+    cap = cap[(cap[SETTING] == pd.Series(dict(zip(SETTING, setting)))).all(axis=1)]
+    rows = []
+    for speed in SPEEDS:
+        row = {"model trains at": f"{speed_text(speed)} img/s"}
+        for cpus in sorted(cap.cpus.unique(), reverse=True):
+            here = cap[cap.cpus == cpus]
+            fed = fed_at(here, speed).sort_values("cpu")
+            base = baseline(here)
+            if base is not None and base.img_per_s >= FED * speed:
+                cell = "any (`dataloader` too)"
+            elif fed.empty:
+                best = here.loc[here.img_per_s.idxmax()]
+                cell = f"none ({code(best.pipeline)} {pct(best.img_per_s / speed)})"
+            else:
+                names = ", ".join(code(p) for p in fed.pipeline[:SHOWN]) + (f" +{len(fed) - SHOWN}" if len(fed) > SHOWN else "")
+                gain = f" ×{speed / base.img_per_s:.1f}" if base is not None else ""
+                cell = names + gain
+            row[f"{int(cpus)} cores"] = cell
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def jpeg_sentence(c: pd.DataFrame) -> str | None:
+    """The JPEG decoders against the model measured at the largest JPEG image size."""
+    cap = ceilings(c)
+    large = cap[cap.image_size > 32]
+    models = c[(c["mode"] == "model") & (c.image_size > 32)]
+    if large.empty or models.empty:
+        return None
+    size = int(large.image_size.max())
+    model = models[models.image_size == size]
+    if model.empty:
+        return None
+    m = model.loc[model.img_per_s.idxmax()]
+    parts = []
+    for cpus in sorted(large[large.image_size == size].cpus.unique(), reverse=True):
+        here = large[(large.image_size == size) & (large.cpus == cpus)].sort_values("img_per_s", ascending=False)
+        parts.append(f"{int(cpus)} cores: " + ", ".join(f"{code(r.pipeline)} {speed_text(r.img_per_s)}"
+                                                      for r in here.itertuples()))
+    fed = large[(large.image_size == size) & (large.img_per_s >= FED * m.img_per_s)]
+    return (f"**{size}-px images** (loader ceilings, img/s) against {code(m.model)} ({m.step} step) at "
+            f"{speed_text(m.img_per_s)} img/s: " + "; ".join(parts) + ". "
+            + (f"Kept fed by " + ", ".join(f"{code(p)} at {int(k)} cores" for p, k in zip(fed.pipeline, fed.cpus)) + "."
+               if len(fed) else "No pipeline keeps it fed."))
+
+
+def accuracy_sentence(c: pd.DataFrame) -> str | None:
+    trained = c[c["mode"] == "train"]
+    if trained.empty:
+        return None
+    first = trained.iloc[0]
+    by = trained.groupby("pipeline").agg(seconds=("seconds", "median"), lo=("acc_lo", "min"), hi=("acc_hi", "max"),
+                                         seeds=("p", "sum")).sort_values("seconds")
+    times = ", ".join(f"{code(p)} {r.seconds:.1f} s" for p, r in by.iterrows())
+    return (f"**Time to accuracy** ({code(first.model)}, {first.step} step, {first.cpus:.0f} cores): "
+            f"{times}; test accuracy {100 * by.lo.min():.1f}–{100 * by.hi.max():.1f}% across pipelines "
+            f"and runs (Time to accuracy in the report).")
+
+
+def summary(name: str, group: pd.DataFrame, report: str, plots: dict[str, str]) -> list[str]:
+    """The short answer of one run (Markdown lines, at most about 25), for SUMMARY.md and the README
+    block: host transfer, which pipeline by model speed and cores, large JPEG images, time to
+    accuracy, one plot; each only where the run measured it."""
     single = label_variants(group[(group.world_size == 1) & (group.parallel == "none")])
     c = cells(single)
-    lines = [f"From one run (`{escape(name)}`; commit {', '.join(sorted(set(group.git_commit))) or '?'}; "
-             f"{escape(', '.join(sorted(set(group.gpu))) or 'CPU')}). Full report: [REPORT.md]({report})."]
-    lines += ["", *[f"- {line}" for line in answers(c)]]
+    commit = ", ".join(sorted(set(group.git_commit))) or "?"
+    lines = [f"From one run, `{escape(name)}` (commit {escape(commit)}; {escape(', '.join(sorted(set(group.gpu))) or 'CPU')}); "
+             f"every number is in the [full report]({report})."]
+    sentence = bus_sentence(c)
+    if sentence:
+        lines += ["", sentence]
+    main = ceilings(c)
+    main = main[main.image_size == 32] if (main.image_size == 32).any() else main
+    if len(main):
+        setting = tuple(main.iloc[0][SETTING])
+        lines += ["", "**Which pipeline keeps a model fed** at 32 px (batch 512): the pipelines whose loader ceiling "
+                  f"is at least {FED:.0%} of the model's speed, cheapest in CPU time first, and how much faster than "
+                  "`dataloader` the model then trains:", "", table(which_table(c, setting))]
+    for sentence in (jpeg_sentence(c), accuracy_sentence(c)):
+        if sentence:
+            lines += ["", sentence]
+    if plots.get("cores"):
+        lines += ["", f"![loader ceiling by CPU cores per GPU]({plots['cores']})"]
     return lines
 
 
@@ -607,13 +728,16 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Pat
         raise ValueError(f"--readme takes the summary of one run; these rows hold {len(found)}: "
                          + "; ".join(name for name, _ in found))
     out.mkdir(parents=True, exist_ok=True)
-    briefs = [(name, summary(name, group, "REPORT.md")) for name, group in found]
+    sections, briefs = [], []
+    for i, (name, group) in enumerate(found, start=1):
+        plots: dict[str, str] = {}
+        sections += run_sections(name, group, out, f"run{i}", plots)
+        briefs.append((name, summary(name, group, "REPORT.md", plots)))
     (out / "SUMMARY.md").write_text("\n".join(["# Summary", "", *[line for _, brief in briefs for line in [*brief, ""]]]))
     parts = ["# Report", "", "Sources: " + ", ".join(f"`{escape(Path(p).as_posix())}`" for p in paths), "",
-             TIMERS, "", __doc__.split("\n\n", 2)[2].strip(), ""]
-    for i, (name, group) in enumerate(found, start=1):
-        parts += run_sections(name, group, out, f"run{i}")
+             *[line for _, brief in briefs for line in ["## Summary", "", *brief, ""]],
+             TIMERS, "", __doc__.split("\n\n", 2)[2].strip(), "", *sections]
     (out / "REPORT.md").write_text("\n".join(parts))
     if readme is not None:
-        update_readme(readme, briefs[0][1], Path(out).as_posix())
+        update_readme(readme, briefs[0][1], Path(os.path.relpath(out, readme.resolve().parent)).as_posix())
     return out / "REPORT.md"

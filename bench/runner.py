@@ -146,7 +146,8 @@ def signals_as_interrupts():
 
 def _context():
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["bench.harness"])   # torch imported once, CUDA never initialized there
+    # torch, and torch.compile's machinery, imported once there (CUDA is never initialized there)
+    ctx.set_forkserver_preload(["bench.harness", "torch._dynamo", "torch._inductor.compile_fx"])
     return ctx
 
 

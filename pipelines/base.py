@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import math
 import multiprocessing
 import os
 import threading
@@ -90,21 +91,34 @@ def batch_count(n: int, config: PipelineConfig) -> int:
 
 
 class Uploader:
-    """Per-epoch host arrays (an epoch's sample order, its augmentation draws) copied to the device
-    on the current stream, without a host wait and without a page-locked allocation per epoch (the
-    CUDA runtime serializes every stream around one): each kind of array has two pinned buffers,
-    allocated once (grown for a larger epoch) and used in turn; before one is refilled, the copy out
-    of it two epochs ago is awaited (long done). Without CUDA the array is used as it is."""
+    """Per-epoch host arrays (an epoch's sample order, its augmentation draws, their crop grid) put
+    on the device without a host wait and without any allocation per epoch: a page-locked host
+    allocation or a device allocation (cudaMalloc) is a point where the CUDA runtime waits for
+    every stream, so an epoch restart that allocates stalls a training loop that runs ahead of the
+    GPU. Each kind of array has two pinned buffers, used in turn (before one is refilled, the copy
+    out of it two epochs ago is awaited: long done), and one device buffer, allocated once (grown
+    for a larger epoch) and rewritten in stream order: every reader of the previous epoch's contents
+    runs on the stream that uploads the next (the current stream when called). Without CUDA the
+    arrays are used as they are."""
 
     def __init__(self, device: torch.device):
         self.device = device
-        self.buffers: dict[str, deque] = {}
+        self.cuda = device.type == "cuda"
+        self.pinned: dict[str, deque] = {}
+        self.buffers: dict[str, torch.Tensor] = {}
+
+    def _buffer(self, kind: str, shape: tuple[int, ...], dtype=torch.int64) -> torch.Tensor:
+        """A view of shape `shape` of this kind's device buffer (allocated once, grown if needed)."""
+        n = math.prod(shape)
+        if kind not in self.buffers or self.buffers[kind].numel() < n:
+            self.buffers[kind] = torch.empty(n, dtype=dtype, device=self.device)
+        return self.buffers[kind][:n].view(shape)
 
     def __call__(self, kind: str, array: np.ndarray) -> torch.Tensor:
         tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64))
-        if self.device.type != "cuda":
+        if not self.cuda:
             return tensor
-        turns = self.buffers.setdefault(kind, deque([(None, None), (None, None)]))
+        turns = self.pinned.setdefault(kind, deque([(None, None), (None, None)]))
         buffer, copied = turns.popleft()
         if copied is not None:
             copied.synchronize()
@@ -112,7 +126,7 @@ class Uploader:
             buffer = torch.empty(tensor.numel(), dtype=torch.int64, pin_memory=True)
         staged = buffer[:tensor.numel()].view(tensor.shape)
         staged.copy_(tensor)
-        out = staged.to(self.device, non_blocking=True)
+        out = self._buffer(kind, tuple(tensor.shape)).copy_(staged, non_blocking=True)
         turns.append((buffer, torch.cuda.current_stream(self.device).record_event()))
         return out
 
@@ -126,7 +140,8 @@ class Uploader:
         if draws is None:
             return None
         dy, dx, flip = self("draws", torch.stack([draws[0], draws[1], draws[2].long()]).numpy())
-        return crop_grid(dy, dx, flip.bool(), size)
+        out = (self._buffer("rows", (len(dy), size)), self._buffer("cols", (len(dy), size))) if self.cuda else None
+        return crop_grid(dy, dx, flip.bool(), size, out)
 
 
 def rank_seeds(config: PipelineConfig, *keys: int, count: int = 1) -> np.ndarray:
@@ -172,16 +187,22 @@ def pad_images(images: torch.Tensor, pad: int) -> torch.Tensor:
 _ARANGE: dict[tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
 
 
-def crop_grid(dy: torch.Tensor, dx: torch.Tensor, flip: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+def crop_grid(dy: torch.Tensor, dx: torch.Tensor, flip: torch.Tensor, size: int,
+              out: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Row and column indices (B x size each) into padded images of the size x size crops at
-    top-left (dy, dx), columns reversed where `flip`. Three kernels (the 0..size-1 ramps are cached)."""
+    top-left (dy, dx), columns reversed where `flip`; written into `out` if given. Three kernels
+    (the 0..size-1 ramps are cached)."""
     key = (size, dy.device)
     if key not in _ARANGE:
         ar = torch.arange(size, device=dy.device)
         _ARANGE[key] = (ar, ar.flip(0))
     ar, reversed_ar = _ARANGE[key]
-    rows = dy[:, None] + ar
-    cols = dx[:, None] + torch.where(flip[:, None], reversed_ar, ar)
+    if out is None:
+        return dy[:, None] + ar, dx[:, None] + torch.where(flip[:, None], reversed_ar, ar)
+    rows, cols = out
+    torch.add(dy[:, None], ar, out=rows)
+    torch.where(flip[:, None], reversed_ar, ar, out=cols)
+    cols.add_(dx[:, None])
     return rows, cols
 
 
@@ -312,13 +333,15 @@ class Stages:
     copy:    how the pipeline copies the payload: "pageable", "pinned", or "none".
     pins:    whether it copies each batch into pinned memory first (DataLoader's pin thread).
     device:  the device-side work of one batch (conversion, decode, augment, normalize), run on a
-             fixed batch already handed over.
+             fixed batch already handed over (of `device_images` images where a pipeline makes
+             several batches per round of launches).
     """
     host: Callable[[], Iterator[tuple[list[torch.Tensor], torch.Tensor]]] | None
     payload: list[torch.Tensor]
     copy: str
     pins: bool
     device: Callable[[], object]
+    device_images: int | None = None   # images one device() call makes (None: one batch)
 
 
 class Pipeline(abc.ABC):

@@ -40,7 +40,7 @@ PREFETCH_AUGMENT = ("device", "host")
 WORKER_START_METHODS = ("forkserver", "spawn", "fork")
 # Upper bounds, far above any real use, so that a typo (a batch of 10^30, a prefetch depth of 10^9)
 # is a one-line error instead of allocating until the OOM killer ends the process.
-MAXIMUM = {"batch_size": 65536, "prefetch_depth": 64, "num_workers": 256, "jpeg_quality": 100,
+MAXIMUM = {"batch_size": 65536, "prefetch_depth": 64, "batches_per_launch": 64, "num_workers": 256, "jpeg_quality": 100,
            "dali_threads": 256, "dali_queue_depth": 64, "dali_batch_multiple": 64}
 MAX_SAMPLES = 10_000_000
 
@@ -105,6 +105,7 @@ class PipelineConfig:
     pin_memory: bool = False
     non_blocking: bool = False
     prefetch_depth: int = 2       # batches kept in flight ahead of the consumer
+    batches_per_launch: int = 4   # prefetch, resident: batches made by one round of launches (one copy, crop, normalize)
     prefetch_augment: str = "device"  # prefetch: crop + flip on the GPU (the host only gathers rows) or on the host
     worker_start: str = "forkserver"  # how DataLoader workers start (dataloader, timm): see WORKER_START_METHODS
     # NVIDIA DALI (`dali`, `dali-raw`); defaults from the tuning runs in results/2026-11-21-h100-dali
@@ -127,7 +128,7 @@ class PipelineConfig:
             value = getattr(self, name)
             if value not in allowed:
                 raise ValueError(f"PipelineConfig.{name}={value!r}: expected one of {allowed}")
-        minimum = {"batch_size": 1, "num_workers": 0, "prefetch_depth": 1, "world_size": 1,
+        minimum = {"batch_size": 1, "num_workers": 0, "prefetch_depth": 1, "batches_per_launch": 1, "world_size": 1,
                    "rank": 0, "jpeg_quality": 1, "seed": 0, "data_seed": 0,
                    "dali_threads": 1, "dali_queue_depth": 1, "dali_batch_multiple": 1}
         for name, low in minimum.items():

@@ -2,14 +2,14 @@
 CUDA stream kept `prefetch_depth` batches ahead, augmentation and normalization on the GPU.
 
 Bytes (`prefetch_augment="device"`, the default): uint8 arrays in host memory -> one producer
-thread per batch: gathers its whole images (contiguous rows) into a pinned staging slot with
-`torch.index_select(..., out=slot)`, then, on the side stream, launches the `non_blocking`
-host-to-device copy into the interior of a zero-bordered device buffer, the crop + flip as one
-gather kernel over that buffer (the index grids of the epoch's draws, made once per epoch, as
-`resident` does), normalize and the labels' gather, and records an event -> the consumer's
-stream waits on that event. The host does nothing per image but copy its bytes, and the
-consumer's thread (the training loop) does nothing per batch but wait on an event: every launch
-is the producer's, off the training thread.
+thread, `batches_per_launch` batches at a time: gathers their whole images (contiguous rows) into
+a pinned staging slot with `torch.index_select(..., out=slot)`, then, on the side stream, launches
+the `non_blocking` host-to-device copy into the interior of a zero-bordered device buffer, the crop +
+flip as one gather kernel over that buffer (the index grids of the epoch's draws, made once per
+epoch, as `resident` does), normalize and the labels' gather, and records an event -> the
+consumer's stream waits on that event, and the consumer takes the batches as views. The host does
+nothing per image but copy its bytes, every launch is the producer's, off the training thread,
+and a round of about ten launches serves several batches.
 
 `prefetch_augment="host"`: the older design, kept to show what moving the crop to the GPU buys:
 `num_workers` producer threads crop and flip on the host (numpy fancy indexing over strided window
@@ -36,6 +36,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from .base import Pipeline, Stages, crop_windows, gather_crops, normalize, pad_images
@@ -56,6 +57,8 @@ class PrefetchPipeline(Pipeline):
         super().__init__(config, data)
         size, pad, bs = config.image_size, config.pad, config.batch_size
         self.host_crops = config.augment and config.prefetch_augment == "host"
+        self.group = 1 if self.host_crops else config.batches_per_launch   # batches per slot and launch round
+        rows = self.group * bs
         self.source = torch.from_numpy(self.data.images)
         if self.host_crops:   # windows[i, dy, dx] is the S x S x 3 crop at (dy, dx) of padded image i
             self.windows = crop_windows(self.data.images, size, pad)   # plain, mirrored
@@ -63,23 +66,23 @@ class PrefetchPipeline(Pipeline):
         self.stream = torch.cuda.Stream(self.device) if self.cuda else None
         self.labels = torch.from_numpy(self.data.labels).to(self.device)
         # The crops' zero border, written once: each batch is copied into the interior.
-        self.bordered = (pad_images(torch.empty((bs, size, size, CHANNELS), dtype=torch.uint8, device=self.device), pad)
+        self.bordered = (pad_images(torch.empty((rows, size, size, CHANNELS), dtype=torch.uint8, device=self.device), pad)
                          if config.augment and not self.host_crops else None)
-        self.positions = torch.arange(bs, device=self.device)   # a batch's rows in `bordered`
+        self.positions = torch.arange(rows, device=self.device)   # a slot's rows in `bordered`
         # One producer with the shared bordered buffer (its gather runs on torch's intra-op threads);
         # num_workers producers when each crops its own batch on the host.
         threads = max(1, config.num_workers) if self.host_crops else 1
-        events = self.cuda
-        self.slots = [_Slot(torch.empty((bs, size, size, CHANNELS), dtype=torch.uint8, pin_memory=self.cuda),
-                            torch.cuda.Event() if events else None)
-                      for _ in range(config.prefetch_depth + threads + 1)]
+        self.slots = [_Slot(torch.empty((rows, size, size, CHANNELS), dtype=torch.uint8, pin_memory=self.cuda),
+                            torch.cuda.Event() if self.cuda else None)
+                      for _ in range(-(-config.prefetch_depth // self.group) + threads + 1)]
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="prefetch")
         self.active: dict = {}   # the live epoch's batches in production
         if self.cuda:   # the side stream uses what the current stream made here
             torch.cuda.synchronize(self.device)
 
     def _gather(self, slot: _Slot, index, start: int, draws) -> int:
-        """One batch's images (cropped here only with `host_crops`) into a slot the GPU no longer reads."""
+        """A slot's images (samples `index`, cropped here only with `host_crops`) into a slot the GPU
+        no longer reads."""
         if slot.copied is not None:
             slot.copied.synchronize()
         n = len(index)
@@ -116,7 +119,7 @@ class PrefetchPipeline(Pipeline):
             return images, labels, self.stream.record_event() if self.cuda else None
 
     def _produce(self, slot: _Slot, index, start: int, draws, order, grid):
-        """Producer thread: one whole batch, gathered and launched."""
+        """Producer thread: one slot's batches, gathered and launched."""
         return self._launch(slot, self._gather(slot, index, start, draws), order, grid, start)
 
     def _iterate(self):
@@ -124,32 +127,35 @@ class PrefetchPipeline(Pipeline):
         return self._epoch(batches, self.draws(batches))
 
     def _epoch(self, batches: list, draws):
-        starts = [0]
-        for index in batches:
-            starts.append(starts[-1] + len(index))
+        groups = [batches[i:i + self.group] for i in range(0, len(batches), self.group)]
+        indices = [np.concatenate(group) for group in groups]
+        starts = np.cumsum([0] + [len(index) for index in indices])
         with self._side():   # the epoch's order and crop grid, on the side stream
             order = self.uploads.order(batches)
             grid = self.uploads.grid(draws, self.config.image_size) if self.bordered is not None else None
-        pending = self.active = {}   # batch number -> future of the batch in production
-        ahead = len(self.slots) - 1   # batches in production or ready: one slot is always free
+        pending = self.active = {}   # group number -> future of its batches in production
+        ahead = len(self.slots) - 1   # groups in production or ready: one slot is always free
 
-        def submit(b: int) -> None:
-            if b < len(batches):
-                slot = self.slots[b % len(self.slots)]
-                pending[b] = self.pool.submit(self._produce, slot, batches[b], starts[b], draws, order, grid)
+        def submit(g: int) -> None:
+            if g < len(groups):
+                slot = self.slots[g % len(self.slots)]
+                pending[g] = self.pool.submit(self._produce, slot, indices[g], int(starts[g]), draws, order, grid)
 
         consumer = torch.cuda.current_stream(self.device) if self.cuda else None
         try:
-            for b in range(ahead):
-                submit(b)
-            for b in range(len(batches)):
-                images, labels, ready = pending.pop(b).result()
-                submit(b + ahead)   # its slot's last copy was launched before this batch's was
+            for g in range(ahead):
+                submit(g)
+            for g, group in enumerate(groups):
+                images, labels, ready = pending.pop(g).result()
+                submit(g + ahead)   # its slot's last copy was launched before this group's was
                 if self.cuda:
                     consumer.wait_event(ready)
                     images.record_stream(consumer)
                     labels.record_stream(consumer)
-                yield images, labels
+                at = 0
+                for index in group:
+                    yield images[at:at + len(index)], labels[at:at + len(index)]
+                    at += len(index)
         finally:   # an abandoned epoch must not leave producers writing into the slots
             self._end_active()
 
@@ -165,24 +171,27 @@ class PrefetchPipeline(Pipeline):
 
     def stages(self) -> Stages:
         """host: the producer filling pinned slots (pinning is part of the fill), no copy; payload:
-        the uint8 batch; device: the copy, crop (unless done on the host) and normalize."""
+        one batch's uint8 images; device: the copy, crop (unless done on the host) and normalize of
+        one slot (`batches_per_launch` batches)."""
         self._check_open()
         self._end_live()   # the stages reuse the live iterator's slots
         batches = self.batches()
         draws = self.draws(batches)
+        first = np.concatenate(batches[:self.group])
         slot = self.slots[0]
-        n = self._gather(slot, batches[0], 0, draws)
-        payload = [slot.images[:n].clone()]
+        n = self._gather(slot, first, 0, draws)
+        payload = [slot.images[:len(batches[0])].clone()]
         with self._side():
             order = self.uploads.order(batches)
             grid = self.uploads.grid(draws, self.config.image_size) if self.bordered is not None else None
-        fixed = _Slot(payload[0].pin_memory() if self.cuda else payload[0], None)
+        fixed = _Slot(slot.images[:n].clone().pin_memory() if self.cuda else slot.images[:n].clone(), None)
         return Stages(host=lambda: self._host_batches(batches, draws), payload=payload,
-                      copy="pinned" if self.cuda else "none", pins=False,
+                      copy="pinned" if self.cuda else "none", pins=False, device_images=n,
                       device=lambda: self._launch(fixed, n, order, grid, 0)[:2])
 
     def _host_batches(self, batches, draws):
-        """One epoch of filled slots, the producers busy, no copies (the host stage alone)."""
+        """One epoch of filled slots, the producers busy, no copies (the host stage alone): each
+        batch's images and labels."""
         pending: deque = deque()
         start = 0
 

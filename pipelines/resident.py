@@ -3,16 +3,17 @@
 Bytes: uint8 arrays in host memory -> copied to the device once at construction (timed,
 reported as `info["upload_s"]`, not part of any epoch), zero-padded there for the crops -> per
 epoch: the shuffled order and the crop offsets and flips (`base.epoch_draws`) copied there from
-reused pinned buffers without a host synchronization (`base.Uploader`), and turned into index grids; per batch, on a side
-CUDA stream `prefetch_depth` batches ahead of the consumer: one gather kernel (crop with zero
-padding + flip), normalize, the labels' gather. The consumer's stream waits on an event per batch,
-so this work overlaps the training step instead of sitting between two steps. No per-step host
-transfer, a handful of kernel launches per batch. The airbench / hlb-CIFAR10 approach.
+reused pinned buffers, with no host synchronization and no allocation (`base.Uploader`), and
+turned into index grids -> per round of `batches_per_launch` batches, on a side CUDA stream kept
+`prefetch_depth` batches ahead of the consumer: one gather kernel (crop with zero padding + flip),
+normalize, the labels' gather; the consumer's stream waits on the round's event and takes each
+batch as a view. So this work overlaps the training step instead of sitting between two steps. No
+per-step host transfer, a handful of kernel launches per round. The airbench / hlb-CIFAR10 approach.
 
 Stream safety: the stream and the device copies are made once in `__init__` (synchronized there).
-Everything an epoch allocates is allocated and used on the side stream; each batch handed out is `record_stream`-ed to
-the consumer's stream, so the caching allocator never reuses it while the consumer may read it.
-Without CUDA the same steps run on the CPU, in order.
+Everything an epoch allocates is allocated and used on the side stream; each round's tensors are
+`record_stream`-ed to the consumer's stream, so the caching allocator never reuses them while the
+consumer may read them. Without CUDA the same steps run on the CPU, in order.
 """
 from __future__ import annotations
 
@@ -52,30 +53,34 @@ class ResidentPipeline(Pipeline):
     def _epoch(self, batches, draws):
         if not batches:
             return
-        c = self.config
+        c, group = self.config, self.config.batches_per_launch
         consumer = torch.cuda.current_stream(self.device) if self.cuda else None
         with self._side():
             order = self.uploads.order(batches)
             grid = self.uploads.grid(draws, c.image_size)
+        groups = [batches[i:i + group] for i in range(0, len(batches), group)]
         ahead: deque = deque()
         made, start = 0, 0
-        for _ in batches:
-            while made < len(batches) and len(ahead) < c.prefetch_depth:
-                n = len(batches[made])
-                with self._side():
+        for _ in groups:
+            while made < len(groups) and len(ahead) < max(1, -(-c.prefetch_depth // group)):
+                n = sum(len(index) for index in groups[made])
+                with self._side():   # one round of launches for the group's batches
                     idx = order[start:start + n]
                     pixels = (gather_crops(self.images, idx, grid[0][start:start + n], grid[1][start:start + n])
                               if grid is not None else self.images[idx])
-                    batch = (normalize(pixels, c), self.labels[idx])
+                    made_group = (normalize(pixels, c), self.labels[idx], groups[made])
                     ready = self.stream.record_event() if self.cuda else None
-                ahead.append((batch, ready))
+                ahead.append((made_group, ready))
                 made, start = made + 1, start + n
-            (images, labels), ready = ahead.popleft()
+            (images, labels, sizes), ready = ahead.popleft()
             if self.cuda:
                 consumer.wait_event(ready)
                 images.record_stream(consumer)
                 labels.record_stream(consumer)
-            yield images, labels
+            at = 0
+            for index in sizes:
+                yield images[at:at + len(index)], labels[at:at + len(index)]
+                at += len(index)
 
     def _side(self):
         return torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext()

@@ -296,7 +296,7 @@ def test_stages_run_alone(variant, indexed_root):
             assert torch.equal(labels.long(), torch.from_numpy(p.data.labels[plan]))
         out = stages.device()
         images = out[0] if isinstance(out, tuple) else out
-        assert images.shape == (64, 3, 32, 32) and images.device.type == p.device.type
+        assert images.shape == (stages.device_images or 64, 3, 32, 32) and images.device.type == p.device.type
         first = p.batches()[0]
         pixels = {"dataloader": 4 * 3072, "prefetch": 3072, "dali-raw": 3072, "timm": 3072, "spdl": 3072}   # float32 / uint8
         labels = 8 * len(first) if p.name in ("dataloader", "timm", "spdl") else 0   # int64 per batch; others keep them on the device
@@ -315,7 +315,7 @@ def test_stages_run_alone(variant, indexed_root):
         next(iter(p))
         for _ in range(5):   # past the DALI batch (4 batches) fetched before the jump
             out = stages.device()
-            assert (out[0] if isinstance(out, tuple) else out).shape == (64, 3, 32, 32)
+            assert (out[0] if isinstance(out, tuple) else out).shape == (stages.device_images or 64, 3, 32, 32)
 
 
 @pytest.mark.parametrize("variant", LIGHT_VARIANTS, ids=LIGHT_IDS)

@@ -1,4 +1,5 @@
-"""The report on fixture CSVs with known numbers: verdicts, crossover, failures, determinism."""
+"""The report on hand-built rows with known numbers: how rates and ranges are read, verdicts on
+medians, the loader ceiling and its invariant, answers, runs never pooled, escaping, determinism."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -8,298 +9,200 @@ import pytest
 
 from bench import cli, report, results
 
-# model-only: fast 50k, slow 5k. Pipeline "quick": loader 100k, keeps both fed.
-# "slow": loader 10k -> input-bound on the fast model, fed on the slow one. "clash": loader 80k,
-# e2e on the fast model 20k -> below both ceilings (contention).
-RATES = {("loader", "quick", "none"): 100_000, ("loader", "slow", "none"): 10_000,
-         ("loader", "clash", "none"): 80_000,
-         ("model", "none", "fast"): 50_000, ("model", "none", "slow-net"): 5_000,
-         ("e2e", "quick", "fast"): 49_000, ("e2e", "quick", "slow-net"): 4_990,
-         ("e2e", "slow", "fast"): 9_800, ("e2e", "slow", "slow-net"): 4_900,
-         ("e2e", "clash", "fast"): 20_000}
+RUN = {"run_id": "run@1", "git_commit": "abc123", "boot_id": "boot-1", "gpu": "Test GPU", "batch_size": 512,
+       "dtype": "bfloat16", "image_size": 32, "cpus": 16, "num_workers": 15, "status": "ok", "error": "",
+       "torch": "2.x", "seconds": 1.0, "steps": 100, "wait_frac": 0.1}
 
 
-def fixture_csv(path) -> str:
-    rows = []
-    for (mode, pipeline, model), rate in RATES.items():
-        for repeat, jitter in enumerate((0.98, 1.0, 1.02)):
-            rows.append({"run_id": "fixture", "pipeline": pipeline, "mode": mode, "model": model,
-                         "batch_size": 512, "num_workers": 8, "dtype": "bfloat16", "gpu": "Test GPU",
-                         "repeat": repeat, "img_per_s": rate * jitter, "wait_frac": 0.5 if mode == "e2e" else 0,
-                         "status": "ok", "error": "", "torch": "2.x", "git_commit": "abc"})
-    rows.append({"run_id": "fixture", "pipeline": "dali", "mode": "loader", "model": "none", "batch_size": 512,
-                 "num_workers": 8, "dtype": "bfloat16", "gpu": "Test GPU", "status": "skipped",
-                 "error": "NVIDIA DALI is not installed"})
+def row(mode, pipeline, rate, model="none", step="", busy=0.0, process=0, repeat=0, **extra) -> dict:
+    return {**RUN, "mode": mode, "pipeline": pipeline, "model": model, "step": step, "busy_ms": busy,
+            "process": process, "repeat": repeat, "img_per_s": rate, "images": rate, **extra}
+
+
+def processes(mode, pipeline, rates, **extra) -> list[dict]:
+    """One row per (process, window): rates[p][w]."""
+    return [row(mode, pipeline, r, process=p, repeat=w, **extra) for p, windows in enumerate(rates)
+            for w, r in enumerate(windows)]
+
+
+def write(tmp_path, rows, name="run") -> str:
+    folder = tmp_path / name
+    folder.mkdir(exist_ok=True)
+    path = folder / "results.csv"
     pd.DataFrame(rows).reindex(columns=results.COLUMNS).to_csv(path, index=False)
     return str(path)
 
 
-def r(median, spread=0.0):
-    """A `medians` row: median img/s with a [min-max] range of ± spread (a fraction)."""
-    return SimpleNamespace(img_per_s=median, low=median * (1 - spread), high=median * (1 + spread), n=3)
+def load_cells(tmp_path, rows) -> pd.DataFrame:
+    return report.cells(report.load([write(tmp_path, rows)]))
 
 
-@pytest.mark.parametrize("loader,model,e2e,label", [
-    (r(100_000), r(50_000), r(49_000), "fed"), (r(10_000), r(50_000), r(9_800), "input-bound"),
-    (r(80_000), r(50_000), r(20_000), "slower than both"), (r(40_000), r(50_000), r(20_000), "slower than both"),
-    (None, r(50_000), r(20_000), "not fed"), (None, r(50_000), r(49_000), "fed"),
-    (r(100_000), r(50_000), r(47_380), "slower than both"),   # 94.76%: just under the threshold
-    (r(100_000), r(50_000, 0.04), r(46_000, 0.05), "fed"),     # 92%, but the ranges overlap
-    (r(48_000, 0.05), r(50_000, 0.05), r(20_000), "slower than both"),   # loader within noise of the model
+def test_a_rate_is_the_median_of_windows_with_the_range_of_process_medians(tmp_path):
+    c = load_cells(tmp_path, processes("loader", "p", [[100, 110, 120], [200, 210, 220]]))
+    (cell,) = c.itertuples()
+    assert (cell.img_per_s, cell.lo, cell.hi, cell.n, cell.p) == (160, 110, 210, 6, 2)
+    one = load_cells(tmp_path, processes("loader", "p", [[100, 110, 120]]))
+    assert (one.lo.iloc[0], one.hi.iloc[0], one.p.iloc[0]) == (100, 120, 1)   # one process: its windows' range
+
+
+def r(median, lo=None, hi=None):
+    return SimpleNamespace(img_per_s=median, lo=median if lo is None else lo, hi=median if hi is None else hi)
+
+
+@pytest.mark.parametrize("e2e,model,ceiling,label", [
+    (r(49_000), r(50_000), r(100_000), "fed"),
+    (r(47_500), r(50_000), r(100_000), "fed"),                               # exactly 95 %
+    (r(47_380, 46_000, 49_000), r(50_000, 48_500, 51_000), r(1e6), "inconclusive"),   # 94.76 %, ranges overlap: never fed
+    (r(41_000, 40_000, 42_000), r(50_000, 49_000, 51_000), r(1e6), "slower than both"),   # 82 %, apart
+    (r(9_800), r(50_000), r(10_000), "input-bound"),                         # at the ceiling, which is below the model
+    (r(20_000), r(50_000), r(80_000), "slower than both"),
+    (r(20_000), r(50_000), None, "not fed, cause not measured"),
 ])
-def test_verdict(loader, model, e2e, label):
-    assert report.verdict(loader, model, e2e)[0] == label
+def test_verdicts_rest_on_medians(e2e, model, ceiling, label):
+    assert report.verdict(e2e, model, ceiling)[0] == label
 
 
-def test_verdict_says_what_it_rests_on():
-    assert report.verdict(None, r(50_000), r(20_000))[1].endswith("loader-only not measured, so the cause is not known")
-    assert "(ranges overlap: within noise)" in report.verdict(r(1e6), r(50_000, 0.04), r(46_000, 0.05))[1]
-    assert report.verdict(r(1e6), r(50_000), r(47_380))[1].startswith("e2e (47,380) is below loader-only")
+def test_the_loader_ceiling_is_the_best_headspace_level_and_e2e_above_it_is_flagged(tmp_path):
+    rows = [*processes("loader", "p", [[80_000], [82_000]], busy=0.0),     # idle GPU
+            *processes("loader", "p", [[95_000], [97_000]], busy=1.0),     # the GPU kept busy: faster
+            *processes("loader", "p", [[50_000], [50_000]], busy=8.0),     # the consumer's limit
+            *processes("model", "none", [[300_000], [300_000]], model="m", step="compile"),
+            *processes("e2e", "p", [[99_000], [100_000]], model="m", step="compile"),
+            *processes("loader", "q", [[90_000], [92_000]]),
+            *processes("e2e", "q", [[60_000], [61_000]], model="m", step="compile")]
+    c = report.cells(report.load([write(tmp_path, rows)]))
+    cap = report.ceilings(c).set_index("pipeline")
+    assert (cap.loc["p"].img_per_s, cap.loc["p"].busy_ms, cap.loc["p"].idle) == (96_000, 1.0, 81_000)
+    s = report.situations(c).set_index("pipeline")
+    assert s.loc["p"].above_ceiling and not s.loc["q"].above_ceiling   # 99,500 > 97,000, the ceiling's highest process
+    assert s.loc["p"].verdict == "input-bound" and s.loc["q"].verdict == "slower than both"
+    text = report.write([tmp_path / "run" / "results.csv"], tmp_path / "out").read_text()
+    assert "The loader ceiling does not hold here" in text and "`p` e2e 99,500 > ceiling" in text
 
 
-@pytest.mark.parametrize("share,text", [(0.9476, "94.7%"), (0.95, "95.0%"), (0.9999, "99.9%"), (1.2, "120.0%")])
-def test_pct_rounds_down(share, text):
-    assert report.pct(share) == text
+def test_ties_are_within_the_between_process_range():
+    a, b = r(100, 95, 105), r(108, 106, 110)
+    assert report.ties(a, b) and not report.ties(r(100, 99, 101), r(108, 107, 109))
 
 
-def test_report_tables_crossover_and_failures(tmp_path):
-    csv = fixture_csv(tmp_path / "results.csv")
-    text = report.write([csv], tmp_path / "out").read_text()
-    assert "| quick      | fast" in text
-    assert ("`slow` with fast (e2e (9,800) is at the loader-only rate (10,000), below model-only (50,000))") in text
-    assert "**Slower than both ceilings:** `clash` with fast (e2e (20,000) is below loader-only (80,000)" in text
-    assert ("`slow` keeps every measured model up to slow-net (5,000 img/s) fed; from fast (50,000 img/s) up its "
-            "loader-only rate (10,000) is the limit.") in text
-    assert "`quick` keeps every measured model up to fast (50,000 img/s) fed." in text
-    assert "`clash` keeps none of the measured models fed; fast not fed although the loader alone is faster." in text
-    assert "`dali` loader none: skipped — NVIDIA DALI is not installed" in text
-    assert "50,000 [49,000–51,000] n=3" in text   # median [min–max] over n windows
-    assert (tmp_path / "out" / "fed-1-32px-bs512-bfloat16-w8-eager.png").stat().st_size > 10_000
-    assert text.index("## Summary") < text.index("## Environment") < text.index(f"## {tmp_path.name}: Test GPU")
+def situation(tmp_path, e2e: dict, loaders: dict, model=50_000) -> str:
+    rows = [*processes("model", "none", [[model], [model]], model="m", step="eager")]
+    for name, rate in e2e.items():
+        rows += processes("e2e", name, [[rate], [rate]], model="m", step="eager")
+        rows += processes("loader", name, [[loaders[name]], [loaders[name]]])
+    c = report.cells(report.load([write(tmp_path, rows)]))
+    return report.answers(c)[0]
 
 
-def test_crossover_is_a_frontier_not_a_best_case(tmp_path):
-    rows = pd.read_csv(fixture_csv(tmp_path / "results.csv"))
-    rows.loc[(rows.pipeline == "quick") & (rows.model == "slow-net"), "img_per_s"] = 3_000   # 60% of 5,000
-    rows.to_csv(tmp_path / "results.csv", index=False)
-    table, sentences = report.crossover(report.medians(report.load([tmp_path / "results.csv"])))
-    quick = table.set_index("pipeline").loc["quick"]
-    assert quick["fastest model kept fed (model-only img/s)"] == "none"   # fast is fed, the slower slow-net is not
-    assert quick["not fed: slower than both"] == "slow-net (5,000)"
-    assert "`quick` keeps none of the measured models fed; slow-net not fed although the loader alone is faster." in sentences[0]
+def test_the_answer_names_no_winner_when_the_model_is_the_limit(tmp_path):
+    text = situation(tmp_path, {"dataloader": 49_000, "prefetch": 49_500, "resident": 49_800},
+                     {"dataloader": 60_000, "prefetch": 600_000, "resident": 2e6})
+    assert "the model is the limit" in text and "use" not in text
 
 
-def test_missing_loader_rows_are_not_measured_never_infinite(tmp_path):
-    rows = pd.read_csv(fixture_csv(tmp_path / "results.csv"))
-    rows = rows[rows["mode"] != "loader"]
-    rows.to_csv(tmp_path / "results.csv", index=False)
-    m = report.medians(report.load([tmp_path / "results.csv"]))
-    table, sentences = report.crossover(m)
-    clash = table.set_index("pipeline").loc["clash"]
-    assert clash["not fed: loader-only not measured"] == "fast (50,000)" and clash["not fed: slower than both"] == "—"
-    assert "although the loader alone is faster" not in sentences[0]
-    rows_, paragraph = report.pipeline_table(m)
-    assert rows_.set_index("pipeline").loc["clash", "loader-only img/s"] == "not measured"
-    assert "**Not fed, cause not measured:** `clash`" in paragraph[0]
+def test_the_answer_recommends_a_fed_pipeline_with_its_speed_up(tmp_path):
+    text = situation(tmp_path, {"dataloader": 10_000, "prefetch": 49_000, "timm": 30_000},
+                     {"dataloader": 10_000, "prefetch": 600_000, "timm": 31_000})
+    assert text.startswith("With 16 cores per GPU, `m` at 32 px (eager step) trains at 50,000 img/s alone")
+    assert "`dataloader` delivers 10,000 (input-bound, 20.0%)" in text
+    assert "`prefetch` keeps it fed: use `prefetch` (4.9× faster than `dataloader`)" in text
 
 
-def test_report_is_reproducible(tmp_path):
-    csv = fixture_csv(tmp_path / "results.csv")
-    cli.main(["report", csv, "--out", str(tmp_path / "a")])
-    cli.main(["report", csv, "--out", str(tmp_path / "b")])
-    for name in ("REPORT.md", "SUMMARY.md", "fed-1-32px-bs512-bfloat16-w8-eager.png"):
-        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+def test_a_dataloader_variant_is_the_baseline_when_the_plain_one_is_absent(tmp_path):
+    rows = [*processes("model", "none", [[50_000]], model="m", step="eager")]
+    for pipeline, encoding, rate in (("dataloader", "jpeg", 5_000), ("dataloader", "raw", 8_000), ("dali", "jpeg", 49_000)):
+        rows += processes("e2e", pipeline, [[rate]], model="m", step="eager", encoding=encoding)
+    text = report.answers(report.cells(report.label_variants(report.load([write(tmp_path, rows)]))))[0]
+    assert "`dataloader (encoding=raw)` delivers 8,000" in text and "(6.1× faster than `dataloader`)" in text
 
 
-def test_a_section_names_the_invocations_and_mixed_settings_it_pools(tmp_path):
-    rows = pd.read_csv(fixture_csv(tmp_path / "results.csv"))
-    rows.loc[rows.repeat == 2, ["run_id", "git_commit", "warmup"]] = ["second", "def", 20]
-    rows.loc[rows.repeat != 2, "warmup"] = 10
-    rows.to_csv(tmp_path / "results.csv", index=False)
-    text = report.write([tmp_path / "results.csv"], tmp_path / "out").read_text()
-    assert "Rows from 2 invocations of this results file (run ids `fixture`, `second`); commit abc, def" in text
-    assert "**Mixed settings pooled here:** warmup 10 / 20." in text
+def test_two_commits_in_one_file_are_two_runs_and_never_pooled(tmp_path):
+    old = [dict(x, git_commit="old", run_id="run@0") for x in processes("loader", "p", [[1_000]])]
+    new = processes("loader", "p", [[2_000]])
+    df = report.load([write(tmp_path, [*old, *new])])
+    runs = report.runs(df)
+    assert len(runs) == 2 and [len(g) for _, g in runs] == [1, 1]
+    with pytest.raises(ValueError, match="--readme takes the summary of one run; these rows hold 2"):
+        report.write([tmp_path / "run" / "results.csv"], tmp_path / "out", readme=tmp_path / "README.md")
 
 
-def test_two_results_files_are_never_pooled(tmp_path):
-    for name in ("a", "b"):
-        (tmp_path / name).mkdir()
-        fixture_csv(tmp_path / name / "results.csv")
-    text = report.write([tmp_path / "a" / "results.csv", tmp_path / "b" / "results.csv"], tmp_path / "out").read_text()
-    assert "## a: Test GPU" in text and "## b: Test GPU" in text
-    a, b = text.split("## a: Test GPU")[1].split("## b: Test GPU")
-    assert a.count("50,000 [49,000–51,000] n=3") == b.count("50,000 [49,000–51,000] n=3") > 0
-    assert "n=6" not in text   # the two files' windows never pooled
+def test_cell_text_from_a_csv_cannot_break_the_report(tmp_path):
+    hostile = "=cmd|' /C calc'!A0 <script>alert(1)</script> [x](http://e) | a\nb `tick`"
+    rows = [*processes("loader", "p", [[1_000]]), row("loader", "q", float("nan"), status="error", error=hostile)]
+    text = report.write([write(tmp_path, rows)], tmp_path / "out").read_text()
+    line = next(line for line in text.splitlines() if "cmd" in line)
+    assert "<script>" not in text and "&lt;script&gt;" in line   # no HTML
+    assert "[x](http" not in text and "\\[x\\](http://e)" in line and "\\|" in line   # no link, no table break
 
 
-def test_summary_recommends_from_the_rows_and_readme_block_regenerates(tmp_path):
-    csv = fixture_csv(tmp_path / "results.csv")
+def test_the_report_is_reproducible_and_refuses_files_that_are_not_pipebench_s(tmp_path):
+    path = write(tmp_path, [*processes("loader", "p", [[1_000, 1_100]]),
+                            *processes("model", "none", [[500]], model="m", step="eager"),
+                            *processes("e2e", "p", [[450]], model="m", step="eager")])
+    first = report.write([path], tmp_path / "a").read_bytes()
+    assert report.write([path], tmp_path / "b").read_bytes() == first
+    (tmp_path / "foreign.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="is not a pipebench results file"):
+        report.load([tmp_path / "foreign.csv"])
+
+
+def test_drift_within_a_process_is_listed(tmp_path):
+    rows = processes("loader", "p", [[100_000, 80_000, 70_000]])
+    text = report.write([write(tmp_path, rows)], tmp_path / "out").read_text()
+    assert "drifted more than 5%" in text and "-30.0% from first to last window" in text
+
+
+def test_time_to_accuracy_lists_every_pipeline_with_its_accuracy_range(tmp_path):
+    rows = [row("train", name, 300_000, model="m", step="compile", seconds=secs, test_accuracy=acc, process=p)
+            for name, secs, accs in (("resident", 2.0, (0.93, 0.935)), ("dataloader", 15.0, (0.932,)))
+            for p, acc in enumerate(accs)]
+    text = report.write([write(tmp_path, rows)], tmp_path / "out").read_text()
+    assert "Time to accuracy" in text and "`resident` 2.0 s, `dataloader` 15.0 s" in text
+    assert "test accuracy 93.0–93.5% across pipelines" in text
+
+
+def test_percentages_round_down():
+    assert [report.pct(x) for x in (0.9476, 0.95, 0.9999)] == ["94.7%", "95.0%", "99.9%"]
+
+
+def reference_rows() -> list[dict]:
+    """A run like the reference one: copies, model speeds, loader ceilings at two budgets, e2e,
+    train, a 224-px part."""
+    rows = []
+    for payload, stage, rate in (("uint8", "h2d-pinned", 15e6), ("uint8", "h2d-pageable", 4e6), ("float32", "h2d-pinned", 4e6)):
+        rows += processes("copy", "none", [[rate]], payload=payload, stage=stage, batch_bytes=512 * 3072)
+    rows += processes("copy", "none", [[3e5]], payload="uint8", stage="h2d-pinned", image_size=224)
+    for model, speed in (("resnet9-w0.25", 330_000), ("resnet18", 73_000)):
+        rows += processes("model", "none", [[speed], [speed]], model=model, step="compile")
+    for cpus, scale in ((16, 1.0), (4, 0.4)):
+        for name, rate in (("dataloader", 33_000), ("prefetch", 1.5e6), ("resident", 3e6), ("timm", 200_000)):
+            rows += processes("loader", name, [[rate * scale], [rate * scale]], cpus=cpus, cpu_s_per_kimg=0.1)
+    rows += processes("model", "none", [[4_000]], model="torchvision:resnet50", step="eager", image_size=224, batch_size=256)
+    for name, rate in (("dali", 40_000), ("dataloader", 3_000)):
+        rows += processes("loader", name, [[rate]], image_size=224, batch_size=256, encoding="jpeg")
+    rows += [row("train", name, 300_000, model="resnet9-w0.25", step="compile", seconds=secs, test_accuracy=0.93)
+             for name, secs in (("resident", 2.0), ("dataloader", 15.0))]
+    return rows
+
+
+def test_the_summary_is_short_has_every_part_and_nothing_not_measured(tmp_path):
+    path = write(tmp_path, reference_rows())
     readme = tmp_path / "README.md"
-    readme.write_text(f"# T\n\n{report.README_START}\nOLD-SUMMARY\n{report.README_END}\n\nrest\n")
-    report.write([csv], tmp_path / "out", readme)
-    summary = (tmp_path / "out" / "SUMMARY.md").read_text()
-    # fast: quick 49,000 fed; slow-net: quick 4,990 and slow 4,900 overlap ([4,890–5,090] vs [4,802–4,998])
-    assert "| fast (50,000)" in summary and "`quick`" in summary
-    assert "`quick` (within noise: `slow`)" in summary
-    assert "| not measured" in summary   # no dataloader rows: no speed-up over it
-    text = readme.read_text()
-    assert "OLD-SUMMARY" not in text and text.endswith(f"{report.README_END}\n\nrest\n")
-    heading = f"{tmp_path.name}: Test GPU, 32 px, batch 512, bfloat16, 8 workers, eager step"
-    assert f"]({(tmp_path / 'out').as_posix()}/REPORT.md#{report.anchor(heading)})" in text
-    assert report.anchor("run-1: GPU X, 32 px, batch 512") == "run-1-gpu-x-32-px-batch-512"
-    with pytest.raises(ValueError, match="needs the lines"):
-        report.write([csv], tmp_path / "out", tmp_path / "out" / "SUMMARY.md")
+    readme.write_text(f"# x\n\n{report.README_START}\nold\n{report.README_END}\n\nrest\n")
+    report.write([path], tmp_path / "out", readme=readme)
+    block = readme.read_text().split(report.README_START)[1].split(report.README_END)[0].strip().splitlines()
+    text = "\n".join(block)
+    assert len(block) <= 25 and "not measured" not in text
+    assert "**Host transfer**" in text and "it binds nowhere measured" in text
+    assert "| 500k img/s" in text and "| 16 cores" in text and "| 4 cores" in text
+    assert "**224-px images**" in text and "**Time to accuracy**" in text and "![loader ceiling by CPU cores" in text
+    assert "(out/REPORT.md)" in text   # links made relative to the README
+    again = readme.read_text()
+    report.write([path], tmp_path / "out", readme=readme)
+    assert readme.read_text() == again   # regenerating gives the same bytes
 
 
-def test_report_refuses_missing_csv(tmp_path, capsys):
-    with pytest.raises(SystemExit, match="no such file"):
-        cli.main(["report", str(tmp_path / "nope.csv"), "--out", str(tmp_path)])
-
-
-def stage_rows(run_id="fixture", size=32, stages=(), copy="pageable", batch_bytes=512 * 3072, models=()):
-    """Rows for stage ceilings {(pipeline, stage): img/s} and model-only {model: img/s} at one size."""
-    rows = []
-    for repeat in range(3):
-        for (pipeline, stage), rate in dict(stages).items():
-            rows.append({"run_id": run_id, "pipeline": pipeline, "mode": "stage", "stage": stage, "model": "none",
-                         "image_size": size, "batch_size": 512, "num_workers": 8, "dtype": "bfloat16",
-                         "gpu": "Test GPU", "repeat": repeat, "img_per_s": rate, "steps": 10, "images": 5120,
-                         "copy": copy, "batch_bytes": batch_bytes, "wait_frac": 0, "status": "ok", "error": ""})
-        for model, rate in dict(models).items():
-            rows.append({"run_id": run_id, "pipeline": "none", "mode": "model", "model": model, "image_size": size,
-                         "batch_size": 512, "num_workers": 8, "dtype": "bfloat16", "gpu": "Test GPU",
-                         "repeat": repeat, "img_per_s": rate, "wait_frac": 0, "status": "ok", "error": ""})
-    return pd.DataFrame(rows)
-
-
-def test_stage_ceilings_predict_the_bottleneck_and_flag_disagreement(tmp_path):
-    base = pd.read_csv(fixture_csv(tmp_path / "base.csv"))
-    stages = pd.concat([
-        stage_rows(stages={("slow", "host"): 10_500, ("slow", "h2d-pageable"): 200_000, ("slow", "h2d-pinned"): 900_000,
-                           ("slow", "device"): 1_000_000}),
-        stage_rows(stages={("clash", "host"): 90_000, ("clash", "h2d-pageable"): 100_000,
-                           ("clash", "h2d-pinned"): 500_000, ("clash", "device"): 300_000}, copy="pinned")])
-    csv = tmp_path / "results.csv"
-    pd.concat([base, stages]).reindex(columns=results.COLUMNS).to_csv(csv, index=False)
-    df = report.load([csv])
-    table, _ = report.pipeline_table(report.medians(df))
-    rows = table.set_index(["pipeline", "model"])
-    assert rows.loc[("slow", "fast"), "slowest stage"] == "host"
-    assert rows.loc[("slow", "fast"), "check"] == "explains e2e"
-    assert rows.loc[("slow", "fast"), "transfer share"] == "4.9% (pageable)"   # 9,800 / 200,000
-    assert rows.loc[("clash", "fast"), "slowest stage"] == "model"
-    assert rows.loc[("clash", "fast"), "check"] == "e2e well below it"
-    assert rows.loc[("clash", "fast"), "transfer share"] == "4.0% (pinned)"    # its own copy: 20,000 / 500,000
-    assert rows.loc[("quick", "fast"), "transfer share"] == "—" and "check" in rows.columns
-    stages = report.bottleneck({"host": 90_000, "h2d-pinned": 500_000, "device": 300_000}, "pinned", 50_000)
-    _, _, said = report.prediction(20_000, stages)
-    serial = 1 / (1 / 90_000 + 1 / 500_000 + 1 / 300_000 + 1 / 50_000)
-    assert (f"the slowest stage is **model** (50,000 img/s); e2e (20,000) reaches only 40.0% of it: "
-            f"the stages do not overlap fully or slow each other down (run one after another they would "
-            f"give {serial:,.0f})") == said
-    text = report.write([csv], tmp_path / "out").read_text()
-    assert "### Stage ceilings (img/s)" in text
-    assert "| slow       | pageable |           3,072 | 10,500 [10,500–10,500] n=3 | —     | 200,000" in text
-
-
-def test_transfer_share_against_bytes_per_image(tmp_path):
-    rates = {32: (50_000, 3_000_000, 15_000_000), 224: (2_000, 1_500, 300_000)}   # model, pageable, pinned
-    frames = []
-    for size, (model, pageable, pinned) in rates.items():
-        batch = 512 * 3 * size * size
-        frames.append(stage_rows(size=size, stages={("prefetch", "h2d-pageable"): pageable,
-                                                    ("prefetch", "h2d-pinned"): pinned},
-                                 copy="pinned", batch_bytes=batch, models={"net": model}))
-    csv = tmp_path / "results.csv"
-    pd.concat(frames).reindex(columns=results.COLUMNS).to_csv(csv, index=False)
-    points = report.transfer_points(report.load([csv]))
-    share = points.set_index(["copy", "image_size"]).share
-    assert share[("pageable", 224)] == pytest.approx(2_000 / 1_500)
-    assert share[("pinned", 32)] == pytest.approx(50_000 / 15_000_000)
-    text = report.write([csv], tmp_path / "out").read_text()
-    assert ("- net, pageable copies: the copy takes 133.3% of the model step at 150,528 B/image (224 px); "
-            "from 150,528 B/image (224 px) it is as long as the step: the bus alone is the limit, even fully "
-            "overlapped.") in text
-    assert "- net, pinned copies: the copy takes 0.6% of the model step at 150,528 B/image (224 px); below 100%" in text
-    assert (tmp_path / "out" / "transfer-1-bs512-bfloat16-w8-eager.png").stat().st_size > 10_000
-
-
-def test_report_reads_csvs_from_before_stages_and_image_sizes(tmp_path):
-    old = pd.read_csv(fixture_csv(tmp_path / "results.csv")).drop(columns=["stage", "image_size", "copy", "batch_bytes"])
-    old.to_csv(tmp_path / "old.csv", index=False)
-    text = report.write([tmp_path / "old.csv"], tmp_path / "out").read_text()
-    assert f"## {tmp_path.name}: Test GPU, 32 px, batch 512, bfloat16, 8 workers, eager step" in text
-
-
-def test_scaling_section_from_ddp_and_dp_rows(tmp_path):
-    """1 GPU, DDP x 2 (two ranks, one row each per window) and DataParallel x 2: the job's rate,
-    efficiency against one GPU, per-GPU memory, and the single-GPU tables left to single-GPU rows."""
-    base = {"run_id": "multi", "model": "resnet18", "dtype": "bfloat16", "gpu": "Test GPU", "num_workers": 15,
-            "status": "ok", "error": "", "torch": "2.x", "git_commit": "abc", "image_size": 32}
-    rows = []
-    for repeat in range(3):
-        for pipeline, one, two in (("prefetch", 40_000, 76_000), ("dataloader", 25_000, 30_000)):
-            rows.append({**base, "pipeline": pipeline, "mode": "e2e", "batch_size": 512, "repeat": repeat,
-                         "img_per_s": one, "world_img_per_s": one, "world_size": 1, "rank": 0,
-                         "parallel": "none", "gpus": 1, "peak_gpu_mem_mb": 3000})
-            for rank in (0, 1):
-                rows.append({**base, "pipeline": pipeline, "mode": "e2e", "batch_size": 512, "repeat": repeat,
-                             "img_per_s": two / 2, "world_img_per_s": two, "world_size": 2, "rank": rank,
-                             "parallel": "ddp", "gpus": 2, "peak_gpu_mem_mb": 3000 + 100 * rank})
-        rows.append({**base, "pipeline": "prefetch", "mode": "e2e", "batch_size": 1024, "repeat": repeat,
-                     "img_per_s": 50_000, "world_img_per_s": 50_000, "world_size": 1, "rank": 0, "parallel": "dp",
-                     "gpus": 2, "peak_gpu_mem_mb": 4500, "peak_gpu_mem_mb_others": 3000})
-    csv = tmp_path / "results.csv"
-    pd.DataFrame(rows).reindex(columns=results.COLUMNS).to_csv(csv, index=False)
-    text = report.write([csv], tmp_path / "out").read_text()
-    assert "## Several GPUs: scaling" in text
-    assert "76,000 [76,000–76,000]" in text.split("## Several GPUs")[1]
-    table, sentences = report.scaling(report.load([csv]))
-    ddp = table[(table.parallel == "ddp")].set_index("pipeline")
-    assert ddp.loc["prefetch", "vs 1 GPU"] == "95%" and ddp.loc["dataloader", "vs 1 GPU"] == "60%"
-    assert ddp.loc["prefetch", "peak MB per GPU"] == "3,000–3,100"
-    dp = table[table.parallel == "dp"].iloc[0]
-    assert (dp["batch / GPU"], dp["GPUs"], dp["vs 1 GPU"]) == (512, 2, "62%")
-    assert dp["peak MB per GPU"] == "4,500 main / 3,000 others"
-    assert "- resnet18 e2e, DDP × 2: scaling efficiency dataloader 60%, prefetch 95% (lowest: dataloader)." in sentences, sentences
-    assert ("- resnet18 e2e, prefetch, DP × 2: 66% of DDP's rate, main GPU peak 4,500 MB vs 3,000 MB on the others "
-            "(+50%).") in sentences
-    # the per-setting tables read one-GPU rows only: no DDP rank's own rate pooled in
-    assert "38,000" not in text.split("## Several GPUs")[0]
-
-
-def test_scaling_never_pools_settings(tmp_path):
-    """Two per-GPU batch sizes in one CSV: one sentence each, each against its own one-GPU and model-only rates."""
-    base = {"run_id": "multi", "model": "resnet18", "dtype": "bfloat16", "gpu": "Test GPU", "num_workers": 15,
-            "status": "ok", "error": "", "image_size": 32, "repeat": 0}
-    rows = []
-    for bs, one, two, bare1, bare2 in ((256, 10_000, 19_000, 20_000, 38_000), (512, 10_000, 11_000, 20_000, 30_000)):
-        for pipeline, mode, r1, r2 in (("prefetch", "e2e", one, two), ("none", "model", bare1, bare2)):
-            rows.append({**base, "pipeline": pipeline, "mode": mode, "batch_size": bs, "img_per_s": r1,
-                         "world_img_per_s": r1, "world_size": 1, "rank": 0, "parallel": "none"})
-            rows.append({**base, "pipeline": pipeline, "mode": mode, "batch_size": bs, "img_per_s": r2 / 2,
-                         "world_img_per_s": r2, "world_size": 2, "rank": 0, "parallel": "ddp"})
-    csv = tmp_path / "results.csv"
-    pd.DataFrame(rows).reindex(columns=results.COLUMNS).to_csv(csv, index=False)
-    _, sentences = report.scaling(report.load([csv]))
-    assert sentences == [
-        "- resnet18 e2e, DDP × 2: scaling efficiency prefetch 95% (lowest: prefetch); the model alone (model-only) scales 95%.",
-        "- resnet18 e2e, DDP × 2: scaling efficiency prefetch 55% (lowest: prefetch); the model alone (model-only) scales 75%."]
-
-
-def test_the_summary_keeps_variants_of_a_pipeline_apart(tmp_path):
-    rows = []
-    for (mode, pipeline, model, decoder), rate in {("model", "none", "fast", ""): 50_000,
-                                                   ("loader", "dali", "none", "cpu"): 120_000,
-                                                   ("e2e", "dali", "fast", "cpu"): 49_500,
-                                                   ("loader", "dali", "none", "mixed"): 70_000,
-                                                   ("e2e", "dali", "fast", "mixed"): 40_000}.items():
-        rows += [{"run_id": "v", "pipeline": pipeline, "mode": mode, "model": model, "dali_decoder": decoder or None,
-                  "batch_size": 512, "num_workers": 8, "dtype": "bfloat16", "gpu": "Test GPU", "repeat": i,
-                  "img_per_s": rate * j, "wait_frac": 0.1, "status": "ok", "error": ""}
-                 for i, j in enumerate((0.99, 1.0, 1.01))]
-    path = tmp_path / "variants.csv"
-    pd.DataFrame(rows).reindex(columns=results.COLUMNS).to_csv(path, index=False)
-    summary = (report.write([path], tmp_path / "out").parent / "SUMMARY.md").read_text()
-    assert "`dali (dali_decoder=cpu)`" in summary and "99.0%" in summary   # the faster variant, not a pool
-    assert "| dali (dali_decoder=cpu)   |" in summary and "| dali (dali_decoder=mixed) |" in summary
+def test_cli_report_takes_a_run_folder(tmp_path, capsys):
+    write(tmp_path, processes("loader", "p", [[1_000]]))
+    assert cli.main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "REPORT.md").is_file()

@@ -297,9 +297,9 @@ def test_prefetch_a_new_iterator_ends_the_previous_one_and_the_epoch_is_fixed_at
         first = iter(p)                 # epoch 0, fixed now
         p.set_epoch(3)
         assert torch.equal(next(first)[0], epoch_of(0)[0])
-        second = iter(p)                # epoch 3: ends `first`
+        second = iter(p)                # epoch 3: supersedes `first`
         assert [torch.equal(x, y) for (x, _), y in zip(second, epoch_of(3))] == [True] * 4
-        with pytest.raises(StopIteration):
+        with pytest.raises(RuntimeError, match="superseded"):
             next(first)
 
 

@@ -169,10 +169,13 @@ def test_judge_fast_step():
     assert claims.judge_fast_step(fast_rows({"eager": 1.0}, loader, e2e)).verdict == "not measured"
 
 
-def train_losses(step: str, steps: int = 6) -> list[float]:
-    """Losses of `steps` training steps on one learnable batch (synthetic shapes, their labels)."""
+def train_losses(step: str, steps: int = 8) -> list[float]:
+    """Losses of `steps` training steps on one learnable batch (synthetic shapes and their labels),
+    at a learning rate where training is smooth (set before the first step, which captures)."""
     torch.manual_seed(0)
     trainer = harness.Trainer("resnet9-w0.25", CUDA, "bfloat16", True, step=step)
+    for group in trainer.optimizer.param_groups:
+        group["lr"] = 1e-3
     images, labels = sources.synthesize(64, seed=0)
     x = (torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255 - 0.5).to(CUDA, torch.bfloat16)
     x, y = x.contiguous(memory_format=torch.channels_last), torch.from_numpy(labels).to(CUDA)
@@ -186,14 +189,16 @@ def train_losses(step: str, steps: int = 6) -> list[float]:
 @needs_cuda
 @pytest.mark.parametrize("step", ["graph", "compile"])
 def test_captured_step_trains_the_same_model_as_eager(step):
-    """Each step kind is deterministic from run to run; they differ by their bf16 kernels. Trained on
-    a batch it can learn, the loss falls smoothly and those differences stay small (random labels,
-    as this test once used, made the loss climb from 2.3 to about 40 in six steps, where they grew
-    to 6 % and the test failed or passed with the cuDNN algorithms autotuning happened to pick)."""
+    """Each step kind is deterministic from run to run; compiled kernels differ from eager ones in
+    bf16 rounding. The test once trained random labels at the trainer's learning rate (0.05), where
+    the loss climbed from 3.6 to about 40 in six steps: there those rounding differences grew to 6 %
+    (eager 42.3 vs compiled 39.8 on one H100), past the 5 % tolerance, and which cuDNN algorithms
+    autotuning picked after the tests before decided whether it failed. At 1e-3 training is smooth
+    (on a CPU, float32 and bf16 losses stay within 1 % over eight steps) and the comparison holds."""
     eager, captured = train_losses("eager"), train_losses(step)
-    assert captured[0] == pytest.approx(eager[0], rel=2e-2)   # same initial weights, same first batch
-    assert eager[-1] < 0.5 * eager[0] and captured[-1] < 0.5 * captured[0]   # both learn the batch
-    assert abs(captured[-1] - eager[-1]) < 0.05 * eager[0]   # and end close, relative to where they began
+    assert captured[0] == pytest.approx(eager[0], rel=2e-2), (eager, captured)   # same weights, same batch
+    assert max(abs(c - e) for c, e in zip(captured, eager)) < 0.03 * eager[0], (eager, captured)
+    assert eager[-1] < 0.5 * eager[0] and captured[-1] < 0.5 * captured[0], (eager, captured)   # both learn
 
 
 @needs_cuda
