@@ -146,8 +146,9 @@ def signals_as_interrupts():
 
 def _context():
     ctx = multiprocessing.get_context("forkserver")
-    # torch, and torch.compile's machinery, imported once there (CUDA is never initialized there)
-    ctx.set_forkserver_preload(["bench.harness", "torch._dynamo", "torch._inductor.compile_fx"])
+    # torch imported once there; nothing there may initialize CUDA (importing torch._inductor does),
+    # or no child forked from it could use the GPU
+    ctx.set_forkserver_preload(["bench.harness"])
     return ctx
 
 
