@@ -5,8 +5,8 @@
 CPU budgets and worker counts; per such setting the copy configurations, the model-only ones (per
 model and step kind), and per pipeline variant its loader-only, stage, e2e and train
 configurations. Options that only some pipelines read make variants of those pipelines alone
-(PIPELINE_OPTIONS: `--prefetch-augment device,host` measures two `prefetch` variants and one of
-everything else). A CPU budget sets the default worker count (budget - 1, at least 1), which DALI's
+(READS: `--prefetch-augment device,host` measures two `prefetch` variants and one of everything
+else). A CPU budget sets the default worker count (budget - 1, at least 1), which DALI's
 threads follow.
 
 `rounds(grids)` runs each grid's configurations in that grid's number of independent processes, in
@@ -27,16 +27,31 @@ from pipelines.config import PipelineConfig
 from . import distributed, harness, machine
 from .models import check_model
 
-# Options that make variants of the pipelines that read them only (the others take the default).
-PIPELINE_OPTIONS = {"prefetch_augment": ("prefetch",), "dali_decoder": ("dali",), "encoding": ("dataloader",)}
+# The options each pipeline reads beyond those every pipeline reads (size, batch, dtype, ...): only
+# these make two of its configurations different variants (a row of another pipeline keeps the
+# default, and the report names only these in a label).
+READS = {
+    "dataloader": ("encoding", "pin_memory", "non_blocking", "worker_start", "num_workers"),
+    "prefetch": ("prefetch_augment", "prefetch_depth", "batches_per_launch", "num_workers"),
+    "resident": ("prefetch_depth", "batches_per_launch"),
+    "dali": ("dali_reader", "dali_decoder", "dali_threads", "dali_queue_depth", "dali_hw_decoder_load",
+             "dali_batch_multiple", "num_workers"),
+    "dali-raw": ("dali_reader", "dali_threads", "dali_queue_depth", "dali_batch_multiple", "num_workers"),
+    "tvjpeg": (), "torchcodec": (),
+    "timm": ("worker_start", "num_workers"),
+    "spdl": ("prefetch_depth", "num_workers"),
+}
+VARIANT_LISTS = ("prefetch_augment", "dali_decoder", "encoding")   # options given as lists: one variant per value
+CPU_SAMPLES = 2048   # without CUDA and --max-samples: the first 2,048 images, so an epoch (an e2e window) lasts seconds
 
 
 def _variants(name: str, o) -> list[dict]:
-    """The option values pipeline `name` runs with, one dict per variant."""
+    """The option values pipeline `name` runs with, one dict per variant (options it does not read:
+    their defaults, so they never make variants of it)."""
     found = [{}]
-    for option, readers in PIPELINE_OPTIONS.items():
-        values = getattr(o, option)
-        values = values if name in readers else values[:1]
+    for option in VARIANT_LISTS:
+        reads = option in READS.get(name, VARIANT_LISTS)
+        values = getattr(o, option) if reads else [getattr(PipelineConfig, option)]
         found = [{**v, option: value} for v in found for value in values]
     return found
 
@@ -69,7 +84,7 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
             check_model(model, size)
     base = PipelineConfig(
         data_root=o.data_root, source=o.source, data_seed=o.data_seed, cache_root=o.cache_dir,
-        last_batch=o.last_batch, max_samples=o.max_samples, device=str(device),
+        last_batch=o.last_batch, max_samples=o.max_samples or (None if cuda else CPU_SAMPLES), device=str(device),
         channels_last=cuda if o.channels_last is None else o.channels_last,
         pin_memory=o.pin_memory, non_blocking=o.non_blocking, prefetch_depth=o.prefetch_depth,
         worker_start=o.worker_start, rank=world.rank, world_size=world.world_size,

@@ -17,10 +17,12 @@ Verdicts (`verdict`), per pipeline, model, step kind, image size and CPU budget,
     below model-only;
   - slower than both: not fed and e2e is below the loader ceiling (the pipeline's work slows the step);
   - not fed, cause not measured: no loader rows.
-The loader ceiling of a pipeline is its best headspace level (loader mode, `busy_ms`): the rate
-it delivers while the device is kept busy as by a training step. e2e above that ceiling's highest
-process median breaks the ceiling's promise and is flagged where it happens. Two pipelines tie when
-their medians differ by less than the larger of their between-process ranges.
+The loader ceiling of a pipeline (`ceilings`) is what it delivers while the device is kept busy as
+by a training step (loader mode, `busy_ms`): the median over the busy headspace levels at which the
+pipeline, not the synthetic step, was the limit, or, where it outran the step at every busy level,
+its rate on an idle GPU. An e2e rate whose range lies wholly above the ceiling's breaks the
+ceiling's promise and is flagged where it happens. Two pipelines tie when their medians differ by
+less than the larger of their between-process ranges.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from . import results  # noqa: E402
+from .plan import READS  # noqa: E402
 
 FED = 0.95    # e2e / model-only at or above this: the model is kept fed
 AT = 0.95     # e2e / loader ceiling at or above this: e2e is at the ceiling
@@ -52,7 +55,7 @@ VARIANT_WITHIN = ["num_workers", "dali_threads", "prefetch_depth", "dali_queue_d
 NUMERIC = {"process": 0, "busy_ms": 0.0, "cpus": math.nan, "steady_img_per_s": math.nan, "cpu_s_per_kimg": math.nan,
            "test_accuracy": math.nan, "compile_s": math.nan, "restart_ms": math.nan, "image_size": 32, "world_size": 1,
            "rank": 0, "gpus": math.nan, "peak_gpu_mem_mb_others": math.nan, "world_img_per_s": math.nan,
-           "batch_bytes": math.nan, "sm_mhz": math.nan, "wait_frac": math.nan, "train_epochs": math.nan}
+           "batch_bytes": math.nan, "sm_mhz": math.nan, "wait_frac": math.nan, "train_epochs": math.nan, "seed": 0}
 TEXT = {"stage": "", "step": "", "payload": "", "copy": "", "parallel": "none", "git_commit": "", "boot_id": "",
         "hostname": "", "run_id": "", "error": "", "gpu": "", "cpu_model": "", "peers": "", "dali": ""}
 
@@ -113,11 +116,13 @@ def runs(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 
 def label_variants(df: pd.DataFrame) -> pd.DataFrame:
-    """`pipeline` renamed to include its variant options (VARIANT_ALWAYS, VARIANT_WITHIN)."""
+    """`pipeline` renamed to include its variant options (VARIANT_ALWAYS, VARIANT_WITHIN), of those
+    the pipeline reads (`plan.READS`; a pipeline it does not list: all)."""
     df = df.copy()
     for name, rows in df[df.pipeline != "none"].groupby("pipeline"):
-        varying = [c for c in VARIANT_ALWAYS if c in rows and rows[c].nunique(dropna=False) > 1]
-        varying += [c for c in VARIANT_WITHIN if c in rows and
+        reads = READS.get(name, VARIANT_ALWAYS + VARIANT_WITHIN)
+        varying = [c for c in VARIANT_ALWAYS if c in reads and c in rows and rows[c].nunique(dropna=False) > 1]
+        varying += [c for c in VARIANT_WITHIN if c in reads and c in rows and
                     rows.groupby(["cpus", "image_size"])[c].nunique(dropna=False).max() > 1]
         if varying:
             df.loc[rows.index, "pipeline"] = [f"{name} ({', '.join(f'{c}={r[c]}' for c in varying)})"
@@ -200,16 +205,36 @@ def ties(a, b) -> bool:
     return abs(a.img_per_s - b.img_per_s) <= max(a.hi - a.lo, b.hi - b.lo)
 
 
+BOUND = 0.8   # a busy level delivering less than this share of the step's rate: the pipeline was the limit there
+
+
 def ceilings(c: pd.DataFrame) -> pd.DataFrame:
-    """Per pipeline, setting and CPU budget: the loader cell of the best headspace level (its rate is
-    the loader ceiling), with the idle-GPU rate (level 0) beside it."""
+    """Per pipeline, setting and CPU budget: the loader ceiling (module docstring) — the median of
+    the busy headspace levels at which the pipeline, not the synthetic step, was the limit (it
+    delivered less than BOUND of batch / step time), with the lowest and highest process medians
+    among them as its range; where the pipeline outran the step at every busy level, the idle-GPU
+    level's rate (a lower bound of what it delivers under load). `idle` is the idle-GPU rate,
+    `levels` the levels the ceiling rests on."""
     loader = c[c["mode"] == "loader"]
     if loader.empty:
-        return loader.assign(idle=[])
-    keys = ["pipeline", *SETTING, "cpus"]
-    best = loader.loc[loader.groupby(keys).img_per_s.idxmax()].set_index(keys)
-    idle = loader[loader.busy_ms == 0].set_index(keys).img_per_s.rename("idle")
-    return best.join(idle).reset_index()
+        return loader.assign(idle=[], levels=[])
+    rows = []
+    for _, group in loader.groupby(["pipeline", *SETTING, "cpus"], sort=True):
+        busy = group[group.busy_ms > 0]
+        bound = busy[busy.img_per_s < BOUND * busy.batch_size / (busy.busy_ms / 1e3)]
+        idle = group[group.busy_ms == 0]
+        if len(bound):
+            first = bound.iloc[0].copy()
+            first["img_per_s"], first["lo"], first["hi"] = bound.img_per_s.median(), bound.lo.min(), bound.hi.max()
+            first["n"], first["p"] = int(bound.n.sum()), int(bound.p.max())
+            first["cpu"], first["restart"] = bound.cpu.median(), bound.restart.median()
+            first["levels"] = ", ".join(f"{b:g} ms" for b in bound.busy_ms)
+        else:
+            first = (idle if len(idle) else group.sort_values("img_per_s")).iloc[-1].copy()
+            first["levels"] = "idle GPU (the step was the limit at every busy level)" if len(busy) else "idle GPU"
+        first["idle"] = idle.img_per_s.iloc[0] if len(idle) else math.nan
+        rows.append(first)
+    return pd.DataFrame(rows).reset_index(drop=True)
 
 
 def verdict(e2e, model, ceiling) -> tuple[str, str]:
@@ -245,7 +270,7 @@ def situations(c: pd.DataFrame) -> pd.DataFrame:
                      "ceiling": cap.img_per_s if cap is not None else math.nan,
                      "ceiling_text": rate(cap) if cap is not None else "not measured",
                      "ceiling_cpu": cap.cpu if cap is not None else math.nan,
-                     "above_ceiling": cap is not None and e.img_per_s > cap.hi,
+                     "above_ceiling": cap is not None and e.lo > cap.hi,   # the ranges apart: beyond noise
                      "verdict": label, "why": why, "e2e_text": rate(e), "e2e": e})
     return pd.DataFrame(rows)
 
@@ -264,7 +289,8 @@ def baseline(rows: pd.DataFrame):
 
 
 def answer(rows: pd.DataFrame) -> str:
-    """One situation's answer (one model, step kind, setting, CPU budget), as a sentence."""
+    """One situation's answer (one model, step kind, setting, CPU budget), as a sentence. It names
+    a pipeline to use only where one is fed and the others within noise of it are named with it."""
     first = rows.iloc[0]
     head = (f"With {plural(int(first.cpus), 'core')} per GPU, {code(first.model)} at {first.image_size} px "
             f"({first.step} step) trains at {first.model_rate:,.0f} img/s alone")
@@ -275,17 +301,18 @@ def answer(rows: pd.DataFrame) -> str:
     fed = rows[rows.verdict == "fed"].sort_values("img_per_s", ascending=False)
     if base is not None and base.verdict == "fed" or (base is None and len(fed) == len(rows)):
         return "; ".join(parts) + ": the model is the limit, any of these pipelines keeps it fed."
+    pool = fed if len(fed) else rows.sort_values("img_per_s", ascending=False)
+    best = pool.iloc[0]
+    tied = [best.pipeline] + [r.pipeline for r in pool.iloc[1:].itertuples() if ties(r.e2e, best.e2e)]
+    names = " or ".join(code(p) for p in tied) if len(tied) < 3 else ", ".join(code(p) for p in tied[:-1]) + f" or {code(tied[-1])}"
+    speed = f", {best.img_per_s / base.img_per_s:.1f}× `dataloader`" if base is not None else ""
+    within = " (within noise of each other)" if len(tied) > 1 else ""
     if fed.empty:
-        best = rows.sort_values("img_per_s", ascending=False).iloc[0]
-        speed = f", {best.img_per_s / base.img_per_s:.1f}× `dataloader`" if base is not None else ""
-        return "; ".join(parts) + (f"; no pipeline keeps it fed: the fastest, {code(best.pipeline)}, reaches "
+        return "; ".join(parts) + (f"; no pipeline keeps it fed: the fastest, {names}{within}, reach "
                                    f"{pct(best.share)} of model-only{speed}.")
-    best = fed.iloc[0]
-    same = [r.pipeline for r in fed.iloc[1:].itertuples() if ties(r.e2e, best.e2e)]
-    names = ", ".join(code(p) for p in fed.pipeline)
-    speed = f" ({best.img_per_s / base.img_per_s:.1f}× faster than `dataloader`)" if base is not None else ""
-    noise = f"; within noise of it: {', '.join(code(p) for p in same)}" if same else ""
-    return "; ".join(parts) + f"; {names} keep{'s' if len(fed) == 1 else ''} it fed: use {code(best.pipeline)}{speed}{noise}."
+    keep = ", ".join(code(p) for p in fed.pipeline)
+    faster = f" ({best.img_per_s / base.img_per_s:.1f}× faster than `dataloader`)" if base is not None else ""
+    return "; ".join(parts) + f"; {keep} keep{'s' if len(fed) == 1 else ''} it fed: use {names}{within}{faster}."
 
 
 def answers(c: pd.DataFrame) -> list[str]:
@@ -447,29 +474,42 @@ def stage_table(c: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def accuracy_table(c: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    trained = c[c["mode"] == "train"]
-    if trained.empty:
+def trained(df: pd.DataFrame) -> pd.DataFrame:
+    """Train rows (one per training run: pipeline, seed, process), fastest first."""
+    ok = df[(df.status == "ok") & (df["mode"] == "train")]
+    return ok.sort_values(["seconds", "pipeline", "seed"], kind="stable")
+
+
+def accuracy_table(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """One row per training run, and a sentence comparing the spread across pipelines with the
+    spread of one pipeline's runs (seeds)."""
+    runs = trained(df)
+    if runs.empty:
         return pd.DataFrame(), ""
-    rows = []
-    for r in trained.sort_values("seconds").itertuples():
-        rows.append({"pipeline": r.pipeline, "model": r.model, "step": r.step, "cores": int(r.cpus),
-                     "epochs": f"{r.n and int(round(r.seconds * r.img_per_s / 1))} img",
-                     "wall s": f"{r.seconds:.2f}", "img/s": rate(r),
-                     "test accuracy": f"{100 * r.accuracy:.2f}% [{100 * r.acc_lo:.2f}–{100 * r.acc_hi:.2f}]"})
-    spread = trained.acc_hi.max() - trained.acc_lo.min()
-    own = (trained.acc_hi - trained.acc_lo).max()
-    note = (f"Test accuracy spans {100 * trained.acc_lo.min():.2f}–{100 * trained.acc_hi.max():.2f}% over every "
-            f"pipeline and process ({100 * spread:.2f} points); one pipeline's own processes differ by up to "
-            f"{100 * own:.2f} points.")
-    return pd.DataFrame(rows).drop(columns="epochs"), note
+    view = pd.DataFrame({"pipeline": runs.pipeline, "model": runs.model, "step": runs.step,
+                         "cores": runs.cpus.astype(int), "seed": runs.seed.astype(int),
+                         "epochs": runs.train_epochs.map(lambda e: "—" if pd.isna(e) else f"{e:.0f}"),
+                         "wall s": runs.seconds.map("{:.2f}".format),
+                         "img/s": runs.img_per_s.map("{:,.0f}".format),
+                         "test accuracy": runs.test_accuracy.map(lambda a: f"{100 * a:.2f}%")})
+    by = runs.groupby("pipeline").test_accuracy
+    spread = runs.test_accuracy.max() - runs.test_accuracy.min()
+    seeds = (by.max() - by.min())[by.count() > 1]
+    note = (f"Test accuracy spans {100 * runs.test_accuracy.min():.2f}–{100 * runs.test_accuracy.max():.2f}% over every "
+            f"run ({100 * spread:.2f} points)" + (", and one pipeline's runs with other seeds span up to "
+                                                   f"{100 * seeds.max():.2f} points ({', '.join(code(p) for p in seeds.index)})"
+                                                   if len(seeds) else "") + ".")
+    return view, note
 
 
 def drift_lines(c: pd.DataFrame) -> list[str]:
     moved = c[c.drift.abs() > DRIFT]
-    return [f"- {r.mode} {code(r.pipeline)} {r.model if r.model != 'none' else ''} {int(r.cpus)} cores"
-            f"{f', {r.busy_ms:g} ms' if r['mode'] == 'loader' else ''}: {r.drift:+.1%} from first to last window"
+    what = [r["pipeline"] if r["pipeline"] != "none" else f"{r['payload']} {r['stage']}".strip() or r["model"]
             for _, r in moved.iterrows()]
+    return [f"- {r['mode']} {code(name)}{f' {code(r.model)}' if r.model != 'none' and r['pipeline'] != 'none' else ''}"
+            f" at {r.image_size} px, {int(r.cpus)} cores{f', {r.busy_ms:g} ms busy' if r['mode'] == 'loader' else ''}: "
+            f"{r.drift:+.1%} from first to last window"
+            for name, (_, r) in zip(what, moved.iterrows())]
 
 
 def run_sections(name: str, group: pd.DataFrame, out: Path, slug: str, plots: dict[str, str]) -> list[str]:
@@ -518,7 +558,7 @@ def run_sections(name: str, group: pd.DataFrame, out: Path, slug: str, plots: di
         stages = stage_table(at)
         if len(stages):
             parts += [f"### Stage ceilings (img/s) — {here}", "", table(stages), ""]
-    accuracy, note = accuracy_table(c)
+    accuracy, note = accuracy_table(single)
     if len(accuracy):
         parts += ["### Time to accuracy", "", table(accuracy), "", note, ""]
     drift = drift_lines(c)
@@ -580,7 +620,16 @@ SHOWN = 3   # pipelines named per cell of the summary's table (the cheapest in C
 
 
 def speed_text(v: float) -> str:
-    return f"{v / 1e6:g}M" if v >= 1e6 else f"{v / 1e3:g}k"
+    """A rate in three significant digits: 14.1M, 332k, 3.96k."""
+    return f"{v / 1e6:.3g}M" if v >= 1e6 else f"{v / 1e3:.3g}k"
+
+
+def short(label: str) -> str:
+    """A pipeline label with option values only: "prefetch (prefetch_augment=host)" -> "prefetch (host)"."""
+    name, _, options = label.partition(" (")
+    if not options:
+        return label
+    return f"{name} ({', '.join(part.split('=', 1)[-1] for part in options.rstrip(')').split(', '))})"
 
 
 def bus_sentence(c: pd.DataFrame) -> str | None:
@@ -630,9 +679,10 @@ def which_table(c: pd.DataFrame, setting: tuple) -> pd.DataFrame:
                 cell = "any (`dataloader` too)"
             elif fed.empty:
                 best = here.loc[here.img_per_s.idxmax()]
-                cell = f"none ({code(best.pipeline)} {pct(best.img_per_s / speed)})"
+                cell = f"none ({code(short(best.pipeline))} {pct(best.img_per_s / speed)})"
             else:
-                names = ", ".join(code(p) for p in fed.pipeline[:SHOWN]) + (f" +{len(fed) - SHOWN}" if len(fed) > SHOWN else "")
+                names = (", ".join(code(short(p)) for p in fed.pipeline[:SHOWN])
+                         + (f" +{len(fed) - SHOWN}" if len(fed) > SHOWN else ""))
                 gain = f" ×{speed / base.img_per_s:.1f}" if base is not None else ""
                 cell = names + gain
             row[f"{int(cpus)} cores"] = cell
@@ -641,7 +691,8 @@ def which_table(c: pd.DataFrame, setting: tuple) -> pd.DataFrame:
 
 
 def jpeg_sentence(c: pd.DataFrame) -> str | None:
-    """The JPEG decoders against the model measured at the largest JPEG image size."""
+    """The loader ceilings at the largest image size measured (JPEG decoders and raw pixels) against
+    the model measured there."""
     cap = ceilings(c)
     large = cap[cap.image_size > 32]
     models = c[(c["mode"] == "model") & (c.image_size > 32)]
@@ -652,29 +703,36 @@ def jpeg_sentence(c: pd.DataFrame) -> str | None:
     if model.empty:
         return None
     m = model.loc[model.img_per_s.idxmax()]
+    large = large[large.image_size == size]
     parts = []
-    for cpus in sorted(large[large.image_size == size].cpus.unique(), reverse=True):
-        here = large[(large.image_size == size) & (large.cpus == cpus)].sort_values("img_per_s", ascending=False)
-        parts.append(f"{int(cpus)} cores: " + ", ".join(f"{code(r.pipeline)} {speed_text(r.img_per_s)}"
-                                                      for r in here.itertuples()))
-    fed = large[(large.image_size == size) & (large.img_per_s >= FED * m.img_per_s)]
-    return (f"**{size}-px images** (loader ceilings, img/s) against {code(m.model)} ({m.step} step) at "
-            f"{speed_text(m.img_per_s)} img/s: " + "; ".join(parts) + ". "
-            + (f"Kept fed by " + ", ".join(f"{code(p)} at {int(k)} cores" for p, k in zip(fed.pipeline, fed.cpus)) + "."
-               if len(fed) else "No pipeline keeps it fed."))
+    for cpus in sorted(large.cpus.unique(), reverse=True):
+        here = large[large.cpus == cpus].sort_values("img_per_s", ascending=False)
+        parts.append(f"with {int(cpus)} cores " + ", ".join(f"{code(short(r.pipeline))} {speed_text(r.img_per_s)}"
+                                                          for r in here.itertuples()))
+    short_of = large[large.img_per_s < FED * m.img_per_s]
+    missing = ", ".join(f"{code(short(r.pipeline))} with {int(r.cpus)} cores ({pct(r.img_per_s / m.img_per_s)})"
+                        for r in short_of.itertuples())
+    verdict = ("all keep it fed" if short_of.empty else "none keeps it fed" if len(short_of) == len(large)
+               else f"all keep it fed except {missing}")
+    return (f"**{size}-px images**: {code(m.model)} ({m.step} step) trains at {speed_text(m.img_per_s)} img/s; "
+            "loader ceilings (img/s) " + "; ".join(parts) + f" — {verdict}.")
 
 
-def accuracy_sentence(c: pd.DataFrame) -> str | None:
-    trained = c[c["mode"] == "train"]
-    if trained.empty:
+def accuracy_sentence(df: pd.DataFrame) -> str | None:
+    runs = trained(df)
+    if runs.empty:
         return None
-    first = trained.iloc[0]
-    by = trained.groupby("pipeline").agg(seconds=("seconds", "median"), lo=("acc_lo", "min"), hi=("acc_hi", "max"),
-                                         seeds=("p", "sum")).sort_values("seconds")
-    times = ", ".join(f"{code(p)} {r.seconds:.1f} s" for p, r in by.iterrows())
-    return (f"**Time to accuracy** ({code(first.model)}, {first.step} step, {first.cpus:.0f} cores): "
-            f"{times}; test accuracy {100 * by.lo.min():.1f}–{100 * by.hi.max():.1f}% across pipelines "
-            f"and runs (Time to accuracy in the report).")
+    first = runs.iloc[0]
+    by = runs.groupby("pipeline").agg(seconds=("seconds", "median"), runs=("seconds", "count")).sort_values("seconds")
+    times = ", ".join(f"{code(short(p))} {r.seconds:.1f} s" for p, r in by.iterrows())
+    epochs = "" if pd.isna(first.train_epochs) else f"{first.train_epochs:.0f} epochs of "
+    source = first.get("data_source")
+    data = f"the {escape(str(source).split('-')[0])} data's" if isinstance(source, str) and source else "the"
+    return (f"**Time to accuracy** ({epochs}{code(first.model)}, {first.step} step, "
+            f"{first.cpus:.0f} cores; median wall time of the epochs, restarts included): {times}; "
+            f"test accuracy on {data} test split "
+            f"{100 * runs.test_accuracy.min():.1f}–{100 * runs.test_accuracy.max():.1f}% over all "
+            f"{len(runs)} runs.")
 
 
 def summary(name: str, group: pd.DataFrame, report: str, plots: dict[str, str]) -> list[str]:
@@ -694,9 +752,9 @@ def summary(name: str, group: pd.DataFrame, report: str, plots: dict[str, str]) 
     if len(main):
         setting = tuple(main.iloc[0][SETTING])
         lines += ["", "**Which pipeline keeps a model fed** at 32 px (batch 512): the pipelines whose loader ceiling "
-                  f"is at least {FED:.0%} of the model's speed, cheapest in CPU time first, and how much faster than "
-                  "`dataloader` the model then trains:", "", table(which_table(c, setting))]
-    for sentence in (jpeg_sentence(c), accuracy_sentence(c)):
+                  f"is at least {FED:.0%} of the model's speed, cheapest in CPU time first (+N: N more in the report), "
+                  "and how much faster than `dataloader` the model then trains:", "", table(which_table(c, setting))]
+    for sentence in (jpeg_sentence(c), accuracy_sentence(single)):
         if sentence:
             lines += ["", sentence]
     if plots.get("cores"):

@@ -1,7 +1,9 @@
 """The harness and the CLI's main command, end to end on synthetic data (CPU in CI)."""
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 
 import numpy as np
 import pandas as pd
@@ -9,7 +11,7 @@ import pytest
 import torch
 
 import pipelines
-from bench import cli, harness, results
+from bench import cli, harness, machine, results
 from pipelines.base import Pipeline
 from pipelines.config import PipelineConfig
 
@@ -19,7 +21,7 @@ class Broken(Pipeline):
     name = "broken"
     error: type[BaseException] = RuntimeError
 
-    def __iter__(self):
+    def _iterate(self):
         for _ in range(2):
             yield torch.zeros(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64)
         raise self.error("worker crashed")
@@ -35,8 +37,8 @@ class Interrupted(Broken):
 def compare(tmp_path, root, *extra) -> pd.DataFrame:
     """`pipebench compare` in this process (--no-isolate: isolation has its own tests)."""
     out = tmp_path / "run"
-    cli.main(["compare", "--no-isolate", "--data-root", str(root), "--max-samples", "512", "--batch-size", "32",
-              "--steps", "3", "--warmup", "1", "--repeats", "2", "--models", "resnet9-w0.25",
+    cli.main(["compare", "--no-isolate", "--processes", "1", "--data-root", str(root), "--max-samples", "512",
+              "--batch-size", "32", "--steps", "3", "--warmup", "1", "--repeats", "2", "--models", "resnet9-w0.25",
               "--workers", "1", "--out", str(out), *extra])
     return pd.read_csv(out / "results.csv")
 
@@ -54,7 +56,10 @@ def test_compare_writes_tidy_rows_for_every_pipeline_and_mode(tmp_path, syntheti
     assert (skipped.status == "skipped").all() and skipped.error.astype(str).str.contains("pip install").all()
     df = df[~df.pipeline.isin(unavailable)]
     assert (df.status == "ok").all(), df.error.tolist()
-    assert df.groupby(["pipeline", "mode"]).size().eq(2).all()   # one row per repeat
+    assert df.groupby(["pipeline", "mode"]).size().eq(2).all()   # one row per repeat (one process, one busy level)
+    assert (df.process == 0).all() and (df.busy_ms == 0).all()
+    cores = sorted(os.sched_getaffinity(0))   # the default budget: every core this process may use
+    assert (df.cpus == len(cores)).all() and (df.cpu_set == machine.cores_text(cores)).all()
     assert (df.images == 3 * 32).all() and (df.img_per_s > 0).all() and (df.step_ms_p50 > 0).all()
     assert (df[df["mode"] != "model"].data_source == "synthetic-seed0").all()
     assert (df.batch_size == 32).all() and (df.torch == torch.__version__).all()
@@ -74,7 +79,7 @@ def test_failing_config_becomes_an_error_row_and_the_run_goes_on(tmp_path, synth
 
 def test_interrupted_run_keeps_rows_already_written(tmp_path, synthetic_root, monkeypatch):
     monkeypatch.setitem(pipelines._REGISTRY, "interrupted", (__name__, "Interrupted"))
-    code = cli.main(["compare", "--no-isolate", "--data-root", str(synthetic_root), "--max-samples", "512",
+    code = cli.main(["compare", "--no-isolate", "--processes", "1", "--data-root", str(synthetic_root), "--max-samples", "512",
                      "--batch-size", "32", "--steps", "3", "--warmup", "1", "--repeats", "2",
                      "--pipelines", "resident,interrupted", "--modes", "loader", "--out", str(tmp_path / "run")])
     assert code == 130   # Ctrl-C: the finished configuration's rows kept, none of the interrupted one
@@ -95,11 +100,19 @@ def test_window_counts_images_and_steps():
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    (dict(pipeline="resident", mode="loader", model="resnet18"), "loader and stage modes run model 'none'"),
+    (dict(pipeline="resident", mode="loader", model="resnet18"), "loader, stage and copy modes run model 'none'"),
     (dict(pipeline="resident", mode="e2e", model="none"), "the other modes need a model"),
     (dict(pipeline="resident", mode="train", model="none"), "mode='train'"),
-    (dict(pipeline="resident", mode="stage", model="none"), "stage mode needs one of"),
+    (dict(pipeline="resident", mode="stage", model="none"), r"mode='stage' with stage='': expected one of"),
     (dict(pipeline="resident", mode="loader", model="none", stage="host"), "stage='host'"),
+    (dict(pipeline="resident", mode="model", model="resnet9"), "model and copy modes run pipeline 'none'"),
+    (dict(pipeline="none", mode="copy", model="none", stage="h2d-pinned"), "copy mode needs one of"),
+    (dict(pipeline="resident", mode="train", model="resnet9"), "train mode needs epochs >= 1"),
+    (dict(pipeline="resident", mode="train", model="resnet9", epochs=1), r"train mode runs once per process \(repeats=1\)"),
+    (dict(pipeline="resident", mode="e2e", model="resnet9", busy_ms=(0.0, 1.0)), "the other modes \\(0.0,\\)"),
+    (dict(pipeline="resident", mode="loader", model="none", busy_ms=()), "loader mode takes finite ms >= 0"),
+    (dict(pipeline="resident", mode="loader", model="none", busy_ms=(-1.0,)), "loader mode takes finite ms >= 0"),
+    (dict(pipeline="resident", mode="loader", model="none", cpus=0), "cpus=0"),
 ])
 def test_run_spec_validates(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -112,9 +125,9 @@ def test_cli_rejects_unknown_pipeline(capsys):
     assert "expected a comma-separated list" in capsys.readouterr().err
 
 
-def sweep(tmp_path, root, *extra) -> pd.DataFrame:
+def sweep(tmp_path, root, *extra, processes: int = 1) -> pd.DataFrame:
     cli.main(["sweep", "--data-root", str(root), "--max-samples", "256", "--steps", "2", "--warmup", "1",
-              "--repeats", "2", "--out", str(tmp_path / "sweep"), *extra])
+              "--repeats", "2", "--processes", str(processes), "--out", str(tmp_path / "sweep"), *extra])
     return pd.read_csv(tmp_path / "sweep" / "results.csv")
 
 
@@ -122,20 +135,38 @@ GRID = ["--pipelines", "resident,prefetch", "--modes", "loader,model", "--batch-
         "--workers", "1", "--models", "resnet9-w0.25"]
 
 
-def test_sweep_runs_the_grid_and_resumes(tmp_path, synthetic_root, capsys):
-    df = sweep(tmp_path, synthetic_root, *GRID)
-    # 2 pipelines x 2 batch sizes loader-only + 2 batch sizes model-only, 2 repeats each
-    assert len(df) == 12 and (df.status == "ok").all()
+def test_sweep_runs_the_grid_in_rounds_of_processes_and_resumes_per_process(tmp_path, synthetic_root, capsys):
+    df = sweep(tmp_path, synthetic_root, *GRID, processes=2)
+    # 2 pipelines x 2 batch sizes loader-only + 2 batch sizes model-only, each in 2 processes, 2 repeats each
+    assert len(df) == 24 and (df.status == "ok").all()
     assert sorted(set(zip(df.pipeline, df.batch_size))) == sorted(
         {(p, b) for p in ("resident", "prefetch", "none") for b in (16, 32)})
     assert (df[df["mode"] == "model"].model == "resnet9-w0.25").all()
-    assert len(sweep(tmp_path, synthetic_root, *GRID)) == 12          # nothing left to do
-    assert "6 of 6 configurations already done" in capsys.readouterr().err
-    # a run killed during one configuration left it incomplete: only that one runs again
-    kept = df[~((df.pipeline == "prefetch") & (df.batch_size == 32) & (df.repeat == 1))]
-    kept.to_csv(tmp_path / "sweep" / "results.csv", index=False)
-    again = sweep(tmp_path, synthetic_root, *GRID)
-    assert len(again) == 11 + 2 and again.iloc[-2:].pipeline.tolist() == ["prefetch", "prefetch"]
+    assert df.groupby(["pipeline", "batch_size", "process"]).size().eq(2).all()
+    assert df.process.tolist() == [0] * 12 + [1] * 12   # rounds: every configuration once, then again
+    assert len(sweep(tmp_path, synthetic_root, *GRID, processes=2)) == 24          # nothing left to do
+    assert "resume: 12 of 12 configuration processes already done" in capsys.readouterr().err
+    # a run killed during one configuration's second process left it incomplete: only that process runs again
+    text = pd.read_csv(tmp_path / "sweep" / "results.csv", dtype=str, keep_default_na=False)   # cells as written
+    lost = (df.pipeline == "prefetch") & (df.batch_size == 32) & (df.process == 1) & (df.repeat == 1)
+    text[~lost].to_csv(tmp_path / "sweep" / "results.csv", index=False)
+    again = sweep(tmp_path, synthetic_root, *GRID, processes=2)
+    assert "resume: 11 of 12 configuration processes already done" in capsys.readouterr().err
+    assert len(again) == 23 + 2 and again.iloc[-2:].pipeline.tolist() == ["prefetch", "prefetch"]
+    assert again.iloc[-2:].process.tolist() == [1, 1] and again.iloc[-2:].batch_size.tolist() == [32, 32]
+
+
+def test_resume_counts_only_rows_of_this_environment_commit_and_boot(tmp_path):
+    spec = harness.RunSpec("none", "model", "resnet9", PipelineConfig(device="cpu"), steps=1, repeats=1)
+    window = harness.Window(8, 0.1, np.array([1.0]), np.array([1.0]), float("nan"))
+    env = results.environment()
+    path = tmp_path / "results.csv"
+    writer = results.CsvWriter(path, env, run_id="r")
+    writer.write(results.measured_row(spec, {}, 0, window))
+    writer.write(results.measured_row(dataclasses.replace(spec, process=1), {}, 0, window))
+    assert results.completed(path, env) == {(results.config_key(spec), 0): 1, (results.config_key(spec), 1): 1}
+    for key, other in (("git_commit", "0123456789ab"), ("boot_id", "another-boot"), ("torch", "0.0")):
+        assert results.completed(path, {**env, key: other}) == {}, key
 
 
 def test_sweep_reads_a_config_file_and_the_command_line_wins(tmp_path, synthetic_root):
@@ -147,14 +178,16 @@ def test_sweep_reads_a_config_file_and_the_command_line_wins(tmp_path, synthetic
     assert (tmp_path / "sweep" / "grid.json").is_file()
 
 
-def test_sweep_config_with_unknown_option_or_bad_model_is_refused(tmp_path, synthetic_root, capsys):
+def test_sweep_config_with_unknown_option_or_bad_model_is_refused(tmp_path, synthetic_root):
     config = tmp_path / "bad.json"
     config.write_text(json.dumps({"batch_sizes": [8]}))
     with pytest.raises(SystemExit, match="unknown key 'batch_sizes'"):
         sweep(tmp_path, synthetic_root, "--config", str(config))
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as refused:
         sweep(tmp_path, synthetic_root, "--models", "resnet9-w0")
-    assert "model='resnet9-w0'" in capsys.readouterr().err
+    message = str(refused.value.code)
+    assert message.startswith("pipebench sweep: model 'resnet9-w0': ") and "\n" not in message
+    assert not (tmp_path / "sweep" / "results.csv").exists()   # refused before anything ran
 
 
 def test_width_knob_scales_the_small_net():
@@ -172,7 +205,7 @@ def test_sweep_resumes_pipelines_that_fix_their_own_encoding(tmp_path, synthetic
     assert dict(zip(df.pipeline, df.encoding)) == {"tvjpeg": "jpeg", "resident": "raw"}
     capsys.readouterr()
     assert len(sweep(tmp_path, synthetic_root, *grid)) == len(df)
-    assert "2 of 2 configurations already done" in capsys.readouterr().err
+    assert "resume: 2 of 2 configuration processes already done" in capsys.readouterr().err
 
 
 def test_stage_sweep_measures_each_stage_and_resumes_past_inapplicable_ones(tmp_path, synthetic_root, capsys):
@@ -181,16 +214,20 @@ def test_stage_sweep_measures_each_stage_and_resumes_past_inapplicable_ones(tmp_
     df = sweep(tmp_path, synthetic_root, *grid)
     ok = df[df.status == "ok"]
     assert ok.groupby(["pipeline", "stage", "image_size"]).size().eq(2).all()
+    assert (ok.process == 0).all()
     assert set(ok.stage) == ({"host", "device"} if not torch.cuda.is_available() else set(harness.STAGES) - {"pin"})
     resident_host = df[(df.pipeline == "resident") & (df.stage == "host")]
     assert resident_host.status.tolist() == ["not-applicable"] * 2   # once per image size
-    # bytes per batch copied: 32 images x 3 x S x S uint8 + 32 int64 labels
+    # bytes per batch copied: 32 images x 3 x S x S uint8 (the labels live on the device)
     payload = ok[ok.pipeline == "prefetch"].groupby("image_size").batch_bytes.first()
-    assert payload.to_dict() == {32: 32 * 3 * 32 * 32 + 256, 64: 32 * 3 * 64 * 64 + 256}
+    assert payload.to_dict() == {32: 32 * 3 * 32 * 32, 64: 32 * 3 * 64 * 64}
+    # prefetch's device stage makes a round of batches_per_launch batches per step
+    device = ok[(ok.pipeline == "prefetch") & (ok.stage == "device")]
+    assert (device.images == device.steps * PipelineConfig.batches_per_launch * 32).all()
     capsys.readouterr()
     assert len(sweep(tmp_path, synthetic_root, *grid)) == len(df)
     total = 2 * 2 * len(harness.STAGES)
-    assert f"{total} of {total} configurations already done" in capsys.readouterr().err
+    assert f"resume: {total} of {total} configuration processes already done" in capsys.readouterr().err
 
 
 def test_model_only_runs_at_each_image_size(tmp_path, synthetic_root):
@@ -201,11 +238,11 @@ def test_model_only_runs_at_each_image_size(tmp_path, synthetic_root):
 def test_sweep_resumes_configs_with_unset_options(tmp_path, synthetic_root, capsys):
     """An option left at None (here max_samples) is an empty CSV cell: resume must still match."""
     args = ["sweep", "--data-root", str(synthetic_root), "--modes", "model", "--models", "resnet9-w0.25",
-            "--steps", "1", "--warmup", "0", "--repeats", "1", "--out", str(tmp_path / "s")]
+            "--steps", "1", "--warmup", "0", "--repeats", "1", "--processes", "1", "--out", str(tmp_path / "s")]
     cli.main(args)
     capsys.readouterr()
     cli.main(args)
-    assert "1 of 1 configurations already done" in capsys.readouterr().err
+    assert "resume: 1 of 1 configuration processes already done" in capsys.readouterr().err
 
 
 def test_git_commit_named_in_the_environment_wins(monkeypatch):

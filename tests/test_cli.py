@@ -70,7 +70,7 @@ def test_a_claim_named_twice_is_refused(capsys):
 @pytest.fixture(scope="module")
 def run_folder(tmp_path_factory, synthetic_root):
     out = tmp_path_factory.mktemp("run")
-    assert cli.main(["compare", "--no-isolate", "--device", "cpu", "--pipelines", "resident", "--modes", "loader",
+    assert cli.main(["compare", "--no-isolate", "--processes", "1", "--device", "cpu", "--pipelines", "resident", "--modes", "loader",
                      "--data-root", str(synthetic_root), "--max-samples", "64", "--batch-size", "16", "--steps", "2",
                      "--warmup", "0", "--repeats", "2", "--out", str(out)]) == 0
     return out

@@ -140,7 +140,7 @@ def test_harness_under_torchrun_writes_one_row_per_rank_with_the_job_rate(synthe
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "bench.cli", "compare",
            "--device", "cpu", "--pipelines", "prefetch,resident", "--modes", "loader,e2e",
            "--models", "resnet9-w0.25", "--batch-size", "16", "--steps", "2", "--warmup", "1",
-           "--repeats", "2", "--workers", "1", "--max-samples", "256", "--data-root", str(synthetic_root),
+           "--repeats", "2", "--processes", "1", "--workers", "1", "--max-samples", "256", "--data-root", str(synthetic_root),
            "--source", "synthetic", "--out", str(out)]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
@@ -149,6 +149,11 @@ def test_harness_under_torchrun_writes_one_row_per_rank_with_the_job_rate(synthe
     assert (df.status == "ok").all() and (df.world_size == 2).all()
     assert sorted(df["rank"].unique()) == [0, 1]
     assert set(df[df["mode"] == "e2e"].parallel) == {"ddp"} and set(df[df["mode"] == "loader"].parallel) == {"none"}
+    # each rank on its own equal share of the cores (the default budget under torchrun)
+    share = len(os.sched_getaffinity(0)) // 2
+    assert (df.cpus == share).all() and (df.cpu_set.astype(str).str.count(",") == 0).all()
+    sets = df.groupby("rank").cpu_set.agg(set)
+    assert sets.map(len).eq(1).all() and sets[0] != sets[1]
     for _, window in df.groupby(["pipeline", "mode", "repeat"]):
         assert len(window) == 2
         assert window.world_img_per_s.nunique() == 1   # the job's rate, the same on both ranks' rows

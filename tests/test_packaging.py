@@ -35,15 +35,17 @@ def test_the_installed_command_runs_from_a_fresh_environment(wheel, tmp_path, sy
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     python = env_dir / "bin" / "python"
+    # Not this process's PYTHONPATH (the suite may run with the checkout on it, where building the
+    # wheel left pipebench.egg-info: pip would take the project as installed and skip the wheel).
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               check=True, capture_output=True, text=True).stdout.strip())
+                               check=True, capture_output=True, text=True, env=environ).stdout.strip())
     # This environment's packages (torch, pandas, ...) without its editable install of the project:
     # a path line in a .pth file adds the folder, not the .pth files inside it.
     (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True,
-                   capture_output=True)
+                   capture_output=True, env=environ)
     command = env_dir / "bin" / "pipebench"
-    environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     outside = tmp_path / "elsewhere"
     outside.mkdir()
 

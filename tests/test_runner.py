@@ -26,7 +26,6 @@ from pipelines.base import Pipeline
 from pipelines.config import PipelineConfig
 from pipelines.dataloader import _Samples
 from pipelines.sources import JpegSet
-from torchvision import transforms
 
 PIDS = "PIPEBENCH_TEST_PIDS"   # where the hanging pipeline records its pid and its helper's
 
@@ -35,7 +34,7 @@ class Hanging(Pipeline):
     """Starts a helper process (as DataLoader workers are), records both pids, then hangs."""
     name = "hanging"
 
-    def __iter__(self):
+    def _iterate(self):
         helper = subprocess.Popen(["sleep", "300"])
         Path(os.environ[PIDS]).write_text(f"{os.getpid()} {helper.pid}")
         while True:
@@ -50,7 +49,7 @@ class Slow(Pipeline):
     """Half a second per batch: long enough to be interrupted mid-configuration."""
     name = "slow"
 
-    def __iter__(self):
+    def _iterate(self):
         for _ in range(len(self)):
             time.sleep(0.5)
             yield torch.zeros(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64)
@@ -64,7 +63,7 @@ class Crashing(Slow):
     a helper process (a DataLoader worker) behind; records the helper's pid."""
     name = "crashing"
 
-    def __iter__(self):
+    def _iterate(self):
         helper = subprocess.Popen(["sleep", "300"])
         Path(os.environ[PIDS]).write_text(str(helper.pid))
         os.kill(os.getpid(), signal.SIGKILL)
@@ -76,7 +75,7 @@ class Lingering(Slow):
     and leaves a helper process behind (as compile workers do); records both pids."""
     name = "lingering"
 
-    def __iter__(self):
+    def _iterate(self):
         threading.Thread(target=time.sleep, args=(300,), daemon=False).start()
         helper = subprocess.Popen(["sleep", "300"])
         Path(os.environ[PIDS]).write_text(f"{os.getpid()} {helper.pid}")
@@ -89,7 +88,7 @@ class Reading(Slow):
     reader does ("not a readable CIFAR-10 pickle")."""
     name = "reading"
 
-    def __iter__(self):
+    def _iterate(self):
         try:
             while True:   # reading data_batch_3
                 time.sleep(0.1)
@@ -102,7 +101,7 @@ class Stopping(Slow):
     """Four quick batches per epoch; Ctrl-C during its third epoch."""
     name = "stopping"
 
-    def __iter__(self):
+    def _iterate(self):
         if self.epoch == 2:
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(10)   # the signal is handled here
@@ -111,7 +110,7 @@ class Stopping(Slow):
 
 
 def run(tmp_path, root, *extra, command="compare", out="run") -> int:
-    return cli.main([command, "--device", "cpu", "--data-root", str(root), "--max-samples", "64",
+    return cli.main([command, "--device", "cpu", "--processes", "1", "--data-root", str(root), "--max-samples", "64",
                      "--batch-size", "16", "--steps", "2", "--warmup", "0", "--repeats", "2", "--workers", "1",
                      "--modes", "loader", "--out", str(tmp_path / out), *extra])
 
@@ -119,7 +118,7 @@ def run(tmp_path, root, *extra, command="compare", out="run") -> int:
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):   # gone (ESRCH: it ended while its stat was read)
         return False
     return state != "Z"   # a zombie is dead, only not yet reaped
 
@@ -133,7 +132,7 @@ def test_a_hang_becomes_a_timeout_row_with_stacks_and_leaves_no_process(tmp_path
     hung = df[df.pipeline == "hanging"]
     assert hung.status.tolist() == ["timeout"] and "no result within 4 s" in hung.error.iloc[0]
     dump = (tmp_path / "run" / hung.error.iloc[0].split("stacks of every thread in ")[1].split(";")[0]).read_text()
-    assert "__iter__" in dump and "test_runner.py" in dump   # where it hung
+    assert "_iterate" in dump and "test_runner.py" in dump   # where it hung
     assert (df[df.pipeline == "resident"].status == "ok").sum() == 2   # the sweep went on
     for pid in map(int, (tmp_path / "pids").read_text().split()):   # the child and its helper
         deadline = time.monotonic() + 5
@@ -254,7 +253,11 @@ def test_bad_cli_values_are_one_line_errors(tmp_path, argv, message, capsys):
 
 @pytest.mark.parametrize("values,message", [({"batch": [32]}, "unknown key 'batch'"),
                                              ({"work": [1]}, "unknown key 'work'"),
-                                             ({"out": "x"}, "unknown key 'out'")])
+                                             ({"out": "x"}, "unknown key 'out'"),
+                                             ({"grids": [{"batch": [32]}]}, "unknown key 'batch'"),
+                                             ({"grids": [{"grids": []}]}, "unknown key 'grids'"),
+                                             ({"grids": []}, '"grids" must be a list of JSON objects'),
+                                             ({"grids": {"batch_size": [8]}}, '"grids" must be a list')])
 def test_config_json_keys_must_be_whole_option_names(tmp_path, values, message):
     path = tmp_path / "grid.json"
     path.write_text(json.dumps(values))
@@ -268,7 +271,8 @@ def test_config_json_false_is_honoured(tmp_path):
     def parsed(values: dict):
         path = tmp_path / "grid.json"
         path.write_text(json.dumps(values))
-        return parser.parse_args(["sweep", "--out", "x", *cli.config_tokens(path, parser)])
+        (tokens,) = cli.config_grids(path, parser)   # one grid: the file without "grids"
+        return parser.parse_args(["sweep", "--out", "x", *tokens])
 
     args = parsed({"channels_last": False, "pin_memory": False})
     assert args.channels_last is False and args.pin_memory is False
@@ -276,13 +280,32 @@ def test_config_json_false_is_honoured(tmp_path):
     assert args.channels_last is True and args.batch_size == [8, 16]
 
 
+def test_a_config_plan_of_several_grids_runs_each_in_its_own_processes_in_rounds(tmp_path):
+    """A key "grids" holds several grids sharing the other keys; each grid runs in its own number of
+    processes, round after round across the grids."""
+    parser = cli.build_parser()
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"pipelines": ["resident"], "modes": ["loader"], "grids": [
+        {"batch_size": [8], "processes": 1}, {"batch_size": [16, 32], "seed": [0, 1], "processes": 2}]}))
+    grids = cli.config_grids(path, parser)
+    assert grids == [["--pipelines", "resident", "--modes", "loader", "--batch-size", "8", "--processes", "1"],
+                     ["--pipelines", "resident", "--modes", "loader", "--batch-size", "16,32", "--seed", "0,1",
+                      "--processes", "2"]]
+    options = [parser.parse_args(["sweep", "--device", "cpu", "--cpus", "1", *tokens]) for tokens in grids]
+    specs = cli.specs_for(options, torch.device("cpu"))
+    assert [(s.config.batch_size, s.config.seed, s.process) for s in specs] == [
+        (8, 0, 0), (16, 0, 0), (16, 1, 0), (32, 0, 0), (32, 1, 0),   # round 1: both grids
+        (16, 0, 1), (16, 1, 1), (32, 0, 1), (32, 1, 1)]              # round 2: the grid of 2 processes
+    assert {(s.pipeline, s.mode, s.cpus, s.config.num_workers) for s in specs} == {("resident", "loader", 1, 1)}
+
+
 def test_a_corrupt_jpeg_names_its_sample():
     files = [b"\xff\xd8 not a jpeg", b"junk", b"junk"]
     jpeg = JpegSet(np.frombuffer(b"".join(files), np.uint8), np.cumsum([0, *map(len, files)]), 90)
     data = type("Data", (), {"images": None, "labels": np.zeros(3, np.int64), "jpeg": jpeg})()
-    samples = _Samples(data, transforms.ToTensor(), "test")
+    samples = _Samples(data, 32, None, "test")
     with pytest.raises(ValueError, match="sample 1 of the test JPEG copy cannot be decoded"):
-        samples[1, 0]
+        samples[1, 0, 0, False]   # key: (index, dy, dx, flip)
 
 
 def test_prefetch_a_new_iterator_ends_the_previous_one_and_the_epoch_is_fixed_at_start(synthetic_root):
@@ -367,7 +390,8 @@ def test_a_killed_parent_leaves_no_process_of_its_run(tmp_path, synthetic_root):
     code = (f"import sys, pipelines; pipelines._REGISTRY['hanging'] = ({__name__!r}, 'Hanging'); "
             "from bench import cli; sys.exit(cli.main(sys.argv[1:]))")
     path = os.pathsep.join([str(Path(__file__).parent), str(Path(__file__).parents[1])])
-    parent = subprocess.Popen([sys.executable, "-c", code, "compare", "--device", "cpu", "--pipelines", "hanging",
+    parent = subprocess.Popen([sys.executable, "-c", code, "compare", "--device", "cpu", "--processes", "1",
+                               "--pipelines", "hanging",
                                "--modes", "loader", "--max-samples", "64", "--batch-size", "16", "--steps", "2",
                                "--warmup", "0", "--repeats", "1", "--workers", "1", "--data-root", str(synthetic_root),
                                "--out", str(tmp_path / "run")],

@@ -3,6 +3,7 @@ CPU; on a GPU, that a captured step trains the same model as the eager one."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -55,7 +56,7 @@ def test_trainer_refuses_a_captured_step_without_cuda():
 
 def run_cli(tmp_path, root, *extra, command="compare") -> pd.DataFrame:
     out = tmp_path / "run"
-    cli.main([command, "--no-isolate", "--device", "cpu", "--data-root", str(root), "--max-samples", "256", "--batch-size", "32",
+    cli.main([command, "--no-isolate", "--processes", "1", "--device", "cpu", "--data-root", str(root), "--max-samples", "256", "--batch-size", "32",
               "--steps", "2", "--warmup", "1", "--repeats", "2", "--models", "resnet9-w0.25",
               "--pipelines", "resident", "--modes", "model,e2e", "--out", str(out), *extra])
     return pd.read_csv(out / "results.csv", keep_default_na=False)
@@ -81,7 +82,7 @@ def test_sweep_resume_tells_step_kinds_apart(tmp_path, synthetic_root, capsys):
     run_cli(tmp_path, synthetic_root, command="sweep")
     capsys.readouterr()
     df = run_cli(tmp_path, synthetic_root, "--step", "eager,graph", command="sweep")
-    assert "resume: 2 of 4 configurations already done" in capsys.readouterr().err
+    assert "resume: 2 of 4 configuration processes already done" in capsys.readouterr().err
     assert (df.step == "graph").sum() == 2 and (df[df.step == "eager"].status == "ok").sum() == 4
 
 
@@ -93,7 +94,7 @@ def test_resume_counts_rows_written_before_the_step_column_as_eager(tmp_path):
     results.CsvWriter(path, env, run_id="old").write(results.measured_row(spec, {}, 0, window))
     old = pd.read_csv(path, dtype=str, keep_default_na=False)
     old.drop(columns=["step"]).to_csv(path, index=False)
-    assert results.completed(path, env)[results.config_key(spec)] == 1
+    assert results.completed(path, env) == {(results.config_key(spec), 0): 1}
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -106,22 +107,77 @@ def test_cli_rejects_bad_step_options(tmp_path, argv, message, capsys):
     assert message in str(e.value) + capsys.readouterr().err
 
 
-@pytest.mark.parametrize("mode,pipeline,model,unit,seconds", [   # an epoch of 4 batches lasts ~1 ms, a block ~1 s
-    ("loader", "resident", "none", None, 0.2), ("model", "none", "resnet9-w0.25", harness.MODEL_BLOCK, 0.01)])
-def test_windows_of_min_seconds_are_whole_epochs_or_blocks(mode, pipeline, model, unit, seconds, synthetic_root,
-                                                           monkeypatch):
-    windows = []   # the untimed calibration window first, then the timed one
-    timed = harness.time_window
-    monkeypatch.setattr(harness, "time_window", lambda *args: windows.append(timed(*args)) or windows[-1])
-    config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64,
-                            image_size=32)
-    spec = harness.RunSpec(pipeline, mode, model, config, steps=None, min_seconds=seconds, warmup=0, repeats=1)
-    (facts, window), = harness.run(spec)
-    unit = unit or facts["steps_per_epoch"]
-    probe = windows[0]
-    assert len(probe.step_ms) == unit and window is windows[1]
-    # Sized from the calibration window (a load spike there gives a shorter timed window, not a wrong one).
-    assert len(window.step_ms) == unit * max(1, math.ceil(harness.WINDOW_MARGIN * seconds / probe.seconds))
+# (mode, pipeline, model, samples, batch, busy levels, min_seconds, the calibration's s per step,
+#  the expected steps per window at each busy level, what a window is made of)
+WINDOWS = [
+    # an epoch (4 steps, 0.044 s) fits in the 0.24 s target (min_seconds x WINDOW_MARGIN): 6 whole epochs
+    ("loader", "resident", "none", 64, 16, (0.0,), 0.2, 0.011, [24], "epochs"),
+    # an epoch of 32 steps (1.6 s) does not fit: ceil(0.24 / 0.05) = 5 steps, raised to MIN_LOADER_STEPS
+    ("loader", "resident", "none", 512, 16, (0.0,), 0.2, 0.05, [harness.MIN_LOADER_STEPS], "steps"),
+    # ... or as many steps as the target needs (ceil(0.24 / 0.011) = 22), still less than an epoch
+    ("loader", "resident", "none", 512, 16, (0.0,), 0.2, 0.011, [22], "steps"),
+    # each busy level sized on its own: the level's ms per batch is the floor of a step's time
+    # (0.06 s: 137 epochs of 4 steps of 0.11 ms; 4 epochs of 4 steps of 4 ms)
+    ("loader", "resident", "none", 64, 16, (0.0, 4.0), 0.05, 0.00011, [548, 16], "epochs"),
+    # e2e: whole epochs (4 steps, 0.044 s each) covering 0.12 s: 3 epochs
+    ("e2e", "resident", "resnet9-w0.25", 16, 4, (0.0,), 0.1, 0.011, [12], "epochs"),
+    # model-only: whole blocks of MODEL_BLOCK steps (0.5 s each) covering 0.72 s: 2 blocks
+    ("model", "none", "resnet9-w0.25", 16, 4, (0.0,), 0.6, 0.01, [2 * harness.MODEL_BLOCK], "blocks"),
+]
+
+
+@pytest.mark.parametrize("mode,pipeline,model,samples,batch,busy,seconds,step_s,expected,made_of", WINDOWS,
+                         ids=["loader-epochs", "loader-min-steps", "loader-steps", "loader-busy-levels", "e2e-epochs",
+                              "model-blocks"])
+def test_windows_of_min_seconds_are_whole_epochs_or_blocks(mode, pipeline, model, samples, batch, busy, seconds,
+                                                           step_s, expected, made_of, synthetic_root, monkeypatch):
+    """Windows are sized from the calibration (here a known seconds per step, so no timing on a loaded
+    machine decides the outcome) by the rule of `harness.window_steps`."""
+    calibrated = []
+
+    def calibrate(batches, step, device):
+        calibrated.append(step)
+        return step_s
+
+    monkeypatch.setattr(harness, "calibrate", calibrate)
+    config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=batch, max_samples=samples)
+    spec = harness.RunSpec(pipeline, mode, model, config, steps=None, min_seconds=seconds, warmup=0, repeats=1,
+                           busy_ms=busy)
+    measured = list(harness.run(spec))
+    assert len(calibrated) == 1   # one untimed calibration run sizes every window
+    unit = measured[0][0].get("steps_per_epoch") if made_of != "blocks" else harness.MODEL_BLOCK
+    steps = [len(window.step_ms) for _, window in measured]
+    assert [window.busy_ms for _, window in measured] == list(busy)
+    assert steps == [harness.window_steps(spec, unit, step_s, b) for b in busy] == expected
+    target = harness.WINDOW_MARGIN * seconds
+    for n, b in zip(steps, busy):
+        per_step = max(step_s, b / 1e3)
+        assert n * per_step >= target   # long enough by the calibration
+        if made_of == "steps":          # a loader window shorter than an epoch: as few steps as cover it
+            assert harness.MIN_LOADER_STEPS <= n < unit and (n == harness.MIN_LOADER_STEPS or (n - 1) * per_step < target)
+        else:                           # whole epochs or blocks, as few as cover it
+            assert n % unit == 0 and (n - unit) * per_step < target
+
+
+def test_calibration_runs_chunks_of_doubling_size_until_it_lasts_long_enough(monkeypatch):
+    """1, 2, 4, ... steps, each chunk ended by a synchronize, until CALIBRATION_S have passed: the seconds
+    per step of all of them (a clock that advances 0.1 s per step: 1 + 2 steps last 0.3 s >= 0.25 s)."""
+    clock, synced = [0.0], []
+    monkeypatch.setattr(harness, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(harness, "CALIBRATION_S", 0.25)
+    done = []
+
+    def step(x, y):
+        done.append(x)
+        clock[0] += 0.1
+
+    monkeypatch.setattr(harness, "sync", lambda device: synced.append(len(done)))
+    assert harness.calibrate(iter([(i, None) for i in range(100)]), step, torch.device("cpu")) == pytest.approx(0.1)
+    assert done == [0, 1, 2] and synced == [0, 1, 3]
+    monkeypatch.setattr(harness, "CALIBRATION_S", 0.65)   # 1 + 2 + 4 steps
+    done.clear(), synced.clear()
+    assert harness.calibrate(iter([(i, None) for i in range(100)]), step, torch.device("cpu")) == pytest.approx(0.1)
+    assert len(done) == 7 and synced == [0, 1, 3, 7]
 
 
 def test_report_gives_each_step_kind_its_own_sections_against_the_same_loader_rows(tmp_path):
@@ -131,14 +187,15 @@ def test_report_gives_each_step_kind_its_own_sections_against_the_same_loader_ro
                  {"mode": "e2e", "pipeline": "p", "model": "m", "step": step, "img_per_s": e2e_rate}] * 3
     rows += [{"mode": "loader", "pipeline": "p", "model": "none", "step": "", "img_per_s": 110_000}] * 3
     frame = pd.DataFrame(rows).assign(run_id="r", gpu="G", batch_size=512, num_workers=4, dtype="bfloat16",
-                                      status="ok", error="", wait_frac=0.0)
+                                      cpus=4, process=0, status="ok", error="", wait_frac=0.0)
+    frame["repeat"] = frame.groupby(["mode", "step"]).cumcount()
     frame.reindex(columns=results.COLUMNS).to_csv(tmp_path / "results.csv", index=False)
     text = report.write([tmp_path / "results.csv"], tmp_path / "out").read_text()
-    sections = {s.split("\n")[0]: s for s in text.split("\n## ")[1:]}
-    eager, graph = (sections[f"{tmp_path.name}: G, 32 px, batch 512, bfloat16, 4 workers, {k} step"]
-                    for k in ("eager", "graph"))
+    sections = {s.split("\n")[0]: s for s in text.split("\n### ")[1:]}
+    eager, graph = (sections[f"{k} step — 32 px, batch 512, bfloat16, 4 cores"] for k in ("Eager", "Graph"))
     assert "| slower than both" in eager and "| input-bound" in graph   # 106k: at the loader's 110k, below 200k
     assert "110,000" in eager and "110,000" in graph   # the loader-only row in both
+    assert "model-only 50,000" in eager and "model-only 200,000" in graph   # each against its own model-only
 
 
 def fast_rows(model: dict, loader: dict, e2e: dict) -> pd.DataFrame:
