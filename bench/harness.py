@@ -230,7 +230,7 @@ class Trainer:
     On CUDA it turns on cuDNN autotuning (`cudnn.benchmark`), as most training scripts do, except
     under DataParallel: its replicas run in new threads every step and cuDNN's autotuning cache is
     per thread, so every step autotuned again (ResNet-18, 2 x H200, 2026-11-22: 1.3k img/s with
-    benchmark on, 16.5k off). `loss` holds the last step's loss (a device tensor)."""
+    benchmark on, 16.5k off; results/2026-11-22-h200-multi-gpu/x2/dp-probe.txt). `loss` holds the last step's loss (a device tensor)."""
 
     def __init__(self, model: str, device: torch.device, precision: str, channels_last: bool,
                  accumulate: int = 1, parallel: str = "none", step: str = "eager"):

@@ -15,8 +15,8 @@ them) and normalized into the
 contract's dtype and memory format with one kernel. Labels live on the device; the epoch's order
 goes there once per epoch, pinned and asynchronous.
 
-Why this structure (H100, 2026-11-23, 16 host cores, batch 512; the probe lines in
-results/2026-11-23-h100-peers/README.md): DALI's per-sample operators (`slice` with per-sample
+Why this structure (H100, 2026-11-23, 16 host cores, batch 512; the probe and its output in
+results/2026-11-23-h100-peers/probe/): DALI's per-sample operators (`slice` with per-sample
 starts, `crop_mirror_normalize` with per-sample flips) cost more than the work they do at 32 px:
 the same graph without them, augmenting in torch, ran raw pixels at 240k img/s against 160k, and
 DALI batches of 2048 reached 400k. Decoding is then what limits `dali`: nvJPEG ("mixed") stops near
@@ -34,9 +34,8 @@ sizes differ by at most one sample, each padded by repeating its last sample to 
 incomplete last batch. Its crops and flips are drawn per epoch like the external source's, by
 position in the epoch.
 
-Loader-only on an H100 (results/2026-11-23-h100-peers/REPORT.md, batch 512, 15 threads): `dali`
-70k img/s with nvJPEG, 120k with `dali_decoder="cpu"` (which keeps a compiled ResNet-18, 73k, fed:
-98.6 % of model-only, against 81 % with nvJPEG); `dali-raw` 275k.
+Measured loader ceilings per CPU budget, for both decoders and `dali-raw`, and what they feed: the
+reference run, results/2026-11-24-h100-reference/REPORT.md.
 
 Without a GPU the same graph runs CPU-only (`device_id=None`, CPU decoder).
 """

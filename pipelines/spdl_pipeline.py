@@ -9,9 +9,8 @@ that thread's own CUDA stream, then a synchronize of that stream, so the batch i
 when handed over) -> SPDL's sink queue -> the consumer normalizes it on its own stream. Stage outputs keep the plan's
 order (`output_order="input"`).
 
-Loader-only on an H100: 52k img/s with 15 threads, each configuration in its own process
-(results/2026-11-23-h100-peers/REPORT.md); 150k the day before with every configuration in one
-process (results/2026-11-22-h100-peers) -- the cause of the difference was not established.
+Measured loader ceilings per CPU budget and what they feed: the reference run,
+results/2026-11-24-h100-reference/REPORT.md.
 
 No JPEG variant: SPDL's image decoders (`spdl.io.load_image_batch`, and `decode_image_nvjpeg`) load
 its `libspdl` extension, which links the system's FFmpeg libraries (libavutil 56-61); on the

@@ -10,8 +10,8 @@ Its output is N x C x H x W contiguous: for `channels_last` one more copy on the
 converts it, counted as part of this pipeline's cost. Workers start with config.worker_start (see
 `base.worker_options`).
 
-Loader-only on an H100: 159k img/s with 15 workers (results/2026-11-23-h100-peers/REPORT.md), enough
-for the compiled ResNet-18 (73k), 61 % of the compiled ResNet-9 w0.25 (332k).
+Measured loader ceilings per CPU budget and what they feed: the reference run,
+results/2026-11-24-h100-reference/REPORT.md.
 
 Needs timm (`pip install -e '.[peers]'`); without it the pipeline is unavailable with that reason.
 """

@@ -7,8 +7,8 @@ copy in host memory, one uint8 tensor per file -> per batch one `decode_jpeg(lis
 stack -> the shared GPU crop/flip gather -> normalize. Without a GPU it decodes on the CPU
 (libjpeg-turbo).
 
-Loader-only on an H100: 16k img/s at batch 512, against `tvjpeg`'s 17k on the same host
-(results/2026-11-23-h100-peers/REPORT.md).
+Measured loader ceilings next to `tvjpeg`'s, on the same machine: the reference run,
+results/2026-11-24-h100-reference/REPORT.md.
 
 Needs torchcodec >= 0.17 (`pip install -e '.[peers]'`); without it the pipeline is unavailable with
 that reason.

@@ -7,8 +7,8 @@ Labels live on the device; the epoch's order and crop grid are copied there once
 reused pinned buffers (`base.Uploader`): no blocking copy, not even per epoch.
 Without a GPU the same calls decode on the CPU.
 
-Loader-only on an H100: 17k img/s at batch 512 (results/2026-11-23-h100-peers/REPORT.md; 25k on the
-faster host of results/2026-11-22-h100-step): nvJPEG's per-image cost at 32 px bounds it.
+Measured loader ceilings (32 and 224 px) and what they feed: the reference run,
+results/2026-11-24-h100-reference/REPORT.md.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The claim-3 table of README.md: median time to completion per run, size and copy variant
+"""Claim 3 across runs: median time to completion per run, size and copy variant
 (`python results/2026-11-22-h100-claims/claim3_across_runs.py`)."""
 from pathlib import Path
 
