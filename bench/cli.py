@@ -343,12 +343,17 @@ def specs_for(grids: list, device: torch.device, world: distributed.World = dist
     return plan.rounds([(plan.grid(options, device, world), options.processes) for options in grids])
 
 
-def record(out: Path, command: list[str], env: dict | None = None) -> None:
-    """Append the command that wrote into `out` to its COMMAND.txt (and write environment.json)."""
+def record(out: Path, command: list[str], env: dict | None = None, once: bool = False) -> None:
+    """Append the command that wrote into `out` to its COMMAND.txt (and write environment.json);
+    `once`: not when the file already holds it (a report made again writes the same files)."""
     if env is not None:
         (out / "environment.json").write_text(json.dumps(env, indent=2) + "\n")
-    with open(out / "COMMAND.txt", "a") as f:
-        f.write(shlex.join(command) + "\n")
+    line = shlex.join(command)
+    path = out / "COMMAND.txt"
+    if once and path.is_file() and line in path.read_text().splitlines():
+        return
+    with open(path, "a") as f:
+        f.write(line + "\n")
 
 
 def _fail(command: str, error: BaseException, message: str = "") -> SystemExit:
@@ -591,9 +596,7 @@ def summary(out: Path, run_id: str | None = None) -> str:
         lines.append(f"{row.status}: {row.pipeline} {row['mode']} {row.model}: {row.error}")
     answers = report.answers(c)
     if answers:
-        (out / "ANSWER.md").write_text("\n".join(["# Which pipeline keeps the model fed", "",
-                                                  f"From `{name}` (`pipebench report {out}` for the whole report).",
-                                                  "", *[f"- {a}" for a in answers], ""]))
+        report.write_answers(out, [(name, answers)], f"`pipebench report {out}`")
         lines += ["", "The answer (also in ANSWER.md):", *[f"- {a}" for a in answers]]
     return "\n".join(lines)
 
@@ -660,7 +663,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             from . import report
             path = report.write(csvs, args.out, args.readme)
-            record(args.out, ["pipebench", *argv])
+            record(args.out, ["pipebench", *argv], once=True)
         except ValueError as e:   # an empty CSV, one that is not pipebench's
             raise _fail("report", e) from None
         except OSError as e:   # a folder that cannot be written, a file that cannot be read

@@ -321,10 +321,9 @@ def answers(c: pd.DataFrame) -> list[str]:
     if s.empty:
         return []
     order = s.assign(step_rank=s.step.map({k: i for i, k in enumerate(STEP_ORDER)}).fillna(9))
-    lines = []
-    for _, rows in order.groupby(["image_size", "model", "step_rank", "cpus"], sort=True):
-        lines.append(answer(rows))
-    return sorted(lines, key=lambda line: ("With" not in line, line))
+    found = [((-cpus, size, model, rank), answer(rows))
+             for (size, model, rank, cpus), rows in order.groupby(["image_size", "model", "step_rank", "cpus"], sort=True)]
+    return [line for _, line in sorted(found, key=lambda item: item[0])]
 
 
 # --- sections ----------------------------------------------------------------------------------
@@ -615,7 +614,9 @@ def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 # --- summary ---------------------------------------------------------------------------------
 
-SPEEDS = (500_000, 250_000, 100_000, 50_000, 25_000, 10_000)   # model step speeds the summary is keyed by
+LADDER = (2_000_000, 1_000_000, 500_000, 250_000, 100_000, 50_000, 25_000, 10_000, 5_000, 2_500, 1_000, 500, 250,
+          100)   # model step speeds (img/s) the summary's table may be keyed by
+ROWS = (4, 7)    # the fewest and most rows of that table
 SHOWN = 3   # pipelines named per cell of the summary's table (the cheapest in CPU time first)
 
 
@@ -658,9 +659,50 @@ def bus_sentence(c: pd.DataFrame) -> str | None:
             + f" — {verdict}.")
 
 
+def gpus_sentence(group: pd.DataFrame, c: pd.DataFrame) -> str | None:
+    """Where the host's bus binds with several GPUs copying at once: per payload, copy kind and image
+    size, the per-GPU copy rate at each GPU count (the job's rate over its GPUs, median of windows),
+    and the fewest GPUs at which it falls below the fastest model step measured at that size."""
+    copies = group[(group.status == "ok") & (group["mode"] == "copy") & (group["rank"] == 0)]
+    if copies.empty or copies.world_size.max() <= 1:
+        return None
+    copies = copies.assign(per_gpu=copies.world_img_per_s.fillna(copies.img_per_s) / copies.world_size)
+    models = c[c["mode"] == "model"]
+    parts, binds = [], []
+    for (size, payload, stage), rows in copies.groupby(["image_size", "payload", "stage"], sort=True):
+        per = rows.groupby("world_size").per_gpu.median()
+        parts.append(f"{payload} {stage.removeprefix('h2d-')} {size} px "
+                     + ", ".join(f"{speed_text(v)} ({plural(int(n), 'GPU')})" for n, v in per.items()))
+        fast = models[models.image_size == size]
+        if len(fast):
+            top = fast.img_per_s.max()
+            short_of = per[per < top]
+            if len(short_of):
+                binds.append(f"{payload} {stage.removeprefix('h2d-')} at {size} px from {plural(int(short_of.index[0]), 'GPU')}")
+    verdict = ("it binds for " + ", ".join(binds) if binds else
+               "it binds nowhere measured: every per-GPU copy rate stays above the fastest model step at its size")
+    return ("**Several GPUs of one host** copying at once, per GPU (img/s): " + "; ".join(parts)
+            + f" — {verdict}.")
+
+
 def fed_at(cap: pd.DataFrame, speed: float) -> pd.DataFrame:
     """The pipelines whose loader ceiling keeps a model of `speed` img/s fed (at least FED of it)."""
     return cap[cap.img_per_s >= FED * speed]
+
+
+def speeds(cap: pd.DataFrame, models: pd.DataFrame) -> list[float]:
+    """The table's rows: LADDER speeds from one step above the fastest model measured down to the
+    first speed `dataloader` keeps fed at every CPU budget, at least ROWS[0] (extended upwards), at
+    most ROWS[1]."""
+    top = models.img_per_s.max() if len(models) else cap.img_per_s.max()
+    start = max([i for i, v in enumerate(LADDER) if v > top] or [0])
+    bases = [baseline(here) for _, here in cap.groupby("cpus")]
+    end = start
+    while end < len(LADDER) - 1 and not all(b is not None and b.img_per_s >= FED * LADDER[end] for b in bases):
+        end += 1
+    end = min(end, start + ROWS[1] - 1)
+    start = max(0, min(start, end - ROWS[0] + 1))
+    return list(LADDER[start:end + 1])
 
 
 def which_table(c: pd.DataFrame, setting: tuple) -> pd.DataFrame:
@@ -668,8 +710,9 @@ def which_table(c: pd.DataFrame, setting: tuple) -> pd.DataFrame:
     the cheapest in CPU time first, and their speed-up over `dataloader` at that speed."""
     cap = ceilings(c)
     cap = cap[(cap[SETTING] == pd.Series(dict(zip(SETTING, setting)))).all(axis=1)]
+    models = c[(c["mode"] == "model") & (c[SETTING] == pd.Series(dict(zip(SETTING, setting)))).all(axis=1)]
     rows = []
-    for speed in SPEEDS:
+    for speed in speeds(cap, models):
         row = {"model trains at": f"{speed_text(speed)} img/s"}
         for cpus in sorted(cap.cpus.unique(), reverse=True):
             here = cap[cap.cpus == cpus]
@@ -731,14 +774,14 @@ def accuracy_sentence(df: pd.DataFrame) -> str | None:
     return (f"**Time to accuracy** ({epochs}{code(first.model)}, {first.step} step, "
             f"{first.cpus:.0f} cores; median wall time of the epochs, restarts included): {times}; "
             f"test accuracy on {data} test split "
-            f"{100 * runs.test_accuracy.min():.1f}–{100 * runs.test_accuracy.max():.1f}% over all "
+            f"{pct(runs.test_accuracy.min()).rstrip('%')}–{pct(runs.test_accuracy.max())} over all "
             f"{len(runs)} runs.")
 
 
 def summary(name: str, group: pd.DataFrame, report: str, plots: dict[str, str]) -> list[str]:
     """The short answer of one run (Markdown lines, at most about 25), for SUMMARY.md and the README
     block: host transfer, which pipeline by model speed and cores, large JPEG images, time to
-    accuracy, one plot; each only where the run measured it."""
+    accuracy, the bus shared by several GPUs, one plot; each only where the run measured it."""
     single = label_variants(group[(group.world_size == 1) & (group.parallel == "none")])
     c = cells(single)
     commit = ", ".join(sorted(set(group.git_commit))) or "?"
@@ -751,15 +794,25 @@ def summary(name: str, group: pd.DataFrame, report: str, plots: dict[str, str]) 
     main = main[main.image_size == 32] if (main.image_size == 32).any() else main
     if len(main):
         setting = tuple(main.iloc[0][SETTING])
-        lines += ["", "**Which pipeline keeps a model fed** at 32 px (batch 512): the pipelines whose loader ceiling "
+        lines += ["", f"**Which pipeline keeps a model fed** at {int(setting[0])} px (batch {int(setting[1])}): the pipelines "
+                  "whose loader ceiling "
                   f"is at least {FED:.0%} of the model's speed, cheapest in CPU time first (+N: N more in the report), "
                   "and how much faster than `dataloader` the model then trains:", "", table(which_table(c, setting))]
-    for sentence in (jpeg_sentence(c), accuracy_sentence(single)):
+    for sentence in (jpeg_sentence(c), accuracy_sentence(single), gpus_sentence(group, c)):
         if sentence:
             lines += ["", sentence]
     if plots.get("cores"):
         lines += ["", f"![loader ceiling by CPU cores per GPU]({plots['cores']})"]
     return lines
+
+
+def write_answers(out: Path, found: list[tuple[str, list[str]]], whole: str) -> None:
+    """OUT/ANSWER.md: each run's answers (`answers`), one line per situation; `whole` says where the
+    whole report is (Markdown)."""
+    lines = ["# Which pipeline keeps the model fed", ""]
+    for name, said in found:
+        lines += [f"From `{escape(name)}` ({whole} for the whole report).", "", *[f"- {a}" for a in said], ""]
+    (out / "ANSWER.md").write_text("\n".join(lines))
 
 
 README_START, README_END = "<!-- summary: generated by pipebench report --readme -->", "<!-- end of summary -->"
@@ -778,8 +831,9 @@ def update_readme(readme: Path, summary_lines: list[str], folder: str) -> None:
 
 
 def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Path:
-    """Write out/REPORT.md (the summary of each run first) and its plots, and out/SUMMARY.md; with
-    `readme`, its summary block too (one run only). Returns the report's path."""
+    """Write out/REPORT.md (the summary of each run first) and its plots, out/SUMMARY.md and
+    out/ANSWER.md (each run's answers); with `readme`, its summary block too (one run only).
+    Returns the report's path."""
     df = load(paths)
     found = runs(df)
     if readme is not None and len(found) != 1:
@@ -792,6 +846,9 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Pat
         sections += run_sections(name, group, out, f"run{i}", plots)
         briefs.append((name, summary(name, group, "REPORT.md", plots)))
     (out / "SUMMARY.md").write_text("\n".join(["# Summary", "", *[line for _, brief in briefs for line in [*brief, ""]]]))
+    said = [(name, answers(cells(label_variants(group[group["rank"] == 0])))) for name, group in found]
+    if any(a for _, a in said):
+        write_answers(out, [(n, a) for n, a in said if a], "[REPORT.md](REPORT.md)")
     parts = ["# Report", "", "Sources: " + ", ".join(f"`{escape(Path(p).as_posix())}`" for p in paths), "",
              *[line for _, brief in briefs for line in ["## Summary", "", *brief, ""]],
              TIMERS, "", __doc__.split("\n\n", 2)[2].strip(), "", *sections]

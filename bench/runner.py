@@ -144,7 +144,16 @@ def signals_as_interrupts():
             signal.signal(s, h)
 
 
+# Children leave by os._exit (module docstring), so the named semaphores of their DataLoader queues
+# are unlinked by multiprocessing's resource tracker instead of their finalizers, and the tracker
+# would warn at the end of every run about semaphores "leaked" (and then cleaned up). Silenced in the
+# tracker only: it starts with this process's -W options (set before it starts).
+QUIET_TRACKER = "ignore:resource_tracker:UserWarning"
+
+
 def _context():
+    if QUIET_TRACKER not in sys.warnoptions:
+        sys.warnoptions.append(QUIET_TRACKER)
     ctx = multiprocessing.get_context("forkserver")
     # torch imported once there; nothing there may initialize CUDA (importing torch._inductor does),
     # or no child forked from it could use the GPU

@@ -625,3 +625,34 @@ def test_stability_counts_the_workers_a_forkserver_started(synthetic_root):
                     for c in (task / "children").read_text().split()}
         assert len(workers) >= 2 and not workers & children   # grandchildren: the forkserver's children
         assert row["children"] >= len(children | workers)
+
+
+LEAK = '''
+import multiprocessing, os, sys
+
+def leave_like_a_configuration():
+    held = multiprocessing.get_context("forkserver").Semaphore()   # a DataLoader queue's kind, still held
+    os._exit(0)                                                    # when a configuration process leaves
+
+if __name__ == "__main__":
+    if sys.argv[1] == "runner":
+        from bench import runner
+        ctx = runner._context()
+    else:
+        ctx = multiprocessing.get_context("forkserver")
+    process = ctx.Process(target=leave_like_a_configuration)
+    process.start()
+    process.join()
+'''
+
+
+def test_configurations_leaving_by_os_exit_end_a_run_without_a_leaked_semaphore_warning(tmp_path):
+    """The resource tracker unlinks what a configuration process left; through the runner's context
+    it does so without warning the user at the end of the run (without it, it warns)."""
+    script = tmp_path / "leak.py"
+    script.write_text(LEAK)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    stderr = {how: subprocess.run([sys.executable, str(script), how], env=env, capture_output=True, text=True,
+                                  timeout=120).stderr for how in ("plain", "runner")}
+    assert "leaked semaphore" in stderr["plain"]
+    assert "leaked semaphore" not in stderr["runner"] and "Traceback" not in stderr["runner"], stderr["runner"]
