@@ -407,10 +407,16 @@ def test_a_killed_parent_leaves_no_process_of_its_run(tmp_path, synthetic_root):
     finally:
         parent.kill()
         parent.wait()
-    deadline = time.monotonic() + 5
-    while any(map(alive, started)) and time.monotonic() < deadline:
+    assert_all_end(started, seconds=5)
+
+
+def assert_all_end(pids, seconds: float) -> None:
+    """Every process of `pids` ends within `seconds`; any left is killed (so no test leaves one) and
+    named in the failure."""
+    deadline = time.monotonic() + seconds
+    while any(map(alive, pids)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:80] for pid in started if alive(pid)}
+    left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:80] for pid in pids if alive(pid)}
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left
@@ -437,13 +443,7 @@ def test_dataloader_workers_end_when_the_process_that_built_the_loader_is_killed
     finally:
         owner.kill()
         owner.wait()
-    deadline = time.monotonic() + 6
-    while any(map(alive, started)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:80] for pid in started if alive(pid)}
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
-    assert not left
+    assert_all_end(started, seconds=6)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
