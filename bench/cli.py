@@ -178,7 +178,8 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                         "processes shows how much a result moves (default: %(default)s)")
     p.add_argument("--busy-ms", type=_ms_list,
                    help="loader mode: the headspace levels, ms per batch the GPU is kept busy by a synthetic "
-                        "step after each batch (0: an idle GPU); the best level is the loader ceiling (default: "
+                        "step after each batch (0: an idle GPU); the report's loader ceiling rests on the levels "
+                        "at which the pipeline, not that step, was the limit (default: "
                         f"{','.join(f'{b:g}' for b in harness.BUSY_MS)} on CUDA, 0 on CPU)")
     p.add_argument("--epochs", type=_positive(int), default=10,
                    help="train mode: epochs trained before the test accuracy (default: %(default)s)")

@@ -7,7 +7,7 @@ Modes (what each timer includes):
     method. Level 0 is the bare loop on an idle GPU; the busy levels measure the pipeline under the
     conditions of training (GPU clocks up, host free while the device works), and the rates against
     the levels are the pipeline's headspace curve: the crossover for a model of any step time. The
-    pipeline's loader ceiling is its best level.
+    report derives the pipeline's loader ceiling from the levels (`bench.report.ceilings`).
   - model:  the same training step as e2e on one synthetic batch already on the device, no
     pipeline. Compute ceiling.
   - e2e:    the training step (forward, cross-entropy, backward, SGD) on the pipeline's batches.

@@ -43,6 +43,7 @@ from .plan import READS  # noqa: E402
 FED = 0.95    # e2e / model-only at or above this: the model is kept fed
 AT = 0.95     # e2e / loader ceiling at or above this: e2e is at the ceiling
 DRIFT = 0.05  # a process whose windows moved more than this (last vs first) is listed
+BOUND = 0.8   # a busy level delivering less than this share of the step's rate: the pipeline was the limit there
 KEY = ["mode", "stage", "payload", "pipeline", "model", "step", "image_size", "batch_size", "dtype", "cpus", "busy_ms"]
 SETTING = ["image_size", "batch_size", "dtype"]
 STEP_ORDER = ["eager", "graph", "compile"]
@@ -59,13 +60,15 @@ NUMERIC = {"process": 0, "busy_ms": 0.0, "cpus": math.nan, "steady_img_per_s": m
 TEXT = {"stage": "", "step": "", "payload": "", "copy": "", "parallel": "none", "git_commit": "", "boot_id": "",
         "hostname": "", "run_id": "", "error": "", "gpu": "", "cpu_model": "", "peers": "", "dali": ""}
 
-TIMERS = """\
+TIMERS = f"""\
 What each timer includes (`bench/harness.py`): every window starts and ends with a device
 synchronize and covers exactly its steps; warm-up, the run that sizes the windows and pipeline
 construction (including a resident upload) are outside. **loader**: iterate the pipeline with no
 model; the consumer reads each batch (one tiny kernel) and, at a headspace level of t ms, keeps the
 GPU busy t ms per batch (`torch.cuda._sleep`): level 0 is an idle GPU; the **loader ceiling** is
-the best level. **model**: the training step on one batch already on the device. **e2e**: the
+the median of the busy levels at which the pipeline, not the synthetic step, was the limit (it
+delivered less than {BOUND:.0%} of batch / t), or its idle-GPU rate where it outran the step at every busy
+level. **model**: the training step on one batch already on the device. **e2e**: the
 training step on the pipeline's batches, windows of whole epochs (epoch restarts included).
 **restart**: median host wait of the steps that began an epoch. **CPU s / 1k img**: user + system
 CPU seconds of the whole process tree (workers included) per 1,000 images. **stage**: one stage of
@@ -203,9 +206,6 @@ def overlaps(a, b) -> bool:
 def ties(a, b) -> bool:
     """Whether two cells' medians differ by less than the larger of their between-process ranges."""
     return abs(a.img_per_s - b.img_per_s) <= max(a.hi - a.lo, b.hi - b.lo)
-
-
-BOUND = 0.8   # a busy level delivering less than this share of the step's rate: the pipeline was the limit there
 
 
 def ceilings(c: pd.DataFrame) -> pd.DataFrame:
@@ -527,7 +527,7 @@ def run_sections(name: str, group: pd.DataFrame, out: Path, slug: str, plots: di
         cores = cores_table(c, setting)
         if len(cores):
             parts += [f"### Loader ceilings by CPU cores per GPU — {here}", "",
-                      "The best headspace level's rate (img/s), per pipeline and CPU budget:", "", table(cores), "",
+                      "The loader ceiling (img/s; the rule above), per pipeline and CPU budget:", "", table(cores), "",
                       "CPU seconds per 1,000 images and epoch restart at that level:", "", table(cost_table(c, setting)), ""]
             plot = out / f"cores-{slug}-{size}px.png"
             if cores_plot(c, setting, plot, f"{name}: loader ceiling by CPU cores, {here}"):
