@@ -233,21 +233,6 @@ def normalize(images: torch.Tensor, config: PipelineConfig) -> torch.Tensor:
     return torch.addcmul(shift, x, scale, out=out)
 
 
-def hand_over(images: torch.Tensor, labels: torch.Tensor, batches: list, ready, consumer):
-    """The batches of one round made ahead on a side stream (`prefetch`, `resident`), as views of its
-    images and labels (one per index array of `batches`). On CUDA the consumer's stream first waits
-    on the round's `ready` event and the tensors are recorded on it, so the caching allocator does
-    not reuse them while the consumer may read them; `ready` is None on the CPU."""
-    if ready is not None:
-        consumer.wait_event(ready)
-        images.record_stream(consumer)
-        labels.record_stream(consumer)
-    at = 0
-    for index in batches:
-        yield images[at:at + len(index)], labels[at:at + len(index)]
-        at += len(index)
-
-
 def worker_options(config: PipelineConfig, preload: str, workers: int) -> dict[str, object]:
     """DataLoader arguments for `workers` workers: how they start (`worker_context`) and an init
     function (`_init_worker`) that puts each worker on the cores of the process building the loader

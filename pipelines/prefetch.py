@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .base import Pipeline, Stages, crop_windows, gather_crops, hand_over, normalize, pad_images
+from .base import Pipeline, Stages, crop_windows, gather_crops, normalize, pad_images
 from .config import CHANNELS
 
 
@@ -153,7 +153,14 @@ class PrefetchPipeline(Pipeline):
             for g, group in enumerate(groups):
                 images, labels, ready = pending.pop(g).result()
                 submit(g + ahead)   # its slot's last copy was launched before this group's was
-                yield from hand_over(images, labels, group, ready, consumer)
+                if self.cuda:
+                    consumer.wait_event(ready)
+                    images.record_stream(consumer)
+                    labels.record_stream(consumer)
+                at = 0
+                for index in group:
+                    yield images[at:at + len(index)], labels[at:at + len(index)]
+                    at += len(index)
         finally:   # an abandoned epoch must not leave producers writing into the slots
             self._end_active()
 

@@ -27,7 +27,7 @@ from collections import deque
 
 import torch
 
-from .base import Pipeline, Stages, gather_crops, hand_over, normalize, pad_images
+from .base import Pipeline, Stages, gather_crops, normalize, pad_images
 
 
 class ResidentPipeline(Pipeline):
@@ -77,7 +77,14 @@ class ResidentPipeline(Pipeline):
                 ahead.append((made_group, ready))
                 made, start = made + 1, start + n
             (images, labels, sizes), ready = ahead.popleft()
-            yield from hand_over(images, labels, sizes, ready, consumer)
+            if self.cuda:
+                consumer.wait_event(ready)
+                images.record_stream(consumer)
+                labels.record_stream(consumer)
+            at = 0
+            for index in sizes:
+                yield images[at:at + len(index)], labels[at:at + len(index)]
+                at += len(index)
 
     def _side(self):
         return torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext()
