@@ -380,7 +380,7 @@ def cost_table(c: pd.DataFrame, setting: tuple) -> pd.DataFrame:
     cap = cap[(cap[SETTING] == pd.Series(dict(zip(SETTING, setting)))).all(axis=1)]
     if cap.empty:
         return pd.DataFrame()
-    text = [f"{r.cpu:.2f} s, {'—' if pd.isna(r.restart) else f'{r.restart:,.0f} ms'}" for r in cap.itertuples()]
+    text = [f"{r.cpu:.2g} s, {'—' if pd.isna(r.restart) else f'{r.restart:,.0f} ms'}" for r in cap.itertuples()]
     view = cap.assign(text=text).pivot(index="pipeline", columns="cpus", values="text")
     view = view[sorted(view.columns, reverse=True)].fillna("—")
     view.columns = [f"{int(k)} cores" for k in view.columns]
@@ -454,7 +454,7 @@ def headspace_plot(loader: pd.DataFrame, batch: int, models: pd.DataFrame, path:
 def situation_table(s: pd.DataFrame) -> pd.DataFrame:
     rows = [{"pipeline": r.pipeline, "loader ceiling": r.ceiling_text, "e2e img/s": r.e2e_text,
              "e2e / model": pct(r.share), "host wait": pct(r.wait) if not pd.isna(r.wait) else "—",
-             "CPU s / 1k img": "—" if pd.isna(r.cpu) else f"{r.cpu:.2f}",
+             "CPU s / 1k img": "—" if pd.isna(r.cpu) else f"{r.cpu:.2g}",
              "verdict": r.verdict + (" — **above the loader ceiling**" if r.above_ceiling else "")}
             for r in s.sort_values("img_per_s", ascending=False).itertuples()]
     return pd.DataFrame(rows)
