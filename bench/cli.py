@@ -188,7 +188,7 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                         "step captured in one CUDA graph and replayed), compile (torch.compile, then the same "
                         "capture); every kind runs model-only and e2e. graph / compile need CUDA (skipped rows "
                         "elsewhere), last-batch drop, no --parallel dp, no torchrun, no float16 "
-                        "(default: eager,graph on CUDA, eager on CPU)")
+                        "(default: eager,graph on one CUDA GPU; eager on a CPU, under torchrun and with --parallel dp)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
     p.add_argument("--image-size", type=_int_list, default=[32],
                    help="list; px per side, multiples of 32: the set upscaled (default: 32)")

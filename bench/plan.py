@@ -69,11 +69,12 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
         refusal = machine.budget_refusal(cpus, world.local_world_size)
         if refusal:
             raise ValueError(refusal)
-    kinds = o.step or (["eager", "graph"] if cuda else ["eager"])
+    parallel = "ddp" if world.distributed else o.parallel
+    # a captured step runs one model on one GPU: under DDP or DataParallel the default is eager only
+    kinds = o.step or (["eager", "graph"] if cuda and parallel == "none" else ["eager"])
     modes = o.modes or (["loader", "model", "e2e", "stage", "copy"] if cuda else ["loader", "model", "e2e"])
     models = o.models or (["resnet18"] if cuda else ["resnet9-w0.25"])
     dtypes = o.dtype or ["bfloat16" if cuda else "float32"]
-    parallel = "ddp" if world.distributed else o.parallel
     for kind in kinds:   # what a captured step refuses on this GPU is refused here (no CUDA: skipped rows)
         for dtype in dtypes:
             refusal = harness.step_refusal(kind, device, dtype, parallel, o.last_batch)

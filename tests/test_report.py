@@ -240,12 +240,14 @@ def test_several_gpus_get_a_scaling_section_and_a_summary_line_saying_where_the_
         for gpus, share in ((1, 1.0), (2, 0.9), (4, 0.6)):
             job = one * gpus * share
             rows += [row("copy", "none", job / gpus, payload="uint8", stage=stage, world_size=gpus, rank=r,
-                         world_img_per_s=job, parallel="none" if gpus == 1 else "ddp", repeat=w)
+                         world_img_per_s=job, parallel="none" if gpus == 1 else "ddp", repeat=w,
+                         peak_gpu_mem_mb=100 + 10 * r)
                      for r in range(gpus) for w in range(2)]
     text = report.write([write(tmp_path, rows)], tmp_path / "out").read_text()
     section = text.split("### Several GPUs")[1]
     pinned4 = next(line for line in section.splitlines() if "h2d-pinned" in line and "|      4 |" in line)
     assert "33,600,000" in pinned4 and "8,400,000" in pinned4 and "60%" in pinned4   # job, per GPU, vs 1 GPU
+    assert pinned4.rstrip(" |").endswith("130")   # the largest peak memory of any rank
     assert "- 4 GPUs: per-GPU rate from 60%" in section
     summary = (tmp_path / "out" / "SUMMARY.md").read_text()
     assert ("**Several GPUs of one host** copying at once, per GPU (img/s): uint8 pageable 32 px 2M (1 GPU), "

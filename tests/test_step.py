@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from bench import claims, cli, harness, report, results
+from bench import claims, cli, distributed, harness, plan, report, results
 from pipelines import sources
 from pipelines.config import PipelineConfig
 
@@ -266,3 +266,17 @@ def test_captured_step_refuses_a_batch_of_another_shape():
     trainer(x, y)
     with pytest.raises(ValueError, match="needs one batch shape"):
         trainer(x[:4], y[:4])
+
+
+@pytest.mark.parametrize("extra,world", [([], distributed.World(rank=0, world_size=2, local_world_size=2)),
+                                         (["--parallel", "dp"], distributed.World())])
+def test_on_cuda_the_default_step_is_eager_under_ddp_and_dataparallel(extra, world):
+    """A captured step runs one model on one GPU, so the default that adds `graph` on one GPU must
+    not refuse a torchrun or DataParallel run (planned for a CUDA device; nothing runs)."""
+    options = cli.build_parser().parse_args(["compare", "--models", "resnet9-w0.25", "--modes", "model",
+                                             "--cpus", "1", *extra])
+    specs = plan.grid(options, torch.device("cuda"), world)
+    assert {s.step for s in specs} == {"eager"}
+    alone = plan.grid(cli.build_parser().parse_args(["compare", "--models", "resnet9-w0.25", "--modes", "model",
+                                                     "--cpus", "1"]), torch.device("cuda"))
+    assert sorted({s.step for s in alone}) == ["eager", "graph"]   # one GPU: both kinds
