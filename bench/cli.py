@@ -171,7 +171,7 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                         "(default: resnet18 on CUDA, resnet9-w0.25 on CPU)")
     p.add_argument("--cpus", type=_int_list,
                    help="list; CPU cores per GPU: each configuration (its workers and threads too) runs on that "
-                        "many cores, and the worker count follows (cores - 1) unless --workers is given "
+                        "many cores, and the worker count follows (cores - 1, at least 1) unless --workers is given "
                         "(default: every core this process may use; under torchrun, an equal share per rank)")
     p.add_argument("--processes", type=_positive(int), default=2,
                    help="independent processes per configuration, run in rounds (A B A B), so a range between "
@@ -288,10 +288,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume-other-commit", action="store_true",
                    help="resume into OUT although its rows were measured at another commit (a reference result "
                         "is one commit: by default this is refused)")
-    p = sub.add_parser("report", help="write REPORT.md and plots from runs' results")
+    p = sub.add_parser("report", help="write REPORT.md and plots from runs' results",
+                       description="Generate the report of one or more runs from their results.csv: REPORT.md "
+                                   "(each run's summary, then its sections), SUMMARY.md, ANSWER.md and the plots, "
+                                   "the same bytes from the same rows; the command is recorded in OUT/COMMAND.txt. "
+                                   "Rows of different files, commits or machines are never pooled.")
     p.add_argument("csv", nargs="+", type=Path, metavar="RUN", help="run folders (holding results.csv) or "
                    "results CSV files")
-    p.add_argument("--out", type=Path, required=True, help="folder for REPORT.md, SUMMARY.md and the PNGs")
+    p.add_argument("--out", type=Path, required=True, help="folder for REPORT.md, SUMMARY.md, ANSWER.md, the PNGs and COMMAND.txt")
     p.add_argument("--readme", type=Path, help="also write the summary into this Markdown file, between its lines "
                    f"{report.README_START} and {report.README_END} (links relative to the file)")
     p = sub.add_parser("claims", help="test the common advice on feeding a GPU, one experiment per claim",
@@ -357,6 +361,19 @@ def record(out: Path, command: list[str], env: dict | None = None, once: bool = 
         f.write(line + "\n")
 
 
+def resume_command(argv: list[str], out: Path) -> str:
+    """The command that resumes this run: `sweep` with the same options into the same folder."""
+    tokens, skip = ["pipebench", "sweep"], False
+    for token in argv[1:]:
+        if skip:
+            skip = False
+        elif token == "--out":
+            skip = True
+        elif not token.startswith("--out="):
+            tokens.append(token)
+    return shlex.join([*tokens, "--out", str(out)])
+
+
 def _fail(command: str, error: BaseException, message: str = "") -> SystemExit:
     """A user-facing error as one line (`pipebench COMMAND: message`, the error's own by default);
     with --debug its traceback first."""
@@ -383,13 +400,15 @@ def run_grid(grids: list, argv: list[str]) -> int:
     try:
         with runner.folder_lock(out) if lead else contextlib.nullcontext(), runner.signals_as_interrupts():
             outcome = _run_specs(args, argv, specs, device, world, lead, out)
-    except (ValueError, results.WriteFailed) as e:   # the folder is locked, its results.csv is not
-        raise _fail(args.command, e) from None        # pipebench's, the disk is full
+    except results.WriteFailed as e:   # the disk is full: what resumes the run
+        raise _fail(args.command, e, f"{e}; `{resume_command(argv, out)}` resumes") from None
+    except ValueError as e:   # the folder is locked, its results.csv is not pipebench's
+        raise _fail(args.command, e) from None
     except (runner.Interrupted, KeyboardInterrupt) as e:
         if isinstance(e, KeyboardInterrupt):
             e = runner.Interrupted(signal.SIGINT)
         print(f"pipebench {args.command}: stopped by {e}; the rows of every finished configuration are in "
-              f"{out}/results.csv (the one running was discarded; `pipebench sweep --out {out}` resumes)",
+              f"{out}/results.csv (the one running was discarded; `{resume_command(argv, out)}` resumes)",
               file=sys.stderr)
         return e.exit_code
     finally:
@@ -597,7 +616,7 @@ def summary(out: Path, run_id: str | None = None) -> str:
         lines.append(f"{row.status}: {row.pipeline} {row['mode']} {row.model}: {row.error}")
     answers = report.answers(c)
     if answers:
-        report.write_answers(out, [(name, answers)], f"`pipebench report {out}`")
+        report.write_answers(out, [(name, answers)], f"`pipebench report {out} --out {out}`")
         lines += ["", "The answer (also in ANSWER.md):", *[f"- {a}" for a in answers]]
     return "\n".join(lines)
 

@@ -12,7 +12,8 @@ within one process are listed.
 
 Verdicts (`verdict`), per pipeline, model, step kind, image size and CPU budget, on medians:
   - fed: e2e is at least FED of model-only;
-  - inconclusive: below that, but the e2e and model-only process ranges overlap;
+  - inconclusive: below that, but the e2e and model-only process ranges overlap, or e2e lies wholly
+    above the loader ceiling's range (then the loader rows cannot name the cause);
   - input-bound: not fed and e2e is at the pipeline's loader ceiling (at least AT of it), which is
     below model-only;
   - slower than both: not fed and e2e is below the loader ceiling (the pipeline's work slows the step);
@@ -87,14 +88,16 @@ configuration's one-GPU img/s in the same run. Copy rows: every rank copies at o
 def load(paths: list[str | Path]) -> pd.DataFrame:
     """Result CSVs (a torn last line left out), with `results_file` and defaults for the columns an
     older version did not write; one-line ValueError for a file that is not pipebench's."""
-    frames = []
-    for p in paths:
+    frames, names = [], {}
+    for p in dict.fromkeys(Path(p).resolve() for p in paths):   # the same file given twice: read once
         frame = results.read_rows(p, keep_default_na=False, na_values=[""], dtype={c: str for c in TEXT})
         missing = {"pipeline", "mode", "status", "img_per_s"} - set(frame.columns)
         if frame.empty or missing:
             raise ValueError(f"{p}: no pipebench rows in it" + (f" (no column {', '.join(sorted(missing))})"
                                                                if len(frame.columns) and missing else ""))
-        frames.append(frame.assign(results_file=Path(p).parent.name or str(p)))
+        name = p.parent.name or str(p)   # a run is named by its folder; two files of one name told apart
+        names[name] = names.get(name, 0) + 1
+        frames.append(frame.assign(results_file=name if names[name] == 1 else f"{name} ({names[name]})"))
     df = pd.concat(frames, ignore_index=True)
     for column, value in {**NUMERIC, **TEXT}.items():
         df[column] = df[column].fillna(value) if column in df else value
@@ -143,10 +146,11 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     """One row per measured cell (KEY) of ok rows: median img/s over its windows, lo/hi (the range of
     its per-process medians; its windows' range with one process), n windows, p processes, and the
     medians of the other measurements."""
-    ok = df[df.status == "ok"].assign(bytes_per_image=lambda d: d.batch_bytes * d.steps / d.images,
+    ok = df[(df.status == "ok") & df.img_per_s.notna()].assign(bytes_per_image=lambda d: d.batch_bytes * d.steps / d.images,
                                       proc=lambda d: d.run_id + "#" + d.process.astype(str))
     if ok.empty:
-        return pd.DataFrame(columns=[*KEY, "img_per_s", "lo", "hi", "n", "p"])
+        return pd.DataFrame(columns=[*KEY, "img_per_s", "lo", "hi", "n", "p", "drift", "steady", "restart", "cpu",
+                                     "wait", "seconds", "compile", "accuracy", "sm_mhz", "bytes_per_image", "copy"])
     by_process = ok.groupby([*KEY, "proc"], sort=True)
     process = by_process.agg(rate=("img_per_s", "median"), accuracy=("test_accuracy", "median")).reset_index()
     drift = by_process[["repeat", "img_per_s"]].apply(_drift).rename("drift").reset_index()
@@ -246,6 +250,9 @@ def verdict(e2e, model, ceiling) -> tuple[str, str]:
         return "inconclusive", f"e2e is {pct(share)} of model-only, but their process ranges overlap"
     if ceiling is None:
         return "not fed, cause not measured", f"e2e is {pct(share)} of model-only; loader-only not measured"
+    if e2e.lo > ceiling.hi:   # the loader rows promise less than training got: they cannot name the cause
+        return "inconclusive", (f"e2e ({e2e.img_per_s:,.0f}) is above the loader ceiling's range ({rate(ceiling)}): "
+                                "the loader-only rows do not hold")
     if e2e.img_per_s >= AT * ceiling.img_per_s and ceiling.img_per_s < model.img_per_s:
         return "input-bound", (f"e2e ({e2e.img_per_s:,.0f}) is at the loader ceiling ({ceiling.img_per_s:,.0f}), "
                                f"below model-only ({model.img_per_s:,.0f})")
@@ -305,13 +312,14 @@ def answer(rows: pd.DataFrame) -> str:
     best = pool.iloc[0]
     tied = [best.pipeline] + [r.pipeline for r in pool.iloc[1:].itertuples() if ties(r.e2e, best.e2e)]
     names = " or ".join(code(p) for p in tied) if len(tied) < 3 else ", ".join(code(p) for p in tied[:-1]) + f" or {code(tied[-1])}"
-    speed = f", {best.img_per_s / base.img_per_s:.1f}× `dataloader`" if base is not None else ""
+    other = base is not None and best.pipeline != base.pipeline   # a speed-up over dataloader, not over itself
+    speed = f", {best.img_per_s / base.img_per_s:.1f}× `dataloader`" if other else ""
     within = " (within noise of each other)" if len(tied) > 1 else ""
     if fed.empty:
-        return "; ".join(parts) + (f"; no pipeline keeps it fed: the fastest, {names}{within}, reach "
-                                   f"{pct(best.share)} of model-only{speed}.")
+        return "; ".join(parts) + (f"; no pipeline keeps it fed: the fastest, {names}{within}, "
+                                   f"reach{'' if len(tied) > 1 else 'es'} {pct(best.share)} of model-only{speed}.")
     keep = ", ".join(code(p) for p in fed.pipeline)
-    faster = f" ({best.img_per_s / base.img_per_s:.1f}× faster than `dataloader`)" if base is not None else ""
+    faster = f" ({best.img_per_s / base.img_per_s:.1f}× faster than `dataloader`)" if other else ""
     return "; ".join(parts) + f"; {keep} keep{'s' if len(fed) == 1 else ''} it fed: use {names}{within}{faster}."
 
 
@@ -380,7 +388,8 @@ def cost_table(c: pd.DataFrame, setting: tuple) -> pd.DataFrame:
     cap = cap[(cap[SETTING] == pd.Series(dict(zip(SETTING, setting)))).all(axis=1)]
     if cap.empty:
         return pd.DataFrame()
-    text = [f"{r.cpu:.2g} s, {'—' if pd.isna(r.restart) else f'{r.restart:,.0f} ms'}" for r in cap.itertuples()]
+    text = [f"{'—' if pd.isna(r.cpu) else f'{r.cpu:.2g} s'}, {'—' if pd.isna(r.restart) else f'{r.restart:,.0f} ms'}"
+            for r in cap.itertuples()]
     view = cap.assign(text=text).pivot(index="pipeline", columns="cpus", values="text")
     view = view[sorted(view.columns, reverse=True)].fillna("—")
     view.columns = [f"{int(k)} cores" for k in view.columns]
@@ -789,7 +798,7 @@ def summary(name: str, group: pd.DataFrame, report: str, plots: dict[str, str]) 
     single = label_variants(group[(group.world_size == 1) & (group.parallel == "none")])
     c = cells(single)
     commit = ", ".join(sorted(set(group.git_commit))) or "?"
-    lines = [f"From one run, `{escape(name)}` (commit {escape(commit)}; {escape(', '.join(sorted(set(group.gpu))) or 'CPU')}); "
+    lines = [f"From one run, {code(name)} (commit {escape(commit)}; {escape(', '.join(sorted(set(group.gpu))) or 'CPU')}); "
              f"every number is in the [full report]({report})."]
     sentence = bus_sentence(c)
     if sentence:
@@ -815,23 +824,30 @@ def write_answers(out: Path, found: list[tuple[str, list[str]]], whole: str) -> 
     whole report is (Markdown)."""
     lines = ["# Which pipeline keeps the model fed", ""]
     for name, said in found:
-        lines += [f"From `{escape(name)}` ({whole} for the whole report).", "", *[f"- {a}" for a in said], ""]
+        lines += [f"From {code(name)} ({whole} for the whole report).", "", *[f"- {a}" for a in said], ""]
     (out / "ANSWER.md").write_text("\n".join(lines))
 
 
 README_START, README_END = "<!-- summary: generated by pipebench report --readme -->", "<!-- end of summary -->"
 
 
+def readme_block(text: str, readme: Path) -> tuple[str, str]:
+    """The README's text before its summary block and after it; ValueError unless it holds
+    README_START and then README_END, once each."""
+    if text.count(README_START) != 1 or text.count(README_END) != 1 or text.index(README_START) > text.index(README_END):
+        raise ValueError(f"{readme}: needs the line {README_START!r} and, after it, {README_END!r}, once each, "
+                         "around the summary")
+    head, rest = text.split(README_START, 1)
+    return head, rest.split(README_END, 1)[1]
+
+
 def update_readme(readme: Path, summary_lines: list[str], folder: str) -> None:
     """Replace the block between README_START and README_END with the summary, links made relative
     to the README."""
-    text = readme.read_text()
-    if README_START not in text or README_END not in text:
-        raise ValueError(f"{readme}: needs the lines {README_START!r} and {README_END!r} around the summary")
+    head, tail = readme_block(readme.read_text(), readme)
     body = "\n".join(summary_lines)
     body = re.sub(r"\]\(((?:REPORT\.md|[\w.-]+\.png)[^)]*)\)", lambda m: f"]({folder}/{m.group(1)})", body)
-    head, rest = text.split(README_START, 1)
-    readme.write_text(head + README_START + "\n" + body + "\n" + README_END + rest.split(README_END, 1)[1])
+    readme.write_text(head + README_START + "\n" + body + "\n" + README_END + tail)
 
 
 def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Path:
@@ -843,6 +859,8 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Pat
     if readme is not None and len(found) != 1:
         raise ValueError(f"--readme takes the summary of one run; these rows hold {len(found)}: "
                          + "; ".join(name for name, _ in found))
+    if readme is not None:
+        readme_block(readme.read_text(), readme)   # a README it cannot update: refused before anything is written
     out.mkdir(parents=True, exist_ok=True)
     sections, briefs = [], []
     for i, (name, group) in enumerate(found, start=1):
@@ -853,7 +871,9 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Pat
     said = [(name, answers(cells(label_variants(group[group["rank"] == 0])))) for name, group in found]
     if any(a for _, a in said):
         write_answers(out, [(n, a) for n, a in said if a], "[REPORT.md](REPORT.md)")
-    parts = ["# Report", "", "Sources: " + ", ".join(f"`{escape(Path(p).as_posix())}`" for p in paths), "",
+    else:   # no situation measured: no answer, not an older one left beside this report
+        (out / "ANSWER.md").unlink(missing_ok=True)
+    parts = ["# Report", "", "Sources: " + ", ".join(code(Path(p).as_posix()) for p in dict.fromkeys(paths)), "",
              *[line for _, brief in briefs for line in ["## Summary", "", *brief, ""]],
              TIMERS, "", __doc__.split("\n\n", 2)[2].strip(), "", *sections]
     (out / "REPORT.md").write_text("\n".join(parts))

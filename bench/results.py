@@ -288,9 +288,8 @@ class CsvWriter:
             if size is not None:
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, size)
-            resume = f"; `pipebench sweep --out {self.path.parent}` resumes" if self.columns == COLUMNS else ""
             raise WriteFailed(f"cannot write to {self.path} ({e.strerror or e}): every finished configuration's "
-                              f"rows are kept, none of this one's{resume}") from e
+                              "rows are kept, none of this one's") from e
         finally:
             if fd is not None:
                 os.close(fd)

@@ -185,7 +185,10 @@ def _child(spec: harness.RunSpec, entry, parent: int, path: list[str], environ: 
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()
     os.environ.clear()
     os.environ.update(environ)
-    faulthandler.register(signal.SIGUSR1, file=open(stacks, "w"), all_threads=True)
+    dump = open(stacks, "w")
+    dump.write(f"{MAIN_THREAD} 0x{threading.get_ident():016x}\n")   # which of the dumped threads is the main one
+    dump.flush()
+    faulthandler.register(signal.SIGUSR1, file=dump, all_threads=True)
     sys.path[:] = path
     if entry is not None:   # a pipeline registered at run time in the parent (tests, plug-ins)
         pipelines._REGISTRY[spec.pipeline] = entry
@@ -211,11 +214,17 @@ def _child(spec: harness.RunSpec, entry, parent: int, path: list[str], environ: 
     os._exit(0)
 
 
+MAIN_THREAD = "main thread:"   # the stacks file's first line names the child's main thread
+
+
 def _innermost(stack_dump: str) -> str:
-    """The main thread's innermost frame from a faulthandler dump, or ''."""
+    """The main thread's innermost frame from a faulthandler dump (the thread the file's first line
+    names; else the first thread dumped), or ''."""
     lines = stack_dump.splitlines()
-    main = next((i for i, line in enumerate(lines) if line.startswith(("Current thread", "Thread")) and
-                 "(most recent call first)" in line and i + 1 < len(lines)), None)
+    ident = lines[0].split()[-1] if lines and lines[0].startswith(MAIN_THREAD) else None
+    headers = [i for i, line in enumerate(lines) if line.startswith(("Current thread", "Thread")) and
+               "(most recent call first)" in line and i + 1 < len(lines)]
+    main = next((i for i in headers if ident and f" {ident} " in lines[i]), headers[0] if headers else None)
     return lines[main + 1].strip() if main is not None else ""
 
 

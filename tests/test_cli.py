@@ -130,3 +130,10 @@ def test_a_machine_without_a_gpu_records_no_cuda_version(monkeypatch):
     monkeypatch.setattr(torch.version, "cuda", "13.0")   # a CUDA build of torch
     env = results.environment()
     assert (env["gpu"], env["driver"], env["cuda"]) == ("", "", "")
+
+
+def test_the_command_that_resumes_a_run_keeps_its_options_and_folder():
+    assert cli.resume_command(["compare", "--pipelines", "resident", "--out", "old", "--cpus", "1,2"], Path("runs/x")) \
+        == "pipebench sweep --pipelines resident --cpus 1,2 --out runs/x"
+    assert cli.resume_command(["sweep", "--out=a b", "--models", "m.py:build"], Path("a b")) \
+        == "pipebench sweep --models m.py:build --out 'a b'"

@@ -79,7 +79,7 @@ def test_the_loader_ceiling_rests_on_the_busy_levels_the_pipeline_limited_and_e2
     assert cap.loc["q"].img_per_s == 91_000 and cap.loc["q"].levels.startswith("idle GPU")
     s = report.situations(c).set_index("pipeline")
     assert s.loc["p"].above_ceiling and not s.loc["q"].above_ceiling   # 99,000-100,000 lies above 93,000-97,000
-    assert s.loc["p"].verdict == "input-bound" and s.loc["q"].verdict == "slower than both"
+    assert s.loc["p"].verdict == "inconclusive" and s.loc["q"].verdict == "slower than both"   # p: rows disagree
     text = report.write([tmp_path / "run" / "results.csv"], tmp_path / "out").read_text()
     assert "The loader ceiling does not hold here" in text and "`p` e2e 99,500 > ceiling" in text
 
@@ -277,3 +277,31 @@ def test_answers_come_largest_cpu_budget_first(tmp_path):
         rows += processes("e2e", "resident", [[49_000]], model="m", step="eager", cpus=cpus)
     said = report.answers(report.cells(report.load([write(tmp_path, rows)])))
     assert [line.split(" per GPU")[0] for line in said] == ["With 16 cores", "With 4 cores", "With 2 cores"]
+
+
+def test_files_are_runs_of_their_own_even_in_folders_of_one_name_and_a_file_given_twice_counts_once(tmp_path):
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    first, second = write(tmp_path / "a", processes("loader", "p", [[1_000]])), write(tmp_path / "b", processes("loader", "p", [[2_000]]))
+    assert [name for name, _ in report.runs(report.load([first, second]))] == ["run", "run (2)"]
+    (name, group), = report.runs(report.load([first, first]))
+    assert len(group) == 1
+
+
+def test_a_report_without_ok_rows_is_written_and_a_readme_it_cannot_update_is_refused_first(tmp_path):
+    path = write(tmp_path, [row("loader", "p", float("nan"), status="error", error="boom")])
+    assert "boom" in report.write([path], tmp_path / "out").read_text()
+    (tmp_path / "out" / "ANSWER.md").write_text("an older answer")
+    report.write([path], tmp_path / "out")
+    assert not (tmp_path / "out" / "ANSWER.md").exists()   # no situation measured: none left beside it
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{report.README_END}\n{report.README_START}\n")   # the markers in the wrong order
+    with pytest.raises(ValueError, match="needs the line"):
+        report.write([path], tmp_path / "fresh", readme=readme)
+    assert not (tmp_path / "fresh").exists()
+
+
+def test_with_one_pipeline_the_answer_names_no_speed_up_over_itself(tmp_path):
+    rows = [*processes("model", "none", [[50_000]], model="m", step="eager"),
+            *processes("e2e", "dataloader", [[10_000]], model="m", step="eager")]
+    (text,) = report.answers(report.cells(report.load([write(tmp_path, rows)])))
+    assert text.endswith("no pipeline keeps it fed: the fastest, `dataloader`, reaches 20.0% of model-only.")
