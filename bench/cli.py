@@ -237,7 +237,8 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
     p.add_argument("--last-batch", choices=LAST_BATCH, default="drop",
                    help="drop = every timed step has a full batch; partial = each epoch's last, smaller batch "
                         "too (default: drop)")
-    p.add_argument("--max-samples", type=_positive(int), help="use only the first N samples of the split")
+    p.add_argument("--max-samples", type=_positive(int), help="use only the first N samples of the split "
+                   "(default: all on CUDA; 2,048 on a CPU, so an epoch lasts seconds)")
     p.add_argument("--steps", type=_positive(int), help="timed steps per window (default: sized by --min-window-s)")
     p.add_argument("--min-window-s", type=_positive(float),
                    help="without --steps: each window lasts at least this many seconds, sized by an untimed run "
@@ -290,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "is one commit: by default this is refused)")
     p = sub.add_parser("report", help="write REPORT.md and plots from runs' results",
                        description="Generate the report of one or more runs from their results.csv: REPORT.md "
-                                   "(each run's summary, then its sections), SUMMARY.md, ANSWER.md and the plots, "
+                                   "(every run's summary, then what each timer includes and the rules, then each run's sections), SUMMARY.md, ANSWER.md and the plots, "
                                    "the same bytes from the same rows; the command is recorded in OUT/COMMAND.txt. "
                                    "Rows of different files, commits or machines are never pooled.")
     p.add_argument("csv", nargs="+", type=Path, metavar="RUN", help="run folders (holding results.csv) or "
@@ -383,8 +384,8 @@ def _fail(command: str, error: BaseException, message: str = "") -> SystemExit:
 
 
 def run_grid(grids: list, argv: list[str]) -> int:
-    """Measure the grids (parsed options; the first one's run-wide options: output, processes,
-    deadline, device) into OUT/results.csv; the exit code (1 if a configuration failed or timed
+    """Measure the grids (parsed options, each with its own --processes; the first one's run-wide
+    options: output, deadline, device) into OUT/results.csv; the exit code (1 if a configuration failed or timed
     out). Under torchrun every process runs the same specs on its own GPU, shard and cores; rank 0
     alone writes files, one row per rank and window."""
     args = grids[0]
@@ -608,13 +609,14 @@ def summary(out: Path, run_id: str | None = None) -> str:
     except (OSError, ValueError):
         return f"\n{out}/results.csv: no rows"
     name, group = next(((n, g) for n, g in found if run_id in set(g.run_id)), found[-1])
-    c = report.cells(report.label_variants(group[(group["rank"] == 0)]))
+    seen = report.view_of(group)
+    c = seen.cells
     view = [f"{r.mode:7s} {r.stage or r.payload or '':12s} {r.pipeline:28s} {r.model:22s} {r.step or '':8s} "
             f"{r.cpus:>3.0f} cores {r.busy_ms:>5g} ms  {report.rate(r)}" for r in c.itertuples()]
     lines = [f"\n{out}/results.csv", *view] if view else [f"\n{out}/results.csv", "no successful configuration"]
     for _, row in group[~group.status.isin(["ok", "not-applicable"])].iterrows():
         lines.append(f"{row.status}: {row.pipeline} {row['mode']} {row.model}: {row.error}")
-    answers = report.answers(c)
+    answers = report.answers(c, seen.situations)
     if answers:
         report.write_answers(out, [(name, answers)], f"`pipebench report {out} --out {out}`")
         lines += ["", "The answer (also in ANSWER.md):", *[f"- {a}" for a in answers]]

@@ -41,8 +41,15 @@ READS = {
     "timm": ("worker_start", "num_workers"),
     "spdl": ("prefetch_depth", "num_workers"),
 }
+SPECIFIC = tuple(sorted({option for options in READS.values() for option in options}))   # read by some only
 VARIANT_LISTS = ("prefetch_augment", "dali_decoder", "encoding")   # options given as lists: one variant per value
 CPU_SAMPLES = 2048   # without CUDA and --max-samples: the first 2,048 images, so an epoch (an e2e window) lasts seconds
+
+
+def default(option: str):
+    """PipelineConfig's default value of `option`."""
+    field = {f.name: f for f in dataclasses.fields(PipelineConfig)}[option]
+    return field.default if field.default is not dataclasses.MISSING else field.default_factory()
 
 
 def _variants(name: str, o) -> list[dict]:
@@ -51,7 +58,7 @@ def _variants(name: str, o) -> list[dict]:
     found = [{}]
     for option in VARIANT_LISTS:
         reads = option in READS.get(name, VARIANT_LISTS)
-        values = getattr(o, option) if reads else [getattr(PipelineConfig, option)]
+        values = getattr(o, option) if reads else [default(option)]
         found = [{**v, option: value} for v in found for value in values]
     return found
 
@@ -99,7 +106,10 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
     reasons = pipelines.available()
 
     def spec(pipeline: str, mode: str, model: str, config: PipelineConfig, cpus: int, **extra) -> harness.RunSpec:
-        """Rows record, and resume matches, the config a pipeline really runs with."""
+        """Rows record, and resume matches, the config a pipeline really runs with: the options it does
+        not read at their defaults (so `--workers 1,3` runs `resident` or model-only once)."""
+        unread = [o for o in SPECIFIC if o not in READS.get(pipeline, () if pipeline == "none" else SPECIFIC)]
+        config = config.replace(**{o: default(o) for o in unread})
         if pipeline in reasons and not reasons[pipeline]:
             config = pipelines.resolve_config(pipeline, config)
         if mode in ("model", "e2e") and replicas > 1:   # DataParallel: the whole batch on one GPU

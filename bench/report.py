@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -39,7 +40,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from . import results  # noqa: E402
-from .plan import READS  # noqa: E402
+from .plan import READS, SPECIFIC  # noqa: E402
 
 FED = 0.95    # e2e / model-only at or above this: the model is kept fed
 AT = 0.95     # e2e / loader ceiling at or above this: e2e is at the ceiling
@@ -122,11 +123,13 @@ def runs(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 
 def label_variants(df: pd.DataFrame) -> pd.DataFrame:
-    """`pipeline` renamed to include its variant options (VARIANT_ALWAYS, VARIANT_WITHIN), of those
-    the pipeline reads (`plan.READS`; a pipeline it does not list: all)."""
+    """`pipeline` renamed to include its variant options (VARIANT_ALWAYS, VARIANT_WITHIN): those every
+    pipeline reads, and of those only some read (`plan.SPECIFIC`) the ones this pipeline reads
+    (`plan.READS`; a pipeline it does not list: all)."""
     df = df.copy()
     for name, rows in df[df.pipeline != "none"].groupby("pipeline"):
-        reads = READS.get(name, VARIANT_ALWAYS + VARIANT_WITHIN)
+        listed = READS.get(name, SPECIFIC)
+        reads = [c for c in VARIANT_ALWAYS + VARIANT_WITHIN if c not in SPECIFIC or c in listed]
         varying = [c for c in VARIANT_ALWAYS if c in reads and c in rows and rows[c].nunique(dropna=False) > 1]
         varying += [c for c in VARIANT_WITHIN if c in reads and c in rows and
                     rows.groupby(["cpus", "image_size"])[c].nunique(dropna=False).max() > 1]
@@ -147,7 +150,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     its per-process medians; its windows' range with one process), n windows, p processes, and the
     medians of the other measurements."""
     ok = df[(df.status == "ok") & df.img_per_s.notna()].assign(bytes_per_image=lambda d: d.batch_bytes * d.steps / d.images,
-                                      proc=lambda d: d.run_id + "#" + d.process.astype(str))
+                                      proc=lambda d: d.run_id + "#" + d.process.astype(str) + "#" + d.seed.astype(str))
     if ok.empty:
         return pd.DataFrame(columns=[*KEY, "img_per_s", "lo", "hi", "n", "p", "drift", "steady", "restart", "cpu",
                                      "wait", "seconds", "compile", "accuracy", "sm_mhz", "bytes_per_image", "copy"])
@@ -207,6 +210,11 @@ def overlaps(a, b) -> bool:
     return a.lo <= b.hi and b.lo <= a.hi
 
 
+def at_setting(frame: pd.DataFrame, setting: tuple) -> pd.DataFrame:
+    """The rows of `frame` at one setting (SETTING values)."""
+    return frame[(frame[SETTING] == pd.Series(dict(zip(SETTING, setting)))).all(axis=1)]
+
+
 def ties(a, b) -> bool:
     """Whether two cells' medians differ by less than the larger of their between-process ranges."""
     return abs(a.img_per_s - b.img_per_s) <= max(a.hi - a.lo, b.hi - b.lo)
@@ -235,7 +243,7 @@ def ceilings(c: pd.DataFrame) -> pd.DataFrame:
             first["levels"] = ", ".join(f"{b:g} ms" for b in bound.busy_ms)
         else:
             first = (idle if len(idle) else group.sort_values("img_per_s")).iloc[-1].copy()
-            first["levels"] = "idle GPU (the step was the limit at every busy level)" if len(busy) else "idle GPU"
+            first["levels"] = "idle GPU" if len(idle) else f"{first.busy_ms:g} ms, the best"
         first["idle"] = idle.img_per_s.iloc[0] if len(idle) else math.nan
         rows.append(first)
     return pd.DataFrame(rows).reset_index(drop=True)
@@ -260,11 +268,11 @@ def verdict(e2e, model, ceiling) -> tuple[str, str]:
                                 f"and model-only ({model.img_per_s:,.0f}): the pipeline's work slows the step")
 
 
-def situations(c: pd.DataFrame) -> pd.DataFrame:
-    """Per e2e cell: its model-only cell and loader ceiling (same setting, step kind, CPU budget),
-    verdict, reason and whether e2e breaks the ceiling."""
+def situations(c: pd.DataFrame, cap: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per e2e cell: its model-only cell and loader ceiling (same setting, step kind, CPU budget;
+    `cap`: `ceilings(c)` if already made), verdict, reason and whether e2e breaks the ceiling."""
     models = c[c["mode"] == "model"].set_index(["model", "step", *SETTING, "cpus"])
-    ceiling = ceilings(c).set_index(["pipeline", *SETTING, "cpus"])
+    ceiling = (ceilings(c) if cap is None else cap).set_index(["pipeline", *SETTING, "cpus"])
     rows = []
     for e in c[c["mode"] == "e2e"].itertuples():
         at = (e.image_size, e.batch_size, e.dtype, e.cpus)
@@ -274,12 +282,29 @@ def situations(c: pd.DataFrame) -> pd.DataFrame:
         cap = ceiling.loc[(e.pipeline, *at)] if (e.pipeline, *at) in ceiling.index else None
         label, why = verdict(e, m, cap)
         rows.append({**e._asdict(), "model_rate": m.img_per_s, "model_text": rate(m), "share": e.img_per_s / m.img_per_s,
-                     "ceiling": cap.img_per_s if cap is not None else math.nan,
                      "ceiling_text": rate(cap) if cap is not None else "not measured",
-                     "ceiling_cpu": cap.cpu if cap is not None else math.nan,
                      "above_ceiling": cap is not None and e.lo > cap.hi,   # the ranges apart: beyond noise
                      "verdict": label, "why": why, "e2e_text": rate(e), "e2e": e})
     return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What the tables, the summary and the answers of one run read, made once: its one-GPU rows
+    (a run under torchrun alone: rank 0's) with variant labels, their cells, loader ceilings and
+    situations."""
+    rows: pd.DataFrame
+    cells: pd.DataFrame
+    ceilings: pd.DataFrame
+    situations: pd.DataFrame
+
+
+def view_of(group: pd.DataFrame) -> RunView:
+    single = group[(group.world_size == 1) & (group.parallel == "none")]
+    rows = label_variants(single if len(single) else group[group["rank"] == 0])
+    c = cells(rows)
+    cap = ceilings(c)
+    return RunView(rows, c, cap, situations(c, cap))
 
 
 def base_name(pipeline: str) -> str:
@@ -323,9 +348,10 @@ def answer(rows: pd.DataFrame) -> str:
     return "; ".join(parts) + f"; {keep} keep{'s' if len(fed) == 1 else ''} it fed: use {names}{within}{faster}."
 
 
-def answers(c: pd.DataFrame) -> list[str]:
-    """The answer for every measured situation, largest CPU budget first."""
-    s = situations(c)
+def answers(c: pd.DataFrame, s: pd.DataFrame | None = None) -> list[str]:
+    """The answer for every measured situation (`s`: `situations(c)` if already made), largest CPU
+    budget first."""
+    s = situations(c) if s is None else s
     if s.empty:
         return []
     order = s.assign(step_rank=s.step.map({k: i for i, k in enumerate(STEP_ORDER)}).fillna(9))
@@ -370,36 +396,26 @@ def bus_table(c: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def cores_table(c: pd.DataFrame, setting: tuple) -> pd.DataFrame:
-    """Pipeline x CPU budget: the loader ceiling, at one setting."""
-    cap = ceilings(c)
-    cap = cap[(cap[SETTING] == pd.Series(dict(zip(SETTING, setting)))).all(axis=1)]
+def by_cores(cap: pd.DataFrame, text) -> pd.DataFrame:
+    """Pipeline x CPU budget of loader ceilings (one setting's), each cell `text(ceiling)`."""
     if cap.empty:
         return pd.DataFrame()
-    view = cap.assign(text=[rate(r) for r in cap.itertuples()]).pivot(index="pipeline", columns="cpus", values="text")
+    view = cap.assign(text=[text(r) for r in cap.itertuples()]).pivot(index="pipeline", columns="cpus", values="text")
     view = view[sorted(view.columns, reverse=True)].fillna("—")
     view.columns = [f"{int(k)} cores" for k in view.columns]
     return view.reset_index()
 
 
-def cost_table(c: pd.DataFrame, setting: tuple) -> pd.DataFrame:
-    """Pipeline x CPU budget: CPU seconds per 1,000 images and restart ms at the ceiling's level."""
-    cap = ceilings(c)
-    cap = cap[(cap[SETTING] == pd.Series(dict(zip(SETTING, setting)))).all(axis=1)]
-    if cap.empty:
-        return pd.DataFrame()
-    text = [f"{'—' if pd.isna(r.cpu) else f'{r.cpu:.2g} s'}, {'—' if pd.isna(r.restart) else f'{r.restart:,.0f} ms'}"
-            for r in cap.itertuples()]
-    view = cap.assign(text=text).pivot(index="pipeline", columns="cpus", values="text")
-    view = view[sorted(view.columns, reverse=True)].fillna("—")
-    view.columns = [f"{int(k)} cores" for k in view.columns]
-    return view.reset_index()
+def cost_text(r) -> str:
+    """A ceiling's CPU seconds per 1,000 images and epoch restart (medians over its levels), and the
+    levels it rests on."""
+    return (f"{'—' if pd.isna(r.cpu) else f'{r.cpu:.2g} s'}, {'—' if pd.isna(r.restart) else f'{r.restart:,.0f} ms'}"
+            f" ({r.levels})")
 
 
-def cores_plot(c: pd.DataFrame, setting: tuple, path: Path, title: str) -> bool:
-    """Loader ceiling against CPU cores per GPU, one line per pipeline; model-only rates as lines."""
-    cap = ceilings(c)
-    cap = cap[(cap[SETTING] == pd.Series(dict(zip(SETTING, setting)))).all(axis=1)]
+def cores_plot(cap: pd.DataFrame, models: pd.DataFrame, path: Path, title: str) -> bool:
+    """Loader ceiling against CPU cores per GPU (one setting's), one line per pipeline; the model-only
+    rates as horizontal lines."""
     if cap.cpus.nunique() < 2:
         return False
     fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
@@ -407,7 +423,6 @@ def cores_plot(c: pd.DataFrame, setting: tuple, path: Path, title: str) -> bool:
         rows = rows.sort_values("cpus")
         ax.errorbar(rows.cpus, rows.img_per_s, yerr=[rows.img_per_s - rows.lo, rows.hi - rows.img_per_s],
                     fmt="o-", color=f"C{i % 10}", ms=4, capsize=2, label=name)
-    models = c[(c["mode"] == "model") & (c[SETTING] == pd.Series(dict(zip(SETTING, setting)))).all(axis=1)]
     for j, ((model, step), rows) in enumerate(models.groupby(["model", "step"])):
         speed = rows.img_per_s.max()
         ax.axhline(speed, color="black", linestyle=[":", "--", "-."][j % 3], lw=0.8)
@@ -421,11 +436,6 @@ def cores_plot(c: pd.DataFrame, setting: tuple, path: Path, title: str) -> bool:
     fig.savefig(path, metadata={"Software": None})
     plt.close(fig)
     return True
-
-
-def headspace(c: pd.DataFrame, setting: tuple, cpus: float) -> pd.DataFrame:
-    loader = c[(c["mode"] == "loader") & (c.cpus == cpus) & (c[SETTING] == pd.Series(dict(zip(SETTING, setting)))).all(axis=1)]
-    return loader
 
 
 def headspace_table(loader: pd.DataFrame) -> pd.DataFrame:
@@ -464,7 +474,7 @@ def situation_table(s: pd.DataFrame) -> pd.DataFrame:
     rows = [{"pipeline": r.pipeline, "loader ceiling": r.ceiling_text, "e2e img/s": r.e2e_text,
              "e2e / model": pct(r.share), "host wait": pct(r.wait) if not pd.isna(r.wait) else "—",
              "CPU s / 1k img": "—" if pd.isna(r.cpu) else f"{r.cpu:.2g}",
-             "verdict": r.verdict + (" — **above the loader ceiling**" if r.above_ceiling else "")}
+             "verdict": r.verdict, "because": escape(r.why)}
             for r in s.sort_values("img_per_s", ascending=False).itertuples()]
     return pd.DataFrame(rows)
 
@@ -520,10 +530,10 @@ def drift_lines(c: pd.DataFrame) -> list[str]:
             for name, (_, r) in zip(what, moved.iterrows())]
 
 
-def run_sections(name: str, group: pd.DataFrame, out: Path, slug: str, plots: dict[str, str]) -> list[str]:
+def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slug: str,
+                 plots: dict[str, str]) -> list[str]:
     """The sections of one run; `plots` gets the file name of its main plot ("cores")."""
-    single = label_variants(group[(group.world_size == 1) & (group.parallel == "none")])
-    c = cells(single)
+    single, c = view.rows, view.cells
     parts = [f"## Run {escape(name)}", "", *provenance(group)]
     bus = bus_table(c)
     if len(bus):
@@ -531,20 +541,22 @@ def run_sections(name: str, group: pd.DataFrame, out: Path, slug: str, plots: di
     settings = sorted({tuple(r) for r in c[SETTING].itertuples(index=False)})
     for setting in settings:
         size, batch, dtype = setting
-        at = c[(c[SETTING] == pd.Series(dict(zip(SETTING, setting)))).all(axis=1)]
+        at, cap = at_setting(c, setting), at_setting(view.ceilings, setting)
         here = f"{size} px, batch {batch}, {dtype}"
-        cores = cores_table(c, setting)
-        if len(cores):
+        models = at[at["mode"] == "model"]
+        if len(cap):
             parts += [f"### Loader ceilings by CPU cores per GPU — {here}", "",
-                      "The loader ceiling (img/s; the rule above), per pipeline and CPU budget:", "", table(cores), "",
-                      "CPU seconds per 1,000 images and epoch restart at that level:", "", table(cost_table(c, setting)), ""]
+                      "The loader ceiling (img/s; the rule above), per pipeline and CPU budget:", "",
+                      table(by_cores(cap, rate)), "",
+                      "CPU seconds per 1,000 images and epoch restart, medians over the levels the ceiling rests "
+                      "on (in brackets; \"idle GPU\": the pipeline outran the step at every busy level):",
+                      "", table(by_cores(cap, cost_text)), ""]
             plot = out / f"cores-{slug}-{size}px.png"
-            if cores_plot(c, setting, plot, f"{name}: loader ceiling by CPU cores, {here}"):
+            if cores_plot(cap, models, plot, f"{name}: loader ceiling by CPU cores, {here}"):
                 parts += [f"![loader ceiling by cores]({plot.name})", ""]
                 plots.setdefault("cores", plot.name)
-        models = at[at["mode"] == "model"]
         for cpus in sorted(at[at["mode"] == "loader"].cpus.unique(), reverse=True):
-            loader = headspace(c, setting, cpus)
+            loader = at[(at["mode"] == "loader") & (at.cpus == cpus)]
             if loader.busy_ms.nunique() < 2:
                 continue
             plot = out / f"headspace-{slug}-{size}px-{int(cpus)}cores.png"
@@ -552,7 +564,7 @@ def run_sections(name: str, group: pd.DataFrame, out: Path, slug: str, plots: di
             parts += [f"### Headspace curves — {here}, {plural(int(cpus), 'core')}", "",
                       "Delivered img/s while the GPU is kept busy the given ms per batch:", "",
                       table(headspace_table(loader)), "", f"![headspace]({plot.name})", ""]
-        s = situations(at)
+        s = at_setting(view.situations, setting) if len(view.situations) else view.situations
         for (step, cpus), rows in (s.groupby(["step", "cpus"], sort=False) if len(s) else []):
             parts += [f"### {step.capitalize()} step — {here}, {plural(int(cpus), 'core')}", ""]
             for model, by_model in rows.groupby("model", sort=True):
@@ -598,10 +610,10 @@ def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     ok["gpus_used"] = ok.gpus.where(ok.parallel == "dp", ok.world_size).fillna(1).astype(int)
     if ok.empty or ok.gpus_used.max() <= 1:
         return pd.DataFrame(), []
-    lead = ok[ok["rank"] == 0].groupby([*SCALE_KEY, "parallel", "gpus_used"]).agg(
+    keys = [*SCALE_KEY, "parallel", "gpus_used"]
+    lead = ok[ok["rank"] == 0].groupby(keys).agg(
         job=("world_img_per_s", "median"), lo=("world_img_per_s", "min"), hi=("world_img_per_s", "max"),
         cores=("cpus", "first")).reset_index()
-    keys = [*SCALE_KEY, "parallel", "gpus_used"]
     lead = lead.merge(ok.groupby(keys).peak_gpu_mem_mb.max().rename("memory").reset_index(), on=keys, how="left")
     lead["per_gpu"] = lead.job / lead.gpus_used
     one = lead[lead.gpus_used == 1].set_index(SCALE_KEY).per_gpu
@@ -679,7 +691,7 @@ def gpus_sentence(group: pd.DataFrame, c: pd.DataFrame) -> str | None:
     copies = group[(group.status == "ok") & (group["mode"] == "copy") & (group["rank"] == 0)]
     if copies.empty or copies.world_size.max() <= 1:
         return None
-    copies = copies.assign(per_gpu=copies.world_img_per_s.fillna(copies.img_per_s) / copies.world_size)
+    copies = copies.assign(per_gpu=copies.world_img_per_s / copies.world_size)   # load(): the rank's rate alone
     models = c[c["mode"] == "model"]
     parts, binds = [], []
     for (size, payload, stage), rows in copies.groupby(["image_size", "payload", "stage"], sort=True):
@@ -718,12 +730,10 @@ def speeds(cap: pd.DataFrame, models: pd.DataFrame) -> list[float]:
     return list(LADDER[start:end + 1])
 
 
-def which_table(c: pd.DataFrame, setting: tuple) -> pd.DataFrame:
-    """Model step speed x CPU cores per GPU: the pipelines whose loader ceiling keeps that speed fed,
-    the cheapest in CPU time first, and their speed-up over `dataloader` at that speed."""
-    cap = ceilings(c)
-    cap = cap[(cap[SETTING] == pd.Series(dict(zip(SETTING, setting)))).all(axis=1)]
-    models = c[(c["mode"] == "model") & (c[SETTING] == pd.Series(dict(zip(SETTING, setting)))).all(axis=1)]
+def which_table(cap: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
+    """Model step speed x CPU cores per GPU (one setting's ceilings and model-only cells): the
+    pipelines whose loader ceiling keeps that speed fed, the cheapest in CPU time first, and their
+    speed-up over `dataloader` at that speed."""
     rows = []
     for speed in speeds(cap, models):
         row = {"model trains at": f"{speed_text(speed)} img/s"}
@@ -746,10 +756,9 @@ def which_table(c: pd.DataFrame, setting: tuple) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def jpeg_sentence(c: pd.DataFrame) -> str | None:
-    """The loader ceilings at the largest image size measured (JPEG decoders and raw pixels) against
-    the model measured there."""
-    cap = ceilings(c)
+def jpeg_sentence(c: pd.DataFrame, cap: pd.DataFrame) -> str | None:
+    """The loader ceilings (`cap`) at the largest image size measured (JPEG decoders and raw pixels)
+    against the model measured there."""
     large = cap[cap.image_size > 32]
     models = c[(c["mode"] == "model") & (c.image_size > 32)]
     if large.empty or models.empty:
@@ -791,27 +800,26 @@ def accuracy_sentence(df: pd.DataFrame) -> str | None:
             f"{len(runs)} runs.")
 
 
-def summary(name: str, group: pd.DataFrame, report: str, plots: dict[str, str]) -> list[str]:
+def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: dict[str, str]) -> list[str]:
     """The short answer of one run (Markdown lines, at most about 25), for SUMMARY.md and the README
     block: host transfer, which pipeline by model speed and cores, large JPEG images, time to
     accuracy, the bus shared by several GPUs, one plot; each only where the run measured it."""
-    single = label_variants(group[(group.world_size == 1) & (group.parallel == "none")])
-    c = cells(single)
+    c, cap = view.cells, view.ceilings
     commit = ", ".join(sorted(set(group.git_commit))) or "?"
     lines = [f"From one run, {code(name)} (commit {escape(commit)}; {escape(', '.join(sorted(set(group.gpu))) or 'CPU')}); "
              f"every number is in the [full report]({report})."]
     sentence = bus_sentence(c)
     if sentence:
         lines += ["", sentence]
-    main = ceilings(c)
-    main = main[main.image_size == 32] if (main.image_size == 32).any() else main
+    main = cap[cap.image_size == cap.image_size.min()] if len(cap) else cap   # the smallest images: CIFAR's own
     if len(main):
         setting = tuple(main.iloc[0][SETTING])
         lines += ["", f"**Which pipeline keeps a model fed** at {int(setting[0])} px (batch {int(setting[1])}): the pipelines "
                   "whose loader ceiling "
                   f"is at least {FED:.0%} of the model's speed, cheapest in CPU time first (+N: N more in the report), "
-                  "and how much faster than `dataloader` the model then trains:", "", table(which_table(c, setting))]
-    for sentence in (jpeg_sentence(c), accuracy_sentence(single), gpus_sentence(group, c)):
+                  "and how much faster than `dataloader` the model then trains:", "",
+                  table(which_table(at_setting(cap, setting), at_setting(c[c["mode"] == "model"], setting)))]
+    for sentence in (jpeg_sentence(c, cap), accuracy_sentence(view.rows), gpus_sentence(group, c)):
         if sentence:
             lines += ["", sentence]
     if plots.get("cores"):
@@ -862,13 +870,14 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Pat
     if readme is not None:
         readme_block(readme.read_text(), readme)   # a README it cannot update: refused before anything is written
     out.mkdir(parents=True, exist_ok=True)
-    sections, briefs = [], []
+    sections, briefs, said = [], [], []
     for i, (name, group) in enumerate(found, start=1):
         plots: dict[str, str] = {}
-        sections += run_sections(name, group, out, f"run{i}", plots)
-        briefs.append((name, summary(name, group, "REPORT.md", plots)))
+        view = view_of(group)
+        sections += run_sections(name, group, view, out, f"run{i}", plots)
+        briefs.append((name, summary(name, group, view, "REPORT.md", plots)))
+        said.append((name, answers(view.cells, view.situations)))
     (out / "SUMMARY.md").write_text("\n".join(["# Summary", "", *[line for _, brief in briefs for line in [*brief, ""]]]))
-    said = [(name, answers(cells(label_variants(group[group["rank"] == 0])))) for name, group in found]
     if any(a for _, a in said):
         write_answers(out, [(n, a) for n, a in said if a], "[REPORT.md](REPORT.md)")
     else:   # no situation measured: no answer, not an older one left beside this report

@@ -149,6 +149,7 @@ def signals_as_interrupts():
 # would warn at the end of every run about semaphores "leaked" (and then cleaned up). Silenced in the
 # tracker only: it starts with this process's -W options (set before it starts).
 QUIET_TRACKER = "ignore:resource_tracker:UserWarning"
+MAIN_THREAD = "main thread:"   # the first line of a child's stacks file names its main thread
 
 
 def _context():
@@ -212,9 +213,6 @@ def _child(spec: harness.RunSpec, entry, parent: int, path: list[str], environ: 
     # run finalizers at interpreter exit, which can wait for minutes; the parent ends the process
     # group (workers, compile processes) and waits at most EXIT_GRACE_S for this exit.
     os._exit(0)
-
-
-MAIN_THREAD = "main thread:"   # the stacks file's first line names the child's main thread
 
 
 def _innermost(stack_dump: str) -> str:

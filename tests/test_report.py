@@ -101,7 +101,7 @@ def situation(tmp_path, e2e: dict, loaders: dict, model=50_000) -> str:
 def test_the_answer_names_no_winner_when_the_model_is_the_limit(tmp_path):
     text = situation(tmp_path, {"dataloader": 49_000, "prefetch": 49_500, "resident": 49_800},
                      {"dataloader": 60_000, "prefetch": 600_000, "resident": 2e6})
-    assert "the model is the limit" in text and "use" not in text
+    assert "the model is the limit" in text and "use `" not in text
 
 
 def test_the_answer_recommends_a_fed_pipeline_with_its_speed_up(tmp_path):
@@ -305,3 +305,13 @@ def test_with_one_pipeline_the_answer_names_no_speed_up_over_itself(tmp_path):
             *processes("e2e", "dataloader", [[10_000]], model="m", step="eager")]
     (text,) = report.answers(report.cells(report.load([write(tmp_path, rows)])))
     assert text.endswith("no pipeline keeps it fed: the fastest, `dataloader`, reaches 20.0% of model-only.")
+
+
+def test_seeds_are_processes_of_their_own_and_options_every_pipeline_reads_name_variants(tmp_path):
+    rows = [*processes("loader", "resident", [[1_000]], seed=0), *processes("loader", "resident", [[3_000]], seed=1)]
+    (cell,) = report.cells(report.load([write(tmp_path, rows)])).itertuples()
+    assert (cell.p, cell.lo, cell.hi) == (2, 1_000, 3_000)   # two seeds: a range between them, not one process
+    rows = [*processes("loader", "resident", [[1_000]], channels_last=True),
+            *processes("loader", "resident", [[900]], channels_last=False)]
+    labels = report.label_variants(report.load([write(tmp_path, rows, name="cl")])).pipeline
+    assert sorted(set(labels)) == ["resident (channels_last=False)", "resident (channels_last=True)"]

@@ -249,7 +249,7 @@ def test_captured_step_trains_the_same_model_as_eager(step):
     """Each step kind is deterministic from run to run; compiled kernels differ from eager ones in
     bf16 rounding. The test once trained random labels at the trainer's learning rate (0.05), where
     the loss climbed from 3.6 to about 40 in six steps: there those rounding differences grew to 6 %
-    (eager 42.3 vs compiled 39.8 on one H100), past the 5 % tolerance, and which cuDNN algorithms
+    (eager 42.3 vs compiled 39.8 on one H100), past the 5 % tolerance it had then, and which cuDNN algorithms
     autotuning picked after the tests before decided whether it failed. At 1e-3 training is smooth
     (on a CPU, float32 and bf16 losses stay within 1 % over eight steps) and the comparison holds."""
     eager, captured = train_losses("eager"), train_losses(step)
@@ -280,3 +280,12 @@ def test_on_cuda_the_default_step_is_eager_under_ddp_and_dataparallel(extra, wor
     alone = plan.grid(cli.build_parser().parse_args(["compare", "--models", "resnet9-w0.25", "--modes", "model",
                                                      "--cpus", "1"]), torch.device("cuda"))
     assert sorted({s.step for s in alone}) == ["eager", "graph"]   # one GPU: both kinds
+
+
+def test_options_a_pipeline_does_not_read_make_no_second_configuration_of_it():
+    options = cli.build_parser().parse_args(["compare", "--pipelines", "resident,dataloader", "--modes", "model,loader",
+                                             "--models", "resnet9-w0.25", "--workers", "1,3", "--cpus", "1"])
+    specs = plan.grid(options, torch.device("cpu"))
+    assert sorted((s.pipeline, s.config.num_workers) for s in specs if s.pipeline != "none") == \
+        [("dataloader", 1), ("dataloader", 3), ("resident", plan.default("num_workers"))]
+    assert sum(s.mode == "model" for s in specs) == 1   # model-only reads no worker count either
