@@ -18,8 +18,8 @@ Contract (`Pipeline`):
 
 Shared here so every pipeline has the same semantics: the epoch plan (`epoch_batches`, and
 `Uploader` to put it on the device without a host synchronization), augmentation draws
-(`epoch_draws`) and the crop/flip gather (`crop_grid`, `gather_crops`; torch, any device), and
-normalization (`normalize`, uint8 NHWC in, contract images out).
+(`epoch_draws`), and crop + flip + normalize in one pass (`crop_normalize`: uint8 NHWC in, contract
+images out; one compiled kernel on CUDA).
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ import multiprocessing
 import os
 import threading
 import time
+import warnings
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -134,14 +135,13 @@ class Uploader:
         """An epoch's sample order (its batches back to back) on the device."""
         return self("order", np.concatenate(batches) if batches else np.empty(0, np.int64))
 
-    def grid(self, draws: tuple[torch.Tensor, ...] | None, size: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """`crop_grid` of an epoch's draws (`epoch_draws`) on the device: rows and columns of every
-        sample's crop, sliced per batch by position; None without augmentation."""
+    def draws(self, draws: tuple[torch.Tensor, ...] | None) -> tuple[torch.Tensor, ...] | None:
+        """An epoch's augmentation draws (`epoch_draws`: crop offsets dy, dx and flips, in plan
+        order) on the device, as int64 views sliced per batch by position; None without
+        augmentation."""
         if draws is None:
             return None
-        dy, dx, flip = self("draws", torch.stack([draws[0], draws[1], draws[2].long()]).numpy())
-        out = (self._buffer("rows", (len(dy), size)), self._buffer("cols", (len(dy), size))) if self.cuda else None
-        return crop_grid(dy, dx, flip.bool(), size, out)
+        return tuple(self("draws", torch.stack([draws[0], draws[1], draws[2].long()]).numpy()))
 
 
 def rank_seeds(config: PipelineConfig, *keys: int, count: int = 1) -> np.ndarray:
@@ -179,40 +179,17 @@ def crop_windows(images: np.ndarray, size: int, pad: int) -> tuple[np.ndarray, n
                  for p in (padded, padded[:, :, ::-1]))
 
 
-def pad_images(images: torch.Tensor, pad: int) -> torch.Tensor:
-    """N x S x S x C uint8 -> N x (S + 2 pad) x (S + 2 pad) x C with a zero border."""
-    return torch.nn.functional.pad(images, (0, 0, pad, pad, pad, pad))
-
-
-_ARANGE: dict[tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
-
-
-def crop_grid(dy: torch.Tensor, dx: torch.Tensor, flip: torch.Tensor, size: int,
-              out: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Row and column indices (B x size each) into padded images of the size x size crops at
-    top-left (dy, dx), columns reversed where `flip`; written into `out` if given. Three kernels
-    (the 0..size-1 ramps are cached)."""
-    key = (size, dy.device)
-    if key not in _ARANGE:
-        ar = torch.arange(size, device=dy.device)
-        _ARANGE[key] = (ar, ar.flip(0))
-    ar, reversed_ar = _ARANGE[key]
-    if out is None:
-        return dy[:, None] + ar, dx[:, None] + torch.where(flip[:, None], reversed_ar, ar)
-    rows, cols = out
-    torch.add(dy[:, None], ar, out=rows)
-    torch.where(flip[:, None], reversed_ar, ar, out=cols)
-    cols.add_(dx[:, None])
-    return rows, cols
-
-
-def gather_crops(padded: torch.Tensor, index: torch.Tensor, rows: torch.Tensor,
-                 cols: torch.Tensor) -> torch.Tensor:
-    """B x S x S x C crops of padded NHWC images `padded[index]`: one indexing kernel."""
-    return padded[index[:, None, None], rows[:, :, None], cols[:, None, :]]
-
-
 _AFFINE: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def affine(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(scale, shift), 1 x 3 x 1 x 1 float32 on `device`: (x/255 - mean)/std = x * scale + shift."""
+    if device not in _AFFINE:
+        std = torch.tensor(STD, dtype=torch.float64)
+        scale = (1 / (255 * std)).view(1, 3, 1, 1)
+        shift = (-torch.tensor(MEAN, dtype=torch.float64) / std).view(1, 3, 1, 1)
+        _AFFINE[device] = (scale.float().to(device), shift.float().to(device))
+    return _AFFINE[device]
 
 
 def normalize(images: torch.Tensor, config: PipelineConfig) -> torch.Tensor:
@@ -221,16 +198,83 @@ def normalize(images: torch.Tensor, config: PipelineConfig) -> torch.Tensor:
     One kernel: a fused multiply-add computed in float32, written straight into a tensor of
     config.dtype in the requested memory format (the permute itself is a free view).
     """
-    if images.device not in _AFFINE:
-        std = torch.tensor(STD, dtype=torch.float64)
-        scale = (1 / (255 * std)).view(1, 3, 1, 1)
-        shift = (-torch.tensor(MEAN, dtype=torch.float64) / std).view(1, 3, 1, 1)
-        _AFFINE[images.device] = (scale.float().to(images.device), shift.float().to(images.device))
-    scale, shift = _AFFINE[images.device]
+    scale, shift = affine(images.device)
+    return _normalize(images, scale, shift, getattr(torch, config.dtype), config.channels_last)
+
+
+def _normalize(images: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, dtype: torch.dtype,
+               channels_last: bool) -> torch.Tensor:
     x = images.permute(0, 3, 1, 2)
-    out = torch.empty(x.shape, dtype=getattr(torch, config.dtype), device=x.device,
-                      memory_format=torch.channels_last if config.channels_last else torch.contiguous_format)
-    return torch.addcmul(shift, x, scale, out=out)
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    if torch.compiler.is_compiling():   # compiled, the layout is the output's: no out= buffer
+        return torch.addcmul(shift, x, scale).to(dtype).contiguous(memory_format=layout)
+    return torch.addcmul(shift, x, scale, out=torch.empty(x.shape, dtype=dtype, device=x.device, memory_format=layout))
+
+
+def crop_normalize(images: torch.Tensor, index: torch.Tensor, draws: tuple[torch.Tensor, ...] | None,
+                   config: PipelineConfig) -> torch.Tensor:
+    """Contract images of samples `images[index]` (`images`: N x S x S x C uint8, on the device
+    of `index`): each cropped at (dy, dx) of its image zero-padded by `config.pad` and mirrored
+    where `flip` (`draws`: these samples' `epoch_draws`, as `Uploader.draws` puts them on the
+    device; None: no augmentation), then normalized as `normalize` does.
+
+    Each output pixel is read straight from `images` (a pixel of the padding is a zero): nothing
+    is padded, copied or indexed in between. On CUDA the function runs compiled (`torch.compile`)
+    into one kernel, which `warm_crop_normalize` compiles for any number of images; elsewhere, or
+    where compiling failed, it runs as written, op by op, with the same result."""
+    scale, shift = affine(images.device)
+    function = _COMPILED.get(images.device.type, _crop_normalize)
+    dy, dx, flip = draws if draws is not None else (None, None, None)
+    return function(images, index, dy, dx, flip, scale, shift, config.pad, getattr(torch, config.dtype),
+                    config.channels_last)
+
+
+def _crop_normalize(images, index, dy, dx, flip, scale, shift, pad: int, dtype: torch.dtype,
+                    channels_last: bool) -> torch.Tensor:
+    if dy is None:
+        return _normalize(images[index], scale, shift, dtype, channels_last)
+    size = images.shape[1]
+    ramp = torch.arange(size, device=images.device)
+    rows = dy[:, None] + (ramp - pad)                                                 # B x S
+    cols = dx[:, None] + (torch.where(flip[:, None] != 0, ramp.flip(0), ramp) - pad)  # B x S
+    inside = ((rows >= 0) & (rows < size))[:, :, None, None] & ((cols >= 0) & (cols < size))[:, None, :, None]
+    pixels = images[index[:, None, None], rows.clamp(0, size - 1)[:, :, None], cols.clamp(0, size - 1)[:, None, :]]
+    return _normalize(pixels * inside, scale, shift, dtype, channels_last)
+
+
+_COMPILED: dict[str, Callable] = {}   # device type -> the compiled _crop_normalize, or the op-by-op one
+
+
+def warm_crop_normalize(device: torch.device, config: PipelineConfig, planar: bool = False) -> None:
+    """Compile `crop_normalize` for `config` now, for any number of images (the batch dimension
+    marked dynamic: one compile, seconds, once per process and configuration), and check it
+    against the op-by-op version; if compiling fails, warn and keep the op-by-op version. Called
+    by the constructors, so no epoch and no producer thread compiles. `planar`: the images will
+    be N x C x S x S tensors seen as N x S x S x C (a decoder's output; each memory layout is
+    compiled apart)."""
+    if device.type != "cuda" or _COMPILED.get("cuda") is _crop_normalize:
+        return
+    _COMPILED.setdefault("cuda", torch.compile(_crop_normalize))
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (6, config.image_size, config.image_size, 3), dtype=torch.uint8, generator=generator)
+    if planar:
+        images = images.permute(0, 3, 1, 2).contiguous().permute(0, 2, 3, 1)
+    index = torch.tensor([5, 1, 2, 0])
+    draws = tuple(d.long() for d in draw_augmentation(4, config.pad, generator)) if config.augment else None
+    want = crop_normalize(images, index, draws, config)
+    on_device = [images.to(device), index.to(device), *(d.to(device) for d in draws or ())]
+    for tensor in on_device:
+        torch._dynamo.mark_dynamic(tensor, 0)
+    try:
+        got = crop_normalize(on_device[0], on_device[1], tuple(on_device[2:]) or None, config).cpu()
+    except Exception as error:   # no compiler here: the op-by-op version, slower, same result
+        warnings.warn(f"crop_normalize could not be compiled, it runs op by op: {type(error).__name__}: "
+                      f"{(str(error).splitlines() or [''])[0]}", stacklevel=2)
+        _COMPILED["cuda"] = _crop_normalize
+        return
+    ulp = 2.0 ** -6 if config.dtype == "bfloat16" else 1e-5   # one rounding apart (bfloat16 below 4: 2^-6)
+    if (got.float() - want.float()).abs().max() > ulp:
+        raise RuntimeError("crop_normalize: the compiled kernel disagrees with the op-by-op version")
 
 
 def worker_options(config: PipelineConfig, preload: str, workers: int) -> dict[str, object]:

@@ -24,6 +24,7 @@ CHANNELS = 3
 NUM_CLASSES = 10
 PAD = 4                  # crop padding at 32 px; image_size // 8 in general
 MAX_IMAGE_SIZE = 512
+ROUND_BYTES = 32 * 2**20   # prefetch, resident: a round of launches makes at most this many bytes of uint8 images
 FLIP_P = 0.5
 # Per-channel statistics of the CIFAR-10 training set on the [0, 1] scale.
 MEAN = (0.4914, 0.4822, 0.4465)
@@ -105,7 +106,7 @@ class PipelineConfig:
     pin_memory: bool = False
     non_blocking: bool = False
     prefetch_depth: int = 2       # batches kept in flight ahead of the consumer
-    batches_per_launch: int = 4   # prefetch, resident: batches made by one round of launches (one copy, crop, normalize)
+    batches_per_launch: int = 8   # prefetch, resident: at most this many batches per round of launches (`round_batches`)
     prefetch_augment: str = "device"  # prefetch: crop + flip on the GPU (the host only gathers rows) or on the host
     worker_start: str = "forkserver"  # how DataLoader workers start (dataloader, timm): see WORKER_START_METHODS
     # NVIDIA DALI (`dali`, `dali-raw`); defaults from the tuning runs in results/2026-11-21-h100-dali
@@ -118,6 +119,14 @@ class PipelineConfig:
     dali_batch_multiple: int = 4      # external / parallel: DALI batch = this many batches (its fixed cost shared)
     rank: int = 0
     world_size: int = 1
+
+    @property
+    def round_batches(self) -> int:
+        """Batches made by one round of launches (prefetch, resident: one copy, one crop + normalize
+        kernel): `batches_per_launch`, fewer where their uint8 images would pass ROUND_BYTES (at
+        least one batch) -- rounds share launch costs that matter for small images only."""
+        batch_bytes = self.batch_size * self.image_size ** 2 * CHANNELS
+        return max(1, min(self.batches_per_launch, ROUND_BYTES // batch_bytes))
 
     def __post_init__(self) -> None:
         choices = {"source": SOURCES, "encoding": ENCODINGS, "split": SPLITS,

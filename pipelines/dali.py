@@ -56,7 +56,7 @@ except ImportError as e:   # the message every caller (build, sweeps) shows
         "drivers) or pip install -e '.[dali-cu13]' (nvidia-dali-cuda130, CUDA 13)") from e
 
 from . import sources
-from .base import (Pipeline, Stages, epoch_batches, epoch_draws, gather_crops, normalize, pad_images,
+from .base import (Pipeline, Stages, crop_normalize, epoch_batches, epoch_draws, warm_crop_normalize,
                    undecodable_jpeg, undecodable_sample)
 
 
@@ -130,6 +130,7 @@ class DaliPipeline(Pipeline):
         self.file_reader = config.dali_reader == "file"
         self.multiple = 1 if self.file_reader else config.dali_batch_multiple   # batches per DALI batch
         self.labels = torch.from_numpy(self.data.labels).to(self.device)
+        warm_crop_normalize(self.device, self.config)
         self.pipe = self.iterator = self.fixed_pipe = self.fixed = None
         self._start(first_epoch=0)
 
@@ -218,35 +219,32 @@ class DaliPipeline(Pipeline):
             plan = epoch_batches(len(self.data), self.config, epoch)
             sizes = [len(index) for index in plan]
             order = self.uploads.order(plan)
-        grid = self.uploads.grid(epoch_draws(self.config, epoch, sum(sizes)), self.config.image_size)
+        draws = self.uploads.draws(epoch_draws(self.config, epoch, sum(sizes)))
         start, b = 0, 0
         while (batch := self._next()) is not None:
             images, labels = batch
             at = 0
             while at < len(images) and b < len(sizes):
                 n = min(sizes[b], len(images) - at)
-                yield (self._augment(images[at:at + n], grid, start),
+                yield (self._augment(images[at:at + n], draws, start),
                        labels[at:at + n] if labels is not None else self.labels[order[start:start + n]])
                 at, start, b = at + n, start + n, b + 1
         self.in_epoch = False
 
     def _own(self, out) -> tuple[torch.Tensor, torch.Tensor | None]:
         """A DALI batch in memory torch owns, made at once: DALI hands its own buffers over without a
-        copy, and a DALI error in a batch being prefetched can free them. Augmenting, the zero
-        padding is that copy (one kernel per DALI batch); else a plain copy."""
-        images = out[0]["images"]
-        images = pad_images(images, self.config.pad) if self.config.augment else images.clone()
+        copy, and a DALI error in a batch being prefetched can free them: one copy kernel per DALI
+        batch."""
+        images = out[0]["images"].clone()
         labels = out[0].get("labels")   # readers.file only
         return images, None if labels is None else labels.long().view(-1)
 
-    def _augment(self, images: torch.Tensor, grid, start: int) -> torch.Tensor:
-        """uint8 N x S x S x 3 on the device (zero-padded when augmenting) -> contract images: crop +
-        flip (one gather), normalize."""
-        if grid is not None:   # images are zero-padded already (`_own`)
-            n = len(images)
-            rows, cols = grid[0][start:start + n], grid[1][start:start + n]
-            images = gather_crops(images, torch.arange(n, device=images.device), rows, cols)
-        return normalize(images, self.config)
+    def _augment(self, images: torch.Tensor, draws, start: int) -> torch.Tensor:
+        """uint8 N x S x S x 3 on the device -> contract images: crop + flip with the epoch's draws
+        of positions start.. (on the device) and normalize, one kernel (`crop_normalize`)."""
+        n = len(images)
+        mine = tuple(d[start:start + n] for d in draws) if draws is not None else None
+        return crop_normalize(images, torch.arange(n, device=images.device), mine, self.config)
 
     def _next(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         """DALI's next batch of the epoch under way (epoch `next_epoch - 1`) in memory torch owns
@@ -314,13 +312,13 @@ class DaliPipeline(Pipeline):
             self.fixed_pipe._shutdown()
         self.fixed_pipe = self._graph(_FixedSource(source(SimpleNamespace(epoch_idx=0, iteration=0))))
         self.fixed = self._iterator(self.fixed_pipe, fixed=True)
-        grid = self.uploads.grid(epoch_draws(self.config, self.epoch, len(groups[0])), self.config.image_size)
+        draws = self.uploads.draws(epoch_draws(self.config, self.epoch, len(groups[0])))
 
         def device_batches():
             while True:
                 images, _ = self._own(next(self.fixed))
                 for start in range(0, len(images), len(first)):
-                    yield self._augment(images[start:start + len(first)], grid, start)
+                    yield self._augment(images[start:start + len(first)], draws, start)
 
         batches = device_batches()
         return Stages(host=None if self.file_reader else host, payload=payload,

@@ -2,33 +2,31 @@
 CUDA stream kept `prefetch_depth` batches ahead, augmentation and normalization on the GPU.
 
 Bytes (`prefetch_augment="device"`, the default): uint8 arrays in host memory -> one producer
-thread, `batches_per_launch` batches at a time: gathers their whole images (contiguous rows) into
-a pinned staging slot with `torch.index_select(..., out=slot)`, then, on the side stream, launches
-the `non_blocking` host-to-device copy into the interior of a zero-bordered device buffer, the crop +
-flip as one gather kernel over that buffer (the index grids of the epoch's draws, made once per
-epoch, as `resident` does), normalize and the labels' gather, and records an event -> the
+thread, a round of `config.round_batches` batches (8 at 32 px) at a time: gathers their whole
+images (contiguous rows) into a pinned staging slot with `torch.index_select(..., out=slot)`, then,
+on the side stream, launches the `non_blocking` host-to-device copy of the slot, crop + flip +
+normalize of every image as one compiled kernel (`base.crop_normalize`, shared with `resident`;
+the epoch's draws uploaded once per epoch) and the labels' gather, and records an event -> the
 consumer's stream waits on that event, and the consumer takes the batches as views. The host does
-nothing per image but copy its bytes, every launch is the producer's, off the training thread,
-and a round of about ten launches serves several batches.
+nothing per image but copy its bytes; every launch is the producer's, off the training thread; a
+round is four launches; the producer waits for a slot's earlier copy with a blocking event (off the
+CPU, which a budget of two cores cannot spare to spinning).
 
 `prefetch_augment="host"`: the older design, kept to show what moving the crop to the GPU buys:
 `num_workers` producer threads crop and flip on the host (numpy fancy indexing over strided window
 views of the zero-padded set, plain and mirrored; numpy releases the GIL) straight into the pinned
-slot; the GPU only normalizes. Both variants crop and flip every sample alike (`base.epoch_draws`),
-so they yield the same batches. The apex `data_prefetcher` / timm `PrefetchLoader` design, with
-FFCV's preallocated pinned buffers instead of per-batch pinning.
+slot, one batch per slot; the GPU only normalizes. Both variants crop and flip every sample alike
+(`base.epoch_draws`), so they yield the same batches. The apex `data_prefetcher` / timm
+`PrefetchLoader` design, with FFCV's preallocated pinned buffers instead of per-batch pinning.
 
-Measured on one H100 (results/2026-11-24-h100-reference/REPORT.md, one invocation, 32 px, batch
-512): loader ceiling 1.73M img/s with 16 cores and 915k with 2 (host variant: 452k and 108k); a
-compiled ResNet-9 w0.25 trains end to end at 97.4 % of its model-only rate with 16 cores and 97.3 %
-with 2 (host variant: 98.9 % and 35.1 %).
+MEASURED
 
 Labels live on the device and the epoch's order goes there once per epoch (`base.Uploader`): no
 per-step label copy.
 
-Stream safety: the stream, the events, the pinned slots and the bordered device buffer are created
-once in `__init__`. One iterator at a time owns the slots (`base.Pipeline`): a newer iterator, or
-`stages()`, ends the previous one, whose batches in production are cancelled or awaited first. A
+Stream safety: the stream, the events and the pinned slots are created once in `__init__`. One
+iterator at a time owns the slots (`base.Pipeline`): a newer iterator, or `stages()`, ends the
+previous one, whose batches in production are cancelled or awaited first. A
 slot is refilled only after the event recorded right after its copy has completed; outputs are
 allocated on the side stream and `record_stream`-ed to the consumer's stream, so the caching
 allocator never hands them out while the consumer may still read them. Without CUDA the same
@@ -44,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .base import Pipeline, Stages, crop_windows, gather_crops, normalize, pad_images
+from .base import Pipeline, Stages, crop_normalize, crop_windows, normalize, warm_crop_normalize
 from .config import CHANNELS
 
 
@@ -62,7 +60,7 @@ class PrefetchPipeline(Pipeline):
         super().__init__(config, data)
         size, pad, bs = config.image_size, config.pad, config.batch_size
         self.host_crops = config.augment and config.prefetch_augment == "host"
-        self.group = 1 if self.host_crops else config.batches_per_launch   # batches per slot and launch round
+        self.group = 1 if self.host_crops else config.round_batches   # batches per slot and launch round
         rows = self.group * bs
         self.source = torch.from_numpy(self.data.images)
         if self.host_crops:   # windows[i, dy, dx] is the S x S x 3 crop at (dy, dx) of padded image i
@@ -70,15 +68,15 @@ class PrefetchPipeline(Pipeline):
         self.cuda = self.device.type == "cuda"
         self.stream = torch.cuda.Stream(self.device) if self.cuda else None
         self.labels = torch.from_numpy(self.data.labels).to(self.device)
-        # The crops' zero border, written once: each batch is copied into the interior.
-        self.bordered = (pad_images(torch.empty((rows, size, size, CHANNELS), dtype=torch.uint8, device=self.device), pad)
-                         if config.augment and not self.host_crops else None)
-        self.positions = torch.arange(rows, device=self.device)   # a slot's rows in `bordered`
-        # One producer with the shared bordered buffer (its gather runs on torch's intra-op threads);
-        # num_workers producers when each crops its own batch on the host.
+        self.device_crops = config.augment and not self.host_crops
+        if self.device_crops:
+            warm_crop_normalize(self.device, config)
+        self.positions = torch.arange(rows, device=self.device)   # a slot's rows, copied to the device
+        # One producer (its gather runs on torch's intra-op threads); num_workers producers when each
+        # crops its own batch on the host.
         threads = max(1, config.num_workers) if self.host_crops else 1
         self.slots = [_Slot(torch.empty((rows, size, size, CHANNELS), dtype=torch.uint8, pin_memory=self.cuda),
-                            torch.cuda.Event() if self.cuda else None)
+                            torch.cuda.Event(blocking=True) if self.cuda else None)   # a producer waits off the CPU
                       for _ in range(-(-config.prefetch_depth // self.group) + threads + 1)]
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="prefetch")
         self.active: dict = {}   # the live epoch's batches in production
@@ -106,26 +104,22 @@ class PrefetchPipeline(Pipeline):
     def _side(self):
         return torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext()
 
-    def _launch(self, slot: _Slot, n: int, order: torch.Tensor, grid, start: int):
+    def _launch(self, slot: _Slot, n: int, order: torch.Tensor, draws, start: int):
         """A filled slot to contract images on the device (on the side stream, asynchronous on
-        CUDA): copy, crop (unless done on the host), normalize; the labels; the ready event."""
+        CUDA): copy, then crop + flip + normalize in one kernel (only normalize when cropped on
+        the host); the labels; the ready event."""
         with self._side():
-            if self.bordered is not None:
-                pad, size = self.config.pad, self.config.image_size
-                self.bordered[:n, pad:pad + size, pad:pad + size].copy_(slot.images[:n], non_blocking=True)
-                if slot.copied is not None:
-                    slot.copied.record(self.stream)
-                pixels = gather_crops(self.bordered, self.positions[:n], grid[0][start:start + n], grid[1][start:start + n])
-            else:
-                pixels = slot.images[:n].to(self.device, non_blocking=True)
-                if slot.copied is not None:
-                    slot.copied.record(self.stream)
-            images, labels = normalize(pixels, self.config), self.labels[order[start:start + n]]
-            return images, labels, self.stream.record_event() if self.cuda else None
+            pixels = slot.images[:n].to(self.device, non_blocking=True)
+            if slot.copied is not None:
+                slot.copied.record(self.stream)
+            images = (crop_normalize(pixels, self.positions[:n], tuple(d[start:start + n] for d in draws), self.config)
+                      if self.device_crops else normalize(pixels, self.config))
+            return images, self.labels[order[start:start + n]], self.stream.record_event() if self.cuda else None
 
-    def _produce(self, slot: _Slot, index, start: int, draws, order, grid):
-        """Producer thread: one slot's batches, gathered and launched."""
-        return self._launch(slot, self._gather(slot, index, start, draws), order, grid, start)
+    def _produce(self, slot: _Slot, index, start: int, draws, order, on_device):
+        """Producer thread: one slot's batches, gathered and launched (`draws`: the epoch's on the
+        host, `on_device`: on the device)."""
+        return self._launch(slot, self._gather(slot, index, start, draws), order, on_device, start)
 
     def _iterate(self):
         batches = self.batches()
@@ -137,14 +131,14 @@ class PrefetchPipeline(Pipeline):
         starts = np.cumsum([0] + [len(index) for index in indices])
         with self._side():   # the epoch's order and crop grid, on the side stream
             order = self.uploads.order(batches)
-            grid = self.uploads.grid(draws, self.config.image_size) if self.bordered is not None else None
+            on_device = self.uploads.draws(draws) if self.device_crops else None
         pending = self.active = {}   # group number -> future of its batches in production
         ahead = len(self.slots) - 1   # groups in production or ready: one slot is always free
 
         def submit(g: int) -> None:
             if g < len(groups):
                 slot = self.slots[g % len(self.slots)]
-                pending[g] = self.pool.submit(self._produce, slot, indices[g], int(starts[g]), draws, order, grid)
+                pending[g] = self.pool.submit(self._produce, slot, indices[g], int(starts[g]), draws, order, on_device)
 
         consumer = torch.cuda.current_stream(self.device) if self.cuda else None
         try:
@@ -177,7 +171,7 @@ class PrefetchPipeline(Pipeline):
     def stages(self) -> Stages:
         """host: the producer filling pinned slots (pinning is part of the fill), no copy; payload:
         one batch's uint8 images; device: the copy, crop (unless done on the host) and normalize of
-        one slot (`batches_per_launch` batches)."""
+        one slot (`round_batches` batches)."""
         self._check_open()
         self._end_live()   # the stages reuse the live iterator's slots
         batches = self.batches()
@@ -188,11 +182,11 @@ class PrefetchPipeline(Pipeline):
         payload = [slot.images[:len(batches[0])].clone()]
         with self._side():
             order = self.uploads.order(batches)
-            grid = self.uploads.grid(draws, self.config.image_size) if self.bordered is not None else None
+            on_device = self.uploads.draws(draws) if self.device_crops else None
         fixed = _Slot(slot.images[:n].clone().pin_memory() if self.cuda else slot.images[:n].clone(), None)
         return Stages(host=lambda: self._host_batches(batches, draws), payload=payload,
                       copy="pinned" if self.cuda else "none", pins=False, device_images=n,
-                      device=lambda: self._launch(fixed, n, order, grid, 0)[:2])
+                      device=lambda: self._launch(fixed, n, order, on_device, 0)[:2])
 
     def _host_batches(self, batches, draws):
         """One epoch of filled slots, the producers busy, no copies (the host stage alone): each

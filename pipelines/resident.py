@@ -1,18 +1,18 @@
 """`resident`: the whole uint8 split on the GPU -- the upper bound on feeding rate.
 
 Bytes: uint8 arrays in host memory -> copied to the device once at construction (timed,
-reported as `info["upload_s"]`, not part of any epoch), zero-padded there for the crops -> per
-epoch: the shuffled order and the crop offsets and flips (`base.epoch_draws`) copied there from
-reused pinned buffers, with no host synchronization and no allocation (`base.Uploader`), and
-turned into index grids -> per round of `batches_per_launch` batches, on a side CUDA stream kept
-`prefetch_depth` batches ahead of the consumer: one gather kernel (crop with zero padding + flip),
-normalize, the labels' gather; the consumer's stream waits on the round's event and takes each
-batch as a view. So this work overlaps the training step instead of sitting between two steps. No
-per-step host transfer, a handful of kernel launches per round. The airbench / hlb-CIFAR10 approach.
+reported as `info["upload_s"]`, not part of any epoch) -> per epoch: the shuffled order and the
+crop offsets and flips (`base.epoch_draws`) copied there from reused pinned buffers, with no host
+synchronization and no allocation (`base.Uploader`) -> per round of `config.round_batches`
+batches (8 at 32 px), on a side CUDA stream: crop + flip + normalize of every image of the round
+as one compiled kernel reading the resident images by the epoch's order (`base.crop_normalize`,
+shared with `prefetch`), the labels' gather, an event. Rounds are launched `prefetch_depth`
+batches or more ahead of the batch the consumer takes, so the consumer's stream waits on an
+event recorded long before and the round's kernel overlaps the training step instead of sitting
+between two steps. No per-step host transfer, three launches per round. The airbench /
+hlb-CIFAR10 approach.
 
-Measured on one H100 (results/2026-11-24-h100-reference/REPORT.md, one invocation, 32 px, batch
-512): loader ceiling 3.79M img/s with 16 cores and 2.65M with 2; a compiled ResNet-9 w0.25 trains
-end to end at 98.3 % of its model-only rate with 16 cores and 98.6 % with 2.
+MEASURED
 
 Stream safety: the stream and the device copies are made once in `__init__` (synchronized there).
 Everything an epoch allocates is allocated and used on the side stream; each round's tensors are
@@ -27,7 +27,7 @@ from collections import deque
 
 import torch
 
-from .base import Pipeline, Stages, gather_crops, normalize, pad_images
+from .base import Pipeline, Stages, crop_normalize, warm_crop_normalize
 
 
 class ResidentPipeline(Pipeline):
@@ -40,12 +40,12 @@ class ResidentPipeline(Pipeline):
         if self.cuda:
             torch.cuda.synchronize(self.device)
         start = time.perf_counter()
-        images = torch.from_numpy(self.data.images).to(self.device)
+        self.images = torch.from_numpy(self.data.images).to(self.device)
         self.labels = torch.from_numpy(self.data.labels).to(self.device)
         if self.cuda:
             torch.cuda.synchronize(self.device)
         self.info["upload_s"] = time.perf_counter() - start
-        self.images = pad_images(images, config.pad) if config.augment else images
+        warm_crop_normalize(self.device, config)
         self.stream = torch.cuda.Stream(self.device) if self.cuda else None
         if self.cuda:   # the side stream uses what the current stream made here
             torch.cuda.synchronize(self.device)
@@ -57,22 +57,22 @@ class ResidentPipeline(Pipeline):
     def _epoch(self, batches, draws):
         if not batches:
             return
-        c, group = self.config, self.config.batches_per_launch
+        c, group = self.config, self.config.round_batches
         consumer = torch.cuda.current_stream(self.device) if self.cuda else None
         with self._side():
             order = self.uploads.order(batches)
-            grid = self.uploads.grid(draws, c.image_size)
+            draws = self.uploads.draws(draws)
         groups = [batches[i:i + group] for i in range(0, len(batches), group)]
+        rounds = max(1, -(-c.prefetch_depth // group))   # rounds launched beyond the one consumed
         ahead: deque = deque()
         made, start = 0, 0
         for _ in groups:
-            while made < len(groups) and len(ahead) < max(1, -(-c.prefetch_depth // group)):
+            while made < len(groups) and len(ahead) <= rounds:
                 n = sum(len(index) for index in groups[made])
                 with self._side():   # one round of launches for the group's batches
                     idx = order[start:start + n]
-                    pixels = (gather_crops(self.images, idx, grid[0][start:start + n], grid[1][start:start + n])
-                              if grid is not None else self.images[idx])
-                    made_group = (normalize(pixels, c), self.labels[idx], groups[made])
+                    mine = tuple(d[start:start + n] for d in draws) if draws is not None else None
+                    made_group = (crop_normalize(self.images, idx, mine, c), self.labels[idx], groups[made])
                     ready = self.stream.record_event() if self.cuda else None
                 ahead.append((made_group, ready))
                 made, start = made + 1, start + n

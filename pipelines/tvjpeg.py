@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torchvision.io import ImageReadMode, decode_jpeg
 
-from .base import Pipeline, Stages, gather_crops, normalize, pad_images, undecodable_jpeg, undecodable_sample
+from .base import Pipeline, Stages, crop_normalize, undecodable_jpeg, undecodable_sample, warm_crop_normalize
 
 
 class TorchvisionJpegPipeline(Pipeline):
@@ -27,6 +27,7 @@ class TorchvisionJpegPipeline(Pipeline):
         jpeg = self.data.jpeg
         self.files = [torch.from_numpy(jpeg[i]) for i in range(len(jpeg))]
         self.labels = torch.from_numpy(self.data.labels).to(self.device)
+        warm_crop_normalize(self.device, self.config, planar=True)
 
     def _iterate(self):
         batches = self.batches()
@@ -36,20 +37,20 @@ class TorchvisionJpegPipeline(Pipeline):
         if not batches:
             return
         order = self.uploads.order(batches)
-        grid = self.uploads.grid(draws, self.config.image_size)
+        draws = self.uploads.draws(draws)
         start = 0
         for index in batches:
             n = len(index)
-            yield self._decode([self.files[i] for i in index], index, grid, start), self.labels[order[start:start + n]]
+            yield self._decode([self.files[i] for i in index], index, draws, start), self.labels[order[start:start + n]]
             start += n
 
     def decode_files(self, files: list[torch.Tensor]) -> list[torch.Tensor]:
         """One batch of JPEG files -> 3 x S x S uint8 images on the device, in one batched call."""
         return decode_jpeg(files, mode=ImageReadMode.RGB, device=self.device)
 
-    def _decode(self, files: list[torch.Tensor], index, grid, start: int) -> torch.Tensor:
+    def _decode(self, files: list[torch.Tensor], index, draws, start: int) -> torch.Tensor:
         """The files of samples `index` (positions start.. of the epoch) -> contract images: decode,
-        crop/flip (the epoch's grid), normalize."""
+        crop/flip (the epoch's draws on the device) + normalize."""
         n = len(files)
         try:
             decoded = self.decode_files(files)
@@ -59,10 +60,8 @@ class TorchvisionJpegPipeline(Pipeline):
                 raise
             raise undecodable_sample(self.config.split, *bad) from None
         pixels = torch.stack(decoded).permute(0, 2, 3, 1)   # B x S x S x 3 view
-        if grid is not None:
-            pixels = gather_crops(pad_images(pixels, self.config.pad), torch.arange(n, device=self.device),
-                                  grid[0][start:start + n], grid[1][start:start + n])
-        return normalize(pixels, self.config)
+        mine = tuple(d[start:start + n] for d in draws) if draws is not None else None
+        return crop_normalize(pixels, torch.arange(n, device=self.device), mine, self.config)
 
     def stages(self) -> Stages:
         """host: gathering each batch's file tensors; payload: the files' bytes, which
@@ -76,10 +75,10 @@ class TorchvisionJpegPipeline(Pipeline):
 
         index = batches[0]
         first = [self.files[i] for i in index]
-        grid = self.uploads.grid(self.draws(batches), self.config.image_size)
+        draws = self.uploads.draws(self.draws(batches))
         payload = [torch.cat(first)]   # the labels live on the device
         return Stages(host=host, payload=payload, copy="pageable" if self.device.type == "cuda" else "none",
-                      pins=False, device=lambda: self._decode(first, index, grid, 0))
+                      pins=False, device=lambda: self._decode(first, index, draws, 0))
 
     def _release(self) -> None:
         self.files = []

@@ -75,3 +75,11 @@ def test_absurd_sizes_are_refused_up_front(name, high):
 def test_the_hardware_decoder_load_is_a_share_from_0_to_1(load):
     with pytest.raises(ValueError, match=rf"^PipelineConfig\.dali_hw_decoder_load={load!r}: expected 0\.\.1$"):
         PipelineConfig(dali_hw_decoder_load=load)
+
+
+def test_a_round_of_launches_has_at_most_batches_per_launch_batches_and_round_bytes():
+    from pipelines.config import ROUND_BYTES
+    assert PipelineConfig(batch_size=512).round_batches == PipelineConfig.batches_per_launch   # 1.5 MiB a batch
+    assert PipelineConfig(batch_size=512, batches_per_launch=2).round_batches == 2
+    assert PipelineConfig(batch_size=512, image_size=64).round_batches == ROUND_BYTES // (512 * 64 * 64 * 3)
+    assert PipelineConfig(batch_size=256, image_size=224).round_batches == 1   # 38 MB a batch: one per round

@@ -365,3 +365,52 @@ def test_prefetch_crops_on_the_host_or_the_device_alike(indexed_root):
     outputs = [epoch(make(("prefetch", {}), indexed_root, max_samples=256, prefetch_augment=where), 1)
                for where in ("device", "host")]
     assert torch.equal(outputs[0][0], outputs[1][0]) and torch.equal(outputs[0][1], outputs[1][1])
+
+
+CROP_DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                                     reason="needs a CUDA device"))]
+
+
+@pytest.mark.parametrize("device", CROP_DEVICES)
+@pytest.mark.parametrize("dtype,channels_last,tolerance", [("float32", False, 1e-5), ("bfloat16", True, 2e-2)])
+def test_crop_normalize_is_the_padded_crop_mirrored_then_normalized(device, dtype, channels_last, tolerance):
+    """The shared kernel of `prefetch` and `resident` (compiled on CUDA, for any number of images)
+    against the definition: pad with zeros, crop at (dy, dx), mirror, normalize; the extreme
+    offsets included, in the layout the config asks for."""
+    from pipelines.base import crop_normalize, warm_crop_normalize
+    config = PipelineConfig(device=device, dtype=dtype, channels_last=channels_last)
+    warm_crop_normalize(torch.device(device), config)
+    g = torch.Generator().manual_seed(3)
+    images = torch.randint(0, 256, (20, 32, 32, 3), dtype=torch.uint8, generator=g)
+    for n in (7, 12):   # two batch sizes: one compiled kernel serves both
+        index = torch.randint(0, 20, (n,), generator=g)
+        dy, dx = torch.randint(0, 2 * PAD + 1, (2, n), generator=g)
+        dy[:2], dx[:2] = torch.tensor([0, 2 * PAD]), torch.tensor([2 * PAD, 0])   # the corners of the padding
+        flip = torch.arange(n) % 2
+        got = crop_normalize(images.to(device), index.to(device), (dy.to(device), dx.to(device), flip.to(device)), config)
+        assert got.shape == (n, 3, 32, 32) and got.dtype == getattr(torch, dtype) and got.device.type == device
+        assert got.is_contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+        crops = np.stack([reference_crop(images[i].numpy(), int(y), int(x), bool(f))
+                          for i, y, x, f in zip(index, dy, dx, flip)])
+        want = ((torch.from_numpy(crops).double().permute(0, 3, 1, 2) / 255 - torch.tensor(MEAN).double().view(1, 3, 1, 1))
+                / torch.tensor(STD).double().view(1, 3, 1, 1))
+        assert (got.cpu().double() - want).abs().max().item() < tolerance
+
+
+def test_resident_launches_the_next_round_before_the_consumer_takes_a_batch(synthetic_root, monkeypatch):
+    """With `prefetch_depth` 2 and rounds of 4 batches, taking a round's first batch leaves the
+    next round launched: the consumer's stream never waits on work launched just before it."""
+    import pipelines.resident as resident
+    rounds = []
+    kernel = resident.crop_normalize
+    monkeypatch.setattr(resident, "crop_normalize", lambda images, index, *rest: (rounds.append(len(index)),
+                                                                                 kernel(images, index, *rest))[1])
+    config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=32, max_samples=32 * 12,
+                            prefetch_depth=2, batches_per_launch=4)
+    with pipelines.build("resident", config) as p:
+        batches = iter(p)
+        for taken in range(1, 13):
+            next(batches)
+            launched = min(3, 1 + (taken - 1) // 4 + 1)   # the round of the batch taken and the next one
+            assert len(rounds) == launched, (taken, rounds)
+    assert rounds == [128, 128, 128]

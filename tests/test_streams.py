@@ -20,12 +20,13 @@ VARIANTS = [("prefetch", "device"), ("prefetch", "host"), ("resident", "device")
 def checksums(name: str, config: PipelineConfig, behind: str = "", monkeypatch=None) -> torch.Tensor:
     """Per-batch sums of one epoch, computed on the device. behind="consumer": a long kernel runs on
     the consumer's stream before each batch is read (its memory must not be reused meanwhile);
-    behind="producer": a long kernel runs on the side stream before each normalize (the consumer
-    must wait for it). behind="": a host synchronize after every batch (the reference)."""
-    if behind == "producer":
+    behind="producer": a long kernel runs on the side stream before each normalize or
+    crop + normalize (the consumer must wait for it). behind="": a host synchronize after every batch (the reference)."""
+    if behind == "producer":   # the side stream's last kernel before the ready event starts late
         module = importlib.import_module(f"pipelines.{name}")
-        normalize = module.normalize
-        monkeypatch.setattr(module, "normalize", lambda x, c: (torch.cuda._sleep(SLEEP), normalize(x, c))[1])
+        for kernel in ("normalize", "crop_normalize"):
+            if hasattr(module, kernel):
+                monkeypatch.setattr(module, kernel, lambda *a, f=getattr(module, kernel): (torch.cuda._sleep(SLEEP), f(*a))[1])
     sums = []
     with pipelines.build(name, config) as p:
         for epoch in range(2):   # the second epoch reuses what the first one freed
