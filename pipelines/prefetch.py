@@ -10,7 +10,9 @@ the epoch's draws uploaded once per epoch) and the labels' gather, and records a
 consumer's stream waits on that event, and the consumer takes the batches as views. The host does
 nothing per image but copy its bytes; every launch is the producer's, off the training thread; a
 round is four launches; the producer waits for a slot's earlier copy with a blocking event (off the
-CPU, which a budget of two cores cannot spare to spinning).
+CPU, which a budget of two cores cannot spare to spinning). After an epoch's last round the
+producer plans the next epoch (`set_epoch(e + 1)`, as a training loop calls it) and gathers its
+first round, so the epoch restart neither plans nor gathers; another epoch is planned anew.
 
 `prefetch_augment="host"`: the older design, kept to show what moving the crop to the GPU buys:
 `num_workers` producer threads crop and flip on the host (numpy fancy indexing over strided window
@@ -42,8 +44,21 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .base import Pipeline, Stages, crop_normalize, crop_windows, normalize, warm_crop_normalize
+from .base import (Pipeline, Stages, crop_normalize, crop_windows, epoch_batches, epoch_draws, normalize,
+                   warm_crop_normalize)
 from .config import CHANNELS
+
+
+@dataclass
+class _Plan:
+    """One epoch as the producer works it: its batches, their draws (host), and per round of
+    launches the sample indices and the position of its first sample in the epoch."""
+    epoch: int
+    batches: list
+    draws: tuple | None
+    groups: list
+    indices: list
+    starts: np.ndarray
 
 
 @dataclass
@@ -80,6 +95,8 @@ class PrefetchPipeline(Pipeline):
                       for _ in range(-(-config.prefetch_depth // self.group) + threads + 1)]
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="prefetch")
         self.active: dict = {}   # the live epoch's batches in production
+        self.upcoming = None     # future of the next epoch's plan and first round, made in advance
+        self.turn = 0            # the slot of the next epoch's first round: slots are used in turn
         if self.cuda:   # the side stream uses what the current stream made here
             torch.cuda.synchronize(self.device)
 
@@ -122,23 +139,51 @@ class PrefetchPipeline(Pipeline):
         return self._launch(slot, self._gather(slot, index, start, draws), order, on_device, start)
 
     def _iterate(self):
-        batches = self.batches()
-        return self._epoch(batches, self.draws(batches))
+        plan, filled = self._take_upcoming(self.epoch)
+        return self._epoch(plan or self._plan(self.epoch), filled)
 
-    def _epoch(self, batches: list, draws):
+    def _plan(self, epoch: int) -> _Plan:
+        batches = epoch_batches(len(self.data), self.config, epoch)
         groups = [batches[i:i + self.group] for i in range(0, len(batches), self.group)]
         indices = [np.concatenate(group) for group in groups]
-        starts = np.cumsum([0] + [len(index) for index in indices])
-        with self._side():   # the epoch's order and crop grid, on the side stream
-            order = self.uploads.order(batches)
+        return _Plan(epoch, batches, epoch_draws(self.config, epoch, sum(len(b) for b in batches)), groups, indices,
+                     np.cumsum([0] + [len(index) for index in indices]))
+
+    def _prepare(self, epoch: int, slot: _Slot) -> tuple[_Plan, int]:
+        """Producer thread, after an epoch's last round: the plan of epoch `epoch` and its first
+        round's images gathered into `slot` (the one its first round takes), so that the epoch
+        restart neither plans nor gathers when the loop asks for that epoch next."""
+        plan = self._plan(epoch)
+        return plan, (self._gather(slot, plan.indices[0], 0, plan.draws) if plan.groups else 0)
+
+    def _take_upcoming(self, epoch: int) -> tuple[_Plan | None, int | None]:
+        """The prepared plan and first-round size if they are epoch `epoch`'s, else (None, None)."""
+        upcoming, self.upcoming = self.upcoming, None
+        if upcoming is None or upcoming.exception() is not None:   # an error: met again when planned anew
+            return None, None
+        plan, filled = upcoming.result()
+        return (plan, filled) if plan.epoch == epoch else (None, None)
+
+    def _epoch(self, plan: _Plan, filled: int | None):
+        """One epoch's batches; `filled`: its first round already gathered into the slot of `self.turn`."""
+        groups, indices, starts, draws = plan.groups, plan.indices, plan.starts, plan.draws
+        first, self.turn = self.turn, (self.turn + len(groups)) % len(self.slots)
+        with self._side():   # the epoch's order and draws, on the side stream
+            order = self.uploads.order(plan.batches)
             on_device = self.uploads.draws(draws) if self.device_crops else None
         pending = self.active = {}   # group number -> future of its batches in production
         ahead = len(self.slots) - 1   # groups in production or ready: one slot is always free
 
         def submit(g: int) -> None:
-            if g < len(groups):
-                slot = self.slots[g % len(self.slots)]
+            if g >= len(groups):
+                return
+            slot = self.slots[(first + g) % len(self.slots)]
+            if g == 0 and filled is not None:
+                pending[g] = self.pool.submit(self._launch, slot, filled, order, on_device, 0)
+            else:
                 pending[g] = self.pool.submit(self._produce, slot, indices[g], int(starts[g]), draws, order, on_device)
+            if g == len(groups) - 1:   # the last round: then the next epoch's plan and first round
+                self.upcoming = self.pool.submit(self._prepare, plan.epoch + 1, self.slots[self.turn])
 
         consumer = torch.cuda.current_stream(self.device) if self.cuda else None
         try:
@@ -173,7 +218,8 @@ class PrefetchPipeline(Pipeline):
         one batch's uint8 images; device: the copy, crop (unless done on the host) and normalize of
         one slot (`round_batches` batches)."""
         self._check_open()
-        self._end_live()   # the stages reuse the live iterator's slots
+        self._end_live()   # the stages reuse the slots: the live iterator ends, the next epoch's
+        self._take_upcoming(-1)   # first round (if under way) is awaited and dropped
         batches = self.batches()
         draws = self.draws(batches)
         first = np.concatenate(batches[:self.group])

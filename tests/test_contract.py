@@ -414,3 +414,27 @@ def test_resident_launches_the_next_round_before_the_consumer_takes_a_batch(synt
             launched = min(3, 1 + (taken - 1) // 4 + 1)   # the round of the batch taken and the next one
             assert len(rounds) == launched, (taken, rounds)
     assert rounds == [128, 128, 128]
+
+
+@pytest.mark.parametrize("augment", ["device", "host"])
+def test_prefetch_plans_the_next_epoch_during_this_one_and_yields_the_same_batches(augment, indexed_root, monkeypatch):
+    """While an epoch's last rounds are consumed, `prefetch` plans the next epoch and gathers its
+    first round, so the restart does neither; epochs in sequence, an epoch skipped, and an epoch
+    after `stages()` still yield exactly what a fresh pipeline yields for that epoch."""
+    import pipelines.prefetch as prefetch
+    planned = []
+    plan = prefetch.epoch_batches
+    monkeypatch.setattr(prefetch, "epoch_batches", lambda n, config, e: (planned.append(e), plan(n, config, e))[1])
+    p = make(("prefetch", {}), indexed_root, max_samples=300, prefetch_augment=augment)
+    with p:
+        seen = [epoch(p, 0)]
+        assert planned == [0, 1]   # epoch 1 planned before the loop asked for it
+        seen.append(epoch(p, 1))
+        assert planned == [0, 1, 2]
+        seen.append(epoch(p, 5))   # not the prepared epoch: planned anew
+        p.stages()
+        seen.append(epoch(p, 6))
+    for e, (x, y) in zip((0, 1, 5, 6), seen):
+        with make(("prefetch", {}), indexed_root, max_samples=300, prefetch_augment=augment) as fresh:
+            want = epoch(fresh, e)
+        assert torch.equal(x, want[0]) and torch.equal(y, want[1]), e
