@@ -390,8 +390,9 @@ class Stages:
 
 class Pipeline(abc.ABC):
     """Base of every pipeline: holds the config, the resolved device and the loaded split, and keeps
-    the contract's iterator rules (one live iterator; nothing after `close()`). A pipeline implements
-    `_iterate` (one epoch, fixed when called), `stages` and, if it holds resources, `_release`."""
+    the contract's iterator rules (one live iterator; nothing after `close()`; no stages of an epoch
+    without a batch). A pipeline implements `_iterate` (one epoch, fixed when called), `_stages` and,
+    if it holds resources, `_release`."""
 
     name: str = ""
     encoding: str | None = None   # what the pipeline reads if fixed ("raw" / "jpeg"), else config's
@@ -462,9 +463,17 @@ class Pipeline(abc.ABC):
     def _iterate(self) -> Iterator[Batch]:
         """One epoch of contract batches, the epoch and its plan fixed when this is called."""
 
-    @abc.abstractmethod
     def stages(self) -> Stages:
         """This pipeline's stages (see `Stages`), built from the first batch of the current epoch."""
+        self._check_open()
+        if len(self) == 0:
+            raise ValueError(f"{self.name}: the epoch has no batch ({len(self.data)} samples, batch_size "
+                             f"{self.config.batch_size}, last_batch={self.config.last_batch!r}): no stage to time")
+        return self._stages()
+
+    @abc.abstractmethod
+    def _stages(self) -> Stages:
+        """`stages()` of a pipeline that is open and whose epoch has a batch."""
 
     def close(self) -> None:
         """Release workers, streams and buffers. Safe to call twice."""

@@ -289,13 +289,12 @@ class DaliPipeline(Pipeline):
         bad = undecodable_jpeg(self.data.jpeg, np.concatenate(window)) if window else None
         return None if bad is None else undecodable_sample(c.split, *bad)
 
-    def stages(self) -> Stages:
+    def _stages(self) -> Stages:
         """host: the external_source callback over an epoch (with readers.file: none, the reader runs
         inside DALI); payload: one batch's bytes as DALI copies them to the GPU from its own pinned
         buffers (the encoded files; the decoded pixels with the cpu decoder); device: the DALI graph
         (decode on its threads and the GPU) fed one fixed DALI batch forever, then the crop + flip and
         normalize of each batch in it."""
-        self._check_open()
         source = _EpochSource(self.config, self.samples(), len(self.data), self.epoch, self.multiple)
         groups = _groups(self.batches(), self.multiple)
 

@@ -93,10 +93,9 @@ class DataLoaderPipeline(Pipeline):
             labels = labels.to(self.device, non_blocking=self.non_blocking)
             yield self._on_device(images), labels
 
-    def stages(self) -> Stages:
+    def _stages(self) -> Stages:
         """host: the DataLoader (same workers, no pinning); payload: the collated float32 batch;
         device: the dtype / memory-format conversion after the copy."""
-        self._check_open()
         self._end_live()   # the host stage iterates the same workers' plan
         self.host_loader = self.host_loader or self.make_loader(pin_memory=False)
         keys = next(iter(EpochKeys(self)))

@@ -53,6 +53,17 @@ from .base import (Pipeline, Stages, crop_normalize, crop_windows, epoch_batches
 from .config import CHANNELS
 
 
+def _stop(futures) -> None:
+    """Cancel the producers' jobs not yet started and wait for those under way (their errors,
+    if any, are dropped: nobody asks for their result any more)."""
+    futures = list(futures)
+    for future in futures:
+        future.cancel()
+    for future in futures:
+        if not future.cancelled():
+            future.exception()
+
+
 @dataclass
 class _Plan:
     """One epoch as the producer works it: its batches, their draws (host), and per round of
@@ -210,18 +221,13 @@ class PrefetchPipeline(Pipeline):
     def _end_active(self) -> None:
         """Stop the live epoch's production (a newer iterator, stages(), close()). No device
         synchronization: a later fill of a slot first waits for that slot's copy event."""
-        for future in self.active.values():
-            future.cancel()
-        for future in self.active.values():
-            if not future.cancelled():
-                future.exception()
+        _stop(self.active.values())
         self.active = {}
 
-    def stages(self) -> Stages:
+    def _stages(self) -> Stages:
         """host: the producer filling pinned slots (pinning is part of the fill), no copy; payload:
         one batch's uint8 images; device: the copy, crop (unless done on the host) and normalize of
         one slot (`round_batches` batches)."""
-        self._check_open()
         self._end_live()   # the stages reuse the slots: the live iterator ends, the next epoch's
         self._take_upcoming(-1)   # first round (if under way) is awaited and dropped
         batches = self.batches()
@@ -234,13 +240,22 @@ class PrefetchPipeline(Pipeline):
             order = self.uploads.order(batches)
             on_device = self.uploads.draws(draws) if self.device_crops else None
         fixed = _Slot(slot.images[:n].clone().pin_memory() if self.cuda else slot.images[:n].clone(), None)
-        return Stages(host=lambda: self._host_batches(batches, draws), payload=payload,
+        return Stages(host=lambda: self._host_stage(batches, draws), payload=payload,
                       copy="pinned" if self.cuda else "none", pins=False, device_images=n,
                       device=lambda: self._launch(fixed, n, order, on_device, 0)[:2])
 
+    def _host_stage(self, batches, draws):
+        """The host stage as the live iterator: like `iter()`, it ends the live epoch and drops the
+        prepared next one (both fill the slots it fills), and a later `iter()` or `stages()` ends it."""
+        self._check_open()
+        self._end_live()
+        self._take_upcoming(-1)
+        self._live = self._host_batches(batches, draws)
+        return self._live
+
     def _host_batches(self, batches, draws):
         """One epoch of filled slots, the producers busy, no copies (the host stage alone): each
-        batch's images and labels."""
+        batch's images and labels. Ended early, it waits for the fills under way."""
         pending: deque = deque()
         start = 0
 
@@ -249,14 +264,17 @@ class PrefetchPipeline(Pipeline):
             n = future.result()
             return [slot.images[:n]], torch.from_numpy(self.data.labels[batches[b]])
 
-        for b, index in enumerate(batches):
-            slot = self.slots[b % len(self.slots)]   # free: the fill that used it was awaited
-            pending.append((slot, self.pool.submit(self._gather, slot, index, start, draws), b))
-            start += len(index)
-            if len(pending) == len(self.slots):
+        try:
+            for b, index in enumerate(batches):
+                slot = self.slots[b % len(self.slots)]   # free: the fill that used it was awaited
+                pending.append((slot, self.pool.submit(self._gather, slot, index, start, draws), b))
+                start += len(index)
+                if len(pending) == len(self.slots):
+                    yield oldest()
+            while pending:
                 yield oldest()
-        while pending:
-            yield oldest()
+        finally:
+            _stop(future for _, future, _ in pending)
 
     def _release(self) -> None:
         if self.pool is not None:

@@ -92,9 +92,8 @@ class ResidentPipeline(Pipeline):
     def _side(self):
         return torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext()
 
-    def stages(self) -> Stages:
+    def _stages(self) -> Stages:
         """No host stage and no per-step copy: its whole per-batch work is the device stage."""
-        self._check_open()
 
         def forever():
             while True:

@@ -88,10 +88,9 @@ class SpdlPipeline(Pipeline):
             for images, labels in pipeline.get_iterator():
                 yield normalize(images, self.config), labels
 
-    def stages(self) -> Stages:
+    def _stages(self) -> Stages:
         """host: the SPDL pipeline without its transfer stage; payload: one uint8 batch and labels
         (transfer_tensor_h2d pins it, then copies); device: normalize."""
-        self._check_open()
         batches = self.batches()
         images, labels = self._gather(self._jobs(batches)[0])
         on_device = images.to(self.device)

@@ -69,11 +69,10 @@ class TimmPrefetchPipeline(Pipeline):
         for images, labels in self.loader:
             yield images.contiguous(memory_format=self.memory_format), labels
 
-    def stages(self) -> Stages:
+    def _stages(self) -> Stages:
         """host: the DataLoader alone (workers, fast_collate and, on CUDA, its pin-memory thread), no
         copy; payload: one uint8 batch; device: PrefetchLoader's normalization of a batch already on
         the device, plus the memory-format conversion."""
-        self._check_open()
         self._end_live()   # the stages iterate the same workers' plan
         batch, labels = next(iter(self.loader.loader))
         on_device = batch.to(self.device)

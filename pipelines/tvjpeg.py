@@ -63,10 +63,9 @@ class TorchvisionJpegPipeline(Pipeline):
         mine = tuple(d[start:start + n] for d in draws) if draws is not None else None
         return crop_normalize(pixels, torch.arange(n, device=self.device), mine, self.config)
 
-    def stages(self) -> Stages:
+    def _stages(self) -> Stages:
         """host: gathering each batch's file tensors; payload: the files' bytes, which
         `decode_jpeg` copies itself (from pageable memory); device: decode + augment + normalize."""
-        self._check_open()
         batches = self.batches()
 
         def host():

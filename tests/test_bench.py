@@ -26,7 +26,7 @@ class Broken(Pipeline):
             yield torch.zeros(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64)
         raise self.error("worker crashed")
 
-    def stages(self):
+    def _stages(self):
         raise self.error("worker crashed")
 
 

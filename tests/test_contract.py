@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import time
 
 import numpy as np
 import pytest
@@ -419,6 +420,52 @@ def test_resident_launches_the_next_round_before_the_consumer_takes_a_batch(synt
             launched = min(3, 1 + (taken - 1) // 4 + 1)   # the round of the batch taken and the next one
             assert len(rounds) == launched, (taken, rounds)
     assert rounds == [128, 128, 128]
+
+
+@pytest.mark.parametrize("variant", LIGHT_VARIANTS, ids=LIGHT_IDS)
+def test_a_host_stage_run_between_epochs_leaves_the_next_epoch_as_it_was(variant, indexed_root):
+    """Stages made before an epoch and run after it (the host stage fills what the epoch and the
+    preparation of the next one fill) do not change what the next epoch yields."""
+    with make(variant, indexed_root, max_samples=128) as fresh:   # epochs in the same sequence
+        epoch(fresh, 0)   # (DALI's file reader follows its own sequence of epochs)
+        want = epoch(fresh, 1)
+    with make(variant, indexed_root, max_samples=128) as p:
+        stages = p.stages()
+        epoch(p, 0)
+        if stages.host is not None:
+            list(stages.host())
+        got = epoch(p, 1)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("augment", ["device", "host"])
+def test_prefetch_host_stage_ended_early_waits_for_its_fills(augment, indexed_root, monkeypatch):
+    """A host stage abandoned after one batch, its slow fills still under way, does not write into
+    the slots of the epoch that follows."""
+    import pipelines.prefetch as prefetch
+    gather = prefetch.PrefetchPipeline._gather
+
+    def slow(self, slot, index, start, draws):
+        time.sleep(0.02)
+        return gather(self, slot, index, start, draws)
+
+    with make(("prefetch", {}), indexed_root, max_samples=512, prefetch_augment=augment, num_workers=4) as fresh:
+        want = epoch(fresh, 2)
+    monkeypatch.setattr(prefetch.PrefetchPipeline, "_gather", slow)
+    with make(("prefetch", {}), indexed_root, max_samples=512, prefetch_augment=augment, num_workers=4,
+              prefetch_depth=1) as p:
+        host = p.stages().host()
+        next(host)
+        got = epoch(p, 2)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("variant", LIGHT_VARIANTS, ids=LIGHT_IDS)
+def test_stages_of_an_epoch_without_a_batch_are_refused_in_one_line(variant, indexed_root):
+    with make(variant, indexed_root, max_samples=20, batch_size=32, last_batch="drop") as p:
+        assert len(p) == 0
+        with pytest.raises(ValueError, match="the epoch has no batch"):
+            p.stages()
 
 
 @pytest.mark.parametrize("augment", ["device", "host"])

@@ -41,7 +41,7 @@ class Hanging(Pipeline):
             time.sleep(0.1)
         yield
 
-    def stages(self):
+    def _stages(self):
         raise NotImplementedError
 
 
@@ -54,7 +54,7 @@ class Slow(Pipeline):
             time.sleep(0.5)
             yield torch.zeros(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64)
 
-    def stages(self):
+    def _stages(self):
         raise NotImplementedError
 
 
