@@ -480,8 +480,10 @@ def test_prefetch_plans_the_next_epoch_during_this_one_and_yields_the_same_batch
     p = make(("prefetch", {}), indexed_root, max_samples=300, prefetch_augment=augment)
     with p:
         seen = [epoch(p, 0)]
+        p.upcoming.result()   # the producer prepares it after the last round, while that is consumed
         assert planned == [0, 1]   # epoch 1 planned before the loop asked for it
         seen.append(epoch(p, 1))
+        p.upcoming.result()
         assert planned == [0, 1, 2]
         seen.append(epoch(p, 5))   # not the prepared epoch: planned anew
         p.stages()
