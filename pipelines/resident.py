@@ -2,8 +2,9 @@
 
 Bytes: uint8 arrays in host memory -> copied to the device once at construction (timed,
 reported as `info["upload_s"]`, not part of any epoch) -> per epoch: the shuffled order and the
-crop offsets and flips (`base.epoch_draws`) copied there from reused pinned buffers, with no host
-synchronization and no allocation (`base.Uploader`) -> per round of `config.round_batches`
+crop offsets and flips (`base.epoch_draws`; drawn on a planner thread while the epoch before runs,
+for the epoch after it, so the restart does not draw them) copied there from reused pinned buffers,
+with no host synchronization and no allocation (`base.Uploader`) -> per round of `config.round_batches`
 batches (8 at 32 px), on a side CUDA stream: crop + flip + normalize of every image of the round
 as one compiled kernel reading the resident images by the epoch's order (`base.crop_normalize`,
 shared with `prefetch`), the labels' gather, an event. Rounds are launched `prefetch_depth`
@@ -27,10 +28,11 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from .base import Pipeline, Stages, crop_normalize, warm_crop_normalize
+from .base import Pipeline, Stages, crop_normalize, epoch_batches, epoch_draws, warm_crop_normalize
 
 
 class ResidentPipeline(Pipeline):
@@ -50,12 +52,24 @@ class ResidentPipeline(Pipeline):
         self.info["upload_s"] = time.perf_counter() - start
         warm_crop_normalize(self.device, config)
         self.stream = torch.cuda.Stream(self.device) if self.cuda else None
+        self.planner = ThreadPoolExecutor(1, thread_name_prefix="resident-plan")
+        self.upcoming = None   # (epoch, future of its plan): the next epoch's, made during this one
         if self.cuda:   # the side stream uses what the current stream made here
             torch.cuda.synchronize(self.device)
 
+    def _plan(self, epoch: int):
+        """Epoch `epoch`'s batches and augmentation draws (host)."""
+        batches = epoch_batches(len(self.data), self.config, epoch)
+        return batches, epoch_draws(self.config, epoch, sum(len(b) for b in batches))
+
     def _iterate(self):
-        batches = self.batches()
-        return self._epoch(batches, self.draws(batches))
+        upcoming, self.upcoming = self.upcoming, None
+        if upcoming is not None and upcoming[0] == self.epoch and upcoming[1].exception() is None:
+            batches, draws = upcoming[1].result()
+        else:   # not the epoch planned ahead (or its planning failed: met again here)
+            batches, draws = self._plan(self.epoch)
+        self.upcoming = (self.epoch + 1, self.planner.submit(self._plan, self.epoch + 1))
+        return self._epoch(batches, draws)
 
     def _epoch(self, batches, draws):
         if not batches:
@@ -103,6 +117,7 @@ class ResidentPipeline(Pipeline):
         return Stages(host=None, payload=[], copy="none", pins=False, device=lambda: next(batches))
 
     def _release(self) -> None:
+        self.planner.shutdown(wait=True, cancel_futures=True)
         if self.stream is not None:
             self.stream.synchronize()
         self.images = self.labels = None

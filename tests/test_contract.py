@@ -422,6 +422,30 @@ def test_resident_launches_the_next_round_before_the_consumer_takes_a_batch(synt
     assert rounds == [128, 128, 128]
 
 
+def test_resident_plans_the_next_epoch_during_this_one_and_yields_the_same_batches(indexed_root, monkeypatch):
+    """`resident` draws the next epoch's order and augmentation on its planner thread while an
+    epoch runs; epochs in sequence, an epoch skipped and an epoch after `stages()` still yield
+    exactly what a fresh pipeline yields for that epoch."""
+    import pipelines.resident as resident
+    planned = []
+    plan = resident.epoch_batches
+    monkeypatch.setattr(resident, "epoch_batches", lambda n, config, e: (planned.append(e), plan(n, config, e))[1])
+    with make(("resident", {}), indexed_root, max_samples=300) as p:
+        seen = [epoch(p, 0)]
+        p.upcoming[1].result()
+        assert planned == [0, 1]   # epoch 1 planned before the loop asked for it
+        seen.append(epoch(p, 1))
+        p.upcoming[1].result()
+        assert planned == [0, 1, 2]
+        seen.append(epoch(p, 5))   # not the planned epoch: planned anew
+        p.stages().device()
+        seen.append(epoch(p, 6))
+    for e, (x, y) in zip((0, 1, 5, 6), seen):
+        with make(("resident", {}), indexed_root, max_samples=300) as fresh:
+            want = epoch(fresh, e)
+        assert torch.equal(x, want[0]) and torch.equal(y, want[1]), e
+
+
 @pytest.mark.parametrize("variant", LIGHT_VARIANTS, ids=LIGHT_IDS)
 def test_a_host_stage_run_between_epochs_leaves_the_next_epoch_as_it_was(variant, indexed_root):
     """Stages made before an epoch and run after it (the host stage fills what the epoch and the
