@@ -212,11 +212,12 @@ def _normalize(images: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, d
 
 
 def crop_normalize(images: torch.Tensor, index: torch.Tensor, draws: tuple[torch.Tensor, ...] | None,
-                   config: PipelineConfig) -> torch.Tensor:
+                   config: PipelineConfig, start: int = 0) -> torch.Tensor:
     """Contract images of samples `images[index]` (`images`: N x S x S x C uint8, on the device
     of `index`): each cropped at (dy, dx) of its image zero-padded by `config.pad` and mirrored
-    where `flip` (`draws`: these samples' `epoch_draws`, as `Uploader.draws` puts them on the
-    device; None: no augmentation), then normalized as `normalize` does.
+    where `flip`, then normalized as `normalize` does. `draws`: the epoch's `epoch_draws` as
+    `Uploader.draws` puts them on the device, of which these samples' are positions `start` to
+    `start + len(index)`; None: no augmentation.
 
     Each output pixel is read straight from `images` (a pixel of the padding is a zero): nothing
     is padded, copied or indexed in between. On CUDA the function runs compiled (`torch.compile`)
@@ -224,7 +225,8 @@ def crop_normalize(images: torch.Tensor, index: torch.Tensor, draws: tuple[torch
     where compiling failed, it runs as written, op by op, with the same result."""
     scale, shift = affine(images.device)
     function = _COMPILED.get(images.device.type, _crop_normalize)
-    dy, dx, flip = draws if draws is not None else (None, None, None)
+    n = len(index)
+    dy, dx, flip = (d[start:start + n] for d in draws) if draws is not None else (None, None, None)
     return function(images, index, dy, dx, flip, scale, shift, config.pad, getattr(torch, config.dtype),
                     config.channels_last)
 

@@ -242,9 +242,7 @@ class DaliPipeline(Pipeline):
     def _augment(self, images: torch.Tensor, draws, start: int) -> torch.Tensor:
         """uint8 N x S x S x 3 on the device -> contract images: crop + flip with the epoch's draws
         of positions start.. (on the device) and normalize, one kernel (`crop_normalize`)."""
-        n = len(images)
-        mine = tuple(d[start:start + n] for d in draws) if draws is not None else None
-        return crop_normalize(images, torch.arange(n, device=images.device), mine, self.config)
+        return crop_normalize(images, torch.arange(len(images), device=images.device), draws, self.config, start)
 
     def _next(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         """DALI's next batch of the epoch under way (epoch `next_epoch - 1`) in memory torch owns

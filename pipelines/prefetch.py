@@ -22,8 +22,8 @@ slot, one batch per slot; the GPU only normalizes. Both variants crop and flip e
 `PrefetchLoader` design, with FFCV's preallocated pinned buffers instead of per-batch pinning.
 
 Measured on one H100 (results/2026-11-24-h100-lean-host-paths/, one run, 32 px, batch 512,
-bf16, medians of 2 processes): loader ceiling 2.19M img/s with 16 cores, 785k with 2, at 0.0021
-CPU seconds per 1,000 images (the host variant in the same run: 409k and 107k, 0.012 s); with 2
+bf16, medians of 2 processes): loader ceiling 2.19M img/s with 16 cores, 785k with 2; 0.0021 CPU
+seconds per 1,000 images with 16 cores (the host variant in the same run: 409k and 107k, 0.012 s); with 2
 cores the compiled ResNet-9 w0.25 step trains at 99.6 % of its model-only rate end to end (host
 variant 34.2 %). With 2 cores the loader-only rate varies between runs and processes by more than
 a quarter (the two earlier runs kept in that folder).
@@ -145,7 +145,7 @@ class PrefetchPipeline(Pipeline):
             pixels = slot.images[:n].to(self.device, non_blocking=True)
             if slot.copied is not None:
                 slot.copied.record(self.stream)
-            images = (crop_normalize(pixels, self.positions[:n], tuple(d[start:start + n] for d in draws), self.config)
+            images = (crop_normalize(pixels, self.positions[:n], draws, self.config, start)
                       if self.device_crops else normalize(pixels, self.config))
             return images, self.labels[order[start:start + n]], self.stream.record_event() if self.cuda else None
 
@@ -172,8 +172,9 @@ class PrefetchPipeline(Pipeline):
         plan = self._plan(epoch)
         return plan, (self._gather(slot, plan.indices[0], 0, plan.draws) if plan.groups else 0)
 
-    def _take_upcoming(self, epoch: int) -> tuple[_Plan | None, int | None]:
-        """The prepared plan and first-round size if they are epoch `epoch`'s, else (None, None)."""
+    def _take_upcoming(self, epoch: int | None) -> tuple[_Plan | None, int | None]:
+        """The prepared plan and first-round size if they are epoch `epoch`'s, else (None, None)
+        (`epoch` None: awaited and dropped)."""
         upcoming, self.upcoming = self.upcoming, None
         if upcoming is None or upcoming.exception() is not None:   # an error: met again when planned anew
             return None, None
@@ -229,8 +230,7 @@ class PrefetchPipeline(Pipeline):
         """host: the producer filling pinned slots (pinning is part of the fill), no copy; payload:
         one batch's uint8 images; device: the copy, crop (unless done on the host) and normalize of
         one slot (`round_batches` batches)."""
-        self._end_live()   # the stages reuse the slots: the live iterator ends, the next epoch's
-        self._take_upcoming(-1)   # first round (if under way) is awaited and dropped
+        self._claim_slots()
         batches = self.batches()
         draws = self.draws(batches)
         first = np.concatenate(batches[:self.group])
@@ -245,12 +245,17 @@ class PrefetchPipeline(Pipeline):
                       copy="pinned" if self.cuda else "none", pins=False, device_images=n,
                       device=lambda: self._launch(fixed, n, order, on_device, 0)[:2])
 
-    def _host_stage(self, batches, draws):
-        """The host stage as the live iterator: like `iter()`, it ends the live epoch and drops the
-        prepared next one (both fill the slots it fills), and a later `iter()` or `stages()` ends it."""
-        self._check_open()
+    def _claim_slots(self) -> None:
+        """The slots for the stages: the live iterator ends, and the next epoch's first round (if
+        under way) is awaited and dropped."""
         self._end_live()
-        self._take_upcoming(-1)
+        self._take_upcoming(None)
+
+    def _host_stage(self, batches, draws):
+        """The host stage as the live iterator: it claims the slots, and a later `iter()` or
+        `stages()` ends it."""
+        self._check_open()
+        self._claim_slots()
         self._live = self._host_batches(batches, draws)
         return self._live
 

@@ -53,23 +53,22 @@ class ResidentPipeline(Pipeline):
         warm_crop_normalize(self.device, config)
         self.stream = torch.cuda.Stream(self.device) if self.cuda else None
         self.planner = ThreadPoolExecutor(1, thread_name_prefix="resident-plan")
-        self.upcoming = None   # (epoch, future of its plan): the next epoch's, made during this one
+        self.upcoming = None   # future of the next epoch's plan, made during this one
         if self.cuda:   # the side stream uses what the current stream made here
             torch.cuda.synchronize(self.device)
 
     def _plan(self, epoch: int):
-        """Epoch `epoch`'s batches and augmentation draws (host)."""
+        """(epoch, its batches, their augmentation draws), on the host."""
         batches = epoch_batches(len(self.data), self.config, epoch)
-        return batches, epoch_draws(self.config, epoch, sum(len(b) for b in batches))
+        return epoch, batches, epoch_draws(self.config, epoch, sum(len(b) for b in batches))
 
     def _iterate(self):
         upcoming, self.upcoming = self.upcoming, None
-        if upcoming is not None and upcoming[0] == self.epoch and upcoming[1].exception() is None:
-            batches, draws = upcoming[1].result()
-        else:   # not the epoch planned ahead (or its planning failed: met again here)
-            batches, draws = self._plan(self.epoch)
-        self.upcoming = (self.epoch + 1, self.planner.submit(self._plan, self.epoch + 1))
-        return self._epoch(batches, draws)
+        planned = upcoming.result() if upcoming is not None and upcoming.exception() is None else None
+        if planned is None or planned[0] != self.epoch:   # not the epoch planned ahead (or planning failed:
+            planned = self._plan(self.epoch)               # the error is met again here)
+        self.upcoming = self.planner.submit(self._plan, self.epoch + 1)
+        return self._epoch(*planned[1:])
 
     def _epoch(self, batches, draws):
         if not batches:
@@ -88,8 +87,7 @@ class ResidentPipeline(Pipeline):
                 n = sum(len(index) for index in groups[made])
                 with self._side():   # one round of launches for the group's batches
                     idx = order[start:start + n]
-                    mine = tuple(d[start:start + n] for d in draws) if draws is not None else None
-                    made_group = (crop_normalize(self.images, idx, mine, c), self.labels[idx], groups[made])
+                    made_group = (crop_normalize(self.images, idx, draws, c, start), self.labels[idx], groups[made])
                     ready = self.stream.record_event() if self.cuda else None
                 ahead.append((made_group, ready))
                 made, start = made + 1, start + n
@@ -108,10 +106,11 @@ class ResidentPipeline(Pipeline):
 
     def _stages(self) -> Stages:
         """No host stage and no per-step copy: its whole per-batch work is the device stage."""
+        planned = self._plan(self.epoch)[1:]
 
-        def forever():
+        def forever():   # the one epoch again and again, planned once
             while True:
-                yield from self._iterate()
+                yield from self._epoch(*planned)
 
         batches = forever()
         return Stages(host=None, payload=[], copy="none", pins=False, device=lambda: next(batches))

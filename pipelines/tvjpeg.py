@@ -60,8 +60,7 @@ class TorchvisionJpegPipeline(Pipeline):
                 raise
             raise undecodable_sample(self.config.split, *bad) from None
         pixels = torch.stack(decoded).permute(0, 2, 3, 1)   # B x S x S x 3 view
-        mine = tuple(d[start:start + n] for d in draws) if draws is not None else None
-        return crop_normalize(pixels, torch.arange(n, device=self.device), mine, self.config)
+        return crop_normalize(pixels, torch.arange(n, device=self.device), draws, self.config, start)
 
     def _stages(self) -> Stages:
         """host: gathering each batch's file tensors; payload: the files' bytes, which

@@ -11,6 +11,7 @@ most JPEG_MAX_LEVELS and on average JPEG_MEAN_LEVELS (of 255). Raw pixels: exact
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import io
 import time
 
@@ -422,30 +423,6 @@ def test_resident_launches_the_next_round_before_the_consumer_takes_a_batch(synt
     assert rounds == [128, 128, 128]
 
 
-def test_resident_plans_the_next_epoch_during_this_one_and_yields_the_same_batches(indexed_root, monkeypatch):
-    """`resident` draws the next epoch's order and augmentation on its planner thread while an
-    epoch runs; epochs in sequence, an epoch skipped and an epoch after `stages()` still yield
-    exactly what a fresh pipeline yields for that epoch."""
-    import pipelines.resident as resident
-    planned = []
-    plan = resident.epoch_batches
-    monkeypatch.setattr(resident, "epoch_batches", lambda n, config, e: (planned.append(e), plan(n, config, e))[1])
-    with make(("resident", {}), indexed_root, max_samples=300) as p:
-        seen = [epoch(p, 0)]
-        p.upcoming[1].result()
-        assert planned == [0, 1]   # epoch 1 planned before the loop asked for it
-        seen.append(epoch(p, 1))
-        p.upcoming[1].result()
-        assert planned == [0, 1, 2]
-        seen.append(epoch(p, 5))   # not the planned epoch: planned anew
-        p.stages().device()
-        seen.append(epoch(p, 6))
-    for e, (x, y) in zip((0, 1, 5, 6), seen):
-        with make(("resident", {}), indexed_root, max_samples=300) as fresh:
-            want = epoch(fresh, e)
-        assert torch.equal(x, want[0]) and torch.equal(y, want[1]), e
-
-
 @pytest.mark.parametrize("variant", LIGHT_VARIANTS, ids=LIGHT_IDS)
 def test_a_host_stage_run_between_epochs_leaves_the_next_epoch_as_it_was(variant, indexed_root):
     """Stages made before an epoch and run after it (the host stage fills what the epoch and the
@@ -492,27 +469,29 @@ def test_stages_of_an_epoch_without_a_batch_are_refused_in_one_line(variant, ind
             p.stages()
 
 
-@pytest.mark.parametrize("augment", ["device", "host"])
-def test_prefetch_plans_the_next_epoch_during_this_one_and_yields_the_same_batches(augment, indexed_root, monkeypatch):
-    """While an epoch's last rounds are consumed, `prefetch` plans the next epoch and gathers its
-    first round, so the restart does neither; epochs in sequence, an epoch skipped, and an epoch
-    after `stages()` still yield exactly what a fresh pipeline yields for that epoch."""
-    import pipelines.prefetch as prefetch
+@pytest.mark.parametrize("variant", [("prefetch", {"prefetch_augment": "device"}),
+                                     ("prefetch", {"prefetch_augment": "host"}), ("resident", {})],
+                         ids=["prefetch-device", "prefetch-host", "resident"])
+def test_the_next_epoch_is_planned_during_this_one_and_yields_the_same_batches(variant, indexed_root, monkeypatch):
+    """While an epoch runs, `prefetch` (its producer, after the last round, with the next epoch's
+    first round) and `resident` (its planner thread) plan the next epoch, so the restart does not;
+    epochs in sequence, an epoch skipped, and an epoch after `stages()` still yield exactly what a
+    fresh pipeline yields for that epoch."""
+    module = importlib.import_module(f"pipelines.{variant[0]}")
     planned = []
-    plan = prefetch.epoch_batches
-    monkeypatch.setattr(prefetch, "epoch_batches", lambda n, config, e: (planned.append(e), plan(n, config, e))[1])
-    p = make(("prefetch", {}), indexed_root, max_samples=300, prefetch_augment=augment)
-    with p:
+    plan = module.epoch_batches
+    monkeypatch.setattr(module, "epoch_batches", lambda n, config, e: (planned.append(e), plan(n, config, e))[1])
+    with make(variant, indexed_root, max_samples=300) as p:
         seen = [epoch(p, 0)]
-        p.upcoming.result()   # the producer prepares it after the last round, while that is consumed
+        p.upcoming.result()   # made while the epoch's last batches are consumed
         assert planned == [0, 1]   # epoch 1 planned before the loop asked for it
         seen.append(epoch(p, 1))
         p.upcoming.result()
         assert planned == [0, 1, 2]
-        seen.append(epoch(p, 5))   # not the prepared epoch: planned anew
-        p.stages()
+        seen.append(epoch(p, 5))   # not the planned epoch: planned anew
+        p.stages().device()
         seen.append(epoch(p, 6))
     for e, (x, y) in zip((0, 1, 5, 6), seen):
-        with make(("prefetch", {}), indexed_root, max_samples=300, prefetch_augment=augment) as fresh:
+        with make(variant, indexed_root, max_samples=300) as fresh:
             want = epoch(fresh, e)
         assert torch.equal(x, want[0]) and torch.equal(y, want[1]), e
