@@ -223,10 +223,14 @@ def crop_normalize(images: torch.Tensor, index: torch.Tensor, draws: tuple[torch
     is padded, copied or indexed in between. On CUDA the function runs compiled (`torch.compile`)
     into one kernel, which `warm_crop_normalize` compiles for any number of images; elsewhere, or
     where compiling failed, it runs as written, op by op, with the same result."""
-    scale, shift = affine(images.device)
-    function = _COMPILED.get(images.device.type, _crop_normalize)
     n = len(index)
     dy, dx, flip = (d[start:start + n] for d in draws) if draws is not None else (None, None, None)
+    return _apply(_COMPILED.get(images.device.type, _crop_normalize), images, index, dy, dx, flip, config)
+
+
+def _apply(function: Callable, images, index, dy, dx, flip, config: PipelineConfig) -> torch.Tensor:
+    """`function` (`_crop_normalize` or its compiled version) on these samples' images and draws."""
+    scale, shift = affine(images.device)
     return function(images, index, dy, dx, flip, scale, shift, config.pad, getattr(torch, config.dtype),
                     config.channels_last)
 
@@ -253,7 +257,12 @@ def warm_crop_normalize(device: torch.device, config: PipelineConfig, planar: bo
     against the op-by-op version; if compiling fails, warn and keep the op-by-op version. Called
     by the constructors, so no epoch and no producer thread compiles. `planar`: the images will
     be N x C x S x S tensors seen as N x S x S x C (a decoder's output; each memory layout is
-    compiled apart)."""
+    compiled apart).
+
+    The kernel compiles in this process (`compile_threads=1`): otherwise inductor starts its pool
+    of compile worker processes, which import torch on the cores the loader runs on for seconds
+    after the compile is over; with a budget of two cores that took about one of them from
+    `prefetch` (results/2026-11-24-h100-compile-workers/)."""
     if device.type != "cuda" or _COMPILED.get("cuda") is _crop_normalize:
         return
     _COMPILED.setdefault("cuda", torch.compile(_crop_normalize))
@@ -264,11 +273,15 @@ def warm_crop_normalize(device: torch.device, config: PipelineConfig, planar: bo
     index = torch.tensor([5, 1, 2, 0])
     draws = tuple(d.long() for d in draw_augmentation(4, config.pad, generator)) if config.augment else None
     want = crop_normalize(images, index, draws, config)
-    on_device = [images.to(device), index.to(device), *(d.to(device) for d in draws or ())]
-    for tensor in on_device:
-        torch._dynamo.mark_dynamic(tensor, 0)
+    on_device = [images.to(device), index.to(device),
+                 *(tuple(d.to(device) for d in draws) if draws is not None else (None, None, None))]
+    for tensor in on_device:   # marked on the very tensors the compiled function gets (a slice is unmarked)
+        if tensor is not None:
+            torch._dynamo.mark_dynamic(tensor, 0)
     try:
-        got = crop_normalize(on_device[0], on_device[1], tuple(on_device[2:]) or None, config).cpu()
+        import torch._inductor.config as inductor
+        with inductor.patch(compile_threads=1):   # in this process: no compile worker processes (below)
+            got = _apply(_COMPILED["cuda"], *on_device, config).cpu()
     except Exception as error:   # no compiler here: the op-by-op version, slower, same result
         warnings.warn(f"crop_normalize could not be compiled, it runs op by op: {type(error).__name__}: "
                       f"{(str(error).splitlines() or [''])[0]}", stacklevel=2)

@@ -13,7 +13,11 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import io
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -383,10 +387,14 @@ CROP_DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.c
 def test_crop_normalize_is_the_padded_crop_mirrored_then_normalized(device, dtype, channels_last, tolerance):
     """The shared kernel of `prefetch` and `resident` (compiled on CUDA, for any number of images)
     against the definition: pad with zeros, crop at (dy, dx), mirror, normalize; the extreme
-    offsets included, in the layout the config asks for."""
+    offsets included, in the layout the config asks for; the samples' draws taken from the
+    epoch's at their position. On CUDA the compiled kernel is the one that runs."""
+    from pipelines import base
     from pipelines.base import crop_normalize, warm_crop_normalize
     config = PipelineConfig(device=device, dtype=dtype, channels_last=channels_last)
     warm_crop_normalize(torch.device(device), config)
+    if device == "cuda":
+        assert base._COMPILED["cuda"] is not base._crop_normalize, "crop_normalize fell back to op by op"
     g = torch.Generator().manual_seed(3)
     images = torch.randint(0, 256, (20, 32, 32, 3), dtype=torch.uint8, generator=g)
     for n in (7, 12):   # two batch sizes: one compiled kernel serves both
@@ -394,7 +402,10 @@ def test_crop_normalize_is_the_padded_crop_mirrored_then_normalized(device, dtyp
         dy, dx = torch.randint(0, 2 * PAD + 1, (2, n), generator=g)
         dy[:2], dx[:2] = torch.tensor([0, 2 * PAD]), torch.tensor([2 * PAD, 0])   # the corners of the padding
         flip = torch.arange(n) % 2
-        got = crop_normalize(images.to(device), index.to(device), (dy.to(device), dx.to(device), flip.to(device)), config)
+        start = 3   # the epoch's draws: 3 other samples' before these, 2 after
+        epoch = [torch.cat([torch.randint(0, 2, (start,), generator=g), d, torch.randint(0, 2, (2,), generator=g)])
+                 for d in (dy, dx, flip)]
+        got = crop_normalize(images.to(device), index.to(device), tuple(d.to(device) for d in epoch), config, start)
         assert got.shape == (n, 3, 32, 32) and got.dtype == getattr(torch, dtype) and got.device.type == device
         assert got.is_contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
         crops = np.stack([reference_crop(images[i].numpy(), int(y), int(x), bool(f))
@@ -402,6 +413,21 @@ def test_crop_normalize_is_the_padded_crop_mirrored_then_normalized(device, dtyp
         want = ((torch.from_numpy(crops).double().permute(0, 3, 1, 2) / 255 - torch.tensor(MEAN).double().view(1, 3, 1, 1))
                 / torch.tensor(STD).double().view(1, 3, 1, 1))
         assert (got.cpu().double() - want).abs().max().item() < tolerance
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_compiling_the_kernel_starts_no_compile_worker_process():
+    """A pipeline's constructor compiles `crop_normalize` in its own process: inductor's compile
+    workers would take the loader's cores while they start (a fresh process: none started yet)."""
+    script = ("import os, pathlib, torch; from pipelines import base; from pipelines.config import PipelineConfig\n"
+              "base.warm_crop_normalize(torch.device('cuda'), PipelineConfig(device='cuda'))\n"
+              "assert base._COMPILED['cuda'] is not base._crop_normalize, 'fell back to op by op'\n"
+              "print(sum(len(t.read_text().split()) for t in pathlib.Path(f'/proc/{os.getpid()}/task').glob('*/children')))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHINDUCTOR_COMPILE_THREADS")}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600,
+                          cwd=str(Path(__file__).resolve().parents[1]))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "0", "child processes left running: " + done.stdout
 
 
 def test_resident_launches_the_next_round_before_the_consumer_takes_a_batch(synthetic_root, monkeypatch):
