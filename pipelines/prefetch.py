@@ -22,11 +22,10 @@ slot, one batch per slot; the GPU only normalizes. Both variants crop and flip e
 `PrefetchLoader` design, with FFCV's preallocated pinned buffers instead of per-batch pinning.
 
 Measured on one H100 (results/2026-11-24-h100-lean-host-paths/, one run, 32 px, batch 512,
-bf16, medians of 2 processes): loader ceiling 2.19M img/s with 16 cores, 785k with 2; 0.0021 CPU
-seconds per 1,000 images with 16 cores (the host variant in the same run: 409k and 107k, 0.012 s); with 2
-cores the compiled ResNet-9 w0.25 step trains at 99.6 % of its model-only rate end to end (host
-variant 34.2 %). With 2 cores the loader-only rate varies between runs and processes by more than
-a quarter (the two earlier runs kept in that folder).
+bf16, medians of 2 processes): loader ceiling 2.07M img/s with 16 cores, 1.22M with 2, at 0.0016
+and 0.0012 CPU seconds per 1,000 images (the host variant in the same run: 412k and 126k, 0.011
+and 0.0087 s); with 2 cores the compiled ResNet-9 w0.25 step trains at 99.0 % of its model-only
+rate end to end (host variant 33.8 %).
 
 Labels live on the device and the epoch's order goes there once per epoch (`base.Uploader`): no
 per-step label copy.

@@ -14,9 +14,9 @@ between two steps. No per-step host transfer, three launches per round. The airb
 hlb-CIFAR10 approach.
 
 Measured on one H100 (results/2026-11-24-h100-lean-host-paths/, one run, 32 px, batch 512,
-bf16, medians of 2 processes): loader ceiling 3.0M-5.0M img/s at 16, 8, 4 and 2 cores, at 0.0005-
-0.0007 CPU seconds per 1,000 images; the compiled ResNet-9 w0.25 step trains at 99.3 % (16 cores)
-and 99.9 % (2 cores) of its model-only rate end to end.
+bf16, medians of 2 processes): loader ceiling 4.2M-4.5M img/s at 16, 8, 4 and 2 cores, at about
+0.0003 CPU seconds per 1,000 images; the compiled ResNet-9 w0.25 step trains at 99.9 % (16 cores)
+and 99.3 % (2 cores) of its model-only rate end to end.
 
 Stream safety: the stream and the device copies are made once in `__init__` (synchronized there).
 Everything an epoch allocates is allocated and used on the side stream; each round's tensors are
