@@ -83,7 +83,8 @@ def cpu_budget(cpus: int | None, slot: int = 0):
         torch.set_num_threads(threads)
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
+    """The live processes below `pid` (children, their children, ...)."""
     found, todo = [], [pid]
     while todo:
         for task in Path(f"/proc/{todo.pop()}/task").glob("*"):
@@ -110,7 +111,7 @@ def cpu_seconds() -> float:
     if not Path("/proc/self/stat").exists():
         return float("nan")
     pid = os.getpid()
-    return sum(_cpu_ticks(p) for p in [pid, *_descendants(pid)]) / TICK
+    return sum(_cpu_ticks(p) for p in [pid, *descendants(pid)]) / TICK
 
 
 class GpuMonitor:

@@ -32,6 +32,7 @@ import threading
 import time
 import warnings
 from collections import deque
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -168,6 +169,25 @@ def epoch_draws(config: PipelineConfig, epoch: int, n: int) -> tuple[torch.Tenso
         return None
     generator = torch.Generator().manual_seed(int(rank_seeds(config, epoch, 1)[0]))
     return draw_augmentation(n, config.pad, generator)
+
+
+@dataclass
+class EpochPlan:
+    """An epoch as planned on the host: its number, its sample indices batch by batch
+    (`epoch_batches`) and their augmentation draws (`epoch_draws`)."""
+    epoch: int
+    batches: list[np.ndarray]
+    draws: tuple[torch.Tensor, ...] | None
+
+
+def planned_ahead(future: Future | None, epoch: int | None) -> EpochPlan | None:
+    """The plan `future` made in advance if it is epoch `epoch`'s, else None: nothing planned,
+    the planning failed (its error is met again when the epoch is planned anew) or another epoch
+    was planned. Waits for the future."""
+    if future is None or future.exception() is not None:
+        return None
+    plan = future.result()
+    return plan if plan.epoch == epoch else None
 
 
 def crop_windows(images: np.ndarray, size: int, pad: int) -> tuple[np.ndarray, np.ndarray]:
@@ -445,13 +465,19 @@ class Pipeline(abc.ABC):
     def __len__(self) -> int:
         return batch_count(len(self.data), self.config)
 
-    def batches(self) -> list[np.ndarray]:
-        """This epoch's sample indices, batch by batch."""
-        return epoch_batches(len(self.data), self.config, self.epoch)
+    def batches(self, epoch: int | None = None) -> list[np.ndarray]:
+        """Epoch `epoch`'s (None: this epoch's) sample indices, batch by batch."""
+        return epoch_batches(len(self.data), self.config, self.epoch if epoch is None else epoch)
 
-    def draws(self, batches: list[np.ndarray]) -> tuple[torch.Tensor, ...] | None:
-        """This epoch's augmentation draws (`epoch_draws`) for the samples of `batches`."""
-        return epoch_draws(self.config, self.epoch, sum(len(b) for b in batches))
+    def draws(self, batches: list[np.ndarray], epoch: int | None = None) -> tuple[torch.Tensor, ...] | None:
+        """Epoch `epoch`'s (None: this epoch's) augmentation draws (`epoch_draws`) for the samples
+        of `batches`."""
+        return epoch_draws(self.config, self.epoch if epoch is None else epoch, sum(len(b) for b in batches))
+
+    def plan(self, epoch: int) -> EpochPlan:
+        """Epoch `epoch`'s batches and draws."""
+        batches = self.batches(epoch)
+        return EpochPlan(epoch, batches, self.draws(batches, epoch))
 
     def __iter__(self) -> Iterator[Batch]:
         """One epoch (the current `set_epoch`). Ends the previous iterator first."""

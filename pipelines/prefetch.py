@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .base import (Pipeline, Stages, crop_normalize, crop_windows, epoch_batches, epoch_draws, normalize,
+from .base import (EpochPlan, Pipeline, Stages, crop_normalize, crop_windows, normalize, planned_ahead,
                    warm_crop_normalize)
 from .config import CHANNELS
 
@@ -65,15 +65,14 @@ def _stop(futures) -> None:
 
 
 @dataclass
-class _Plan:
-    """One epoch as the producer works it: its batches, their draws (host), and per round of
-    launches the sample indices and the position of its first sample in the epoch."""
-    epoch: int
-    batches: list
-    draws: tuple | None
+class _Plan(EpochPlan):
+    """One epoch as the producer works it: per round of launches its batches, their sample
+    indices and the position of its first sample in the epoch; `filled`: the size of its first
+    round if already gathered (into the slot that round takes)."""
     groups: list
     indices: list
     starts: np.ndarray
+    filled: int | None = None
 
 
 @dataclass
@@ -154,35 +153,31 @@ class PrefetchPipeline(Pipeline):
         return self._launch(slot, self._gather(slot, index, start, draws), order, on_device, start)
 
     def _iterate(self):
-        plan, filled = self._take_upcoming(self.epoch)
-        return self._epoch(plan or self._plan(self.epoch), filled)
+        return self._epoch(self._take_upcoming(self.epoch) or self._plan(self.epoch))
 
     def _plan(self, epoch: int) -> _Plan:
-        batches = epoch_batches(len(self.data), self.config, epoch)
-        groups = [batches[i:i + self.group] for i in range(0, len(batches), self.group)]
+        plan = self.plan(epoch)
+        groups = [plan.batches[i:i + self.group] for i in range(0, len(plan.batches), self.group)]
         indices = [np.concatenate(group) for group in groups]
-        return _Plan(epoch, batches, epoch_draws(self.config, epoch, sum(len(b) for b in batches)), groups, indices,
-                     np.cumsum([0] + [len(index) for index in indices]))
+        return _Plan(epoch, plan.batches, plan.draws, groups, indices, np.cumsum([0] + [len(i) for i in indices]))
 
-    def _prepare(self, epoch: int, slot: _Slot) -> tuple[_Plan, int]:
+    def _prepare(self, epoch: int, slot: _Slot) -> _Plan:
         """Producer thread, after an epoch's last round: the plan of epoch `epoch` and its first
         round's images gathered into `slot` (the one its first round takes), so that the epoch
         restart neither plans nor gathers when the loop asks for that epoch next."""
         plan = self._plan(epoch)
-        return plan, (self._gather(slot, plan.indices[0], 0, plan.draws) if plan.groups else 0)
+        plan.filled = self._gather(slot, plan.indices[0], 0, plan.draws) if plan.groups else 0
+        return plan
 
-    def _take_upcoming(self, epoch: int | None) -> tuple[_Plan | None, int | None]:
-        """The prepared plan and first-round size if they are epoch `epoch`'s, else (None, None)
-        (`epoch` None: awaited and dropped)."""
+    def _take_upcoming(self, epoch: int | None) -> _Plan | None:
+        """The prepared plan if it is epoch `epoch`'s (`epoch` None: awaited and dropped)."""
         upcoming, self.upcoming = self.upcoming, None
-        if upcoming is None or upcoming.exception() is not None:   # an error: met again when planned anew
-            return None, None
-        plan, filled = upcoming.result()
-        return (plan, filled) if plan.epoch == epoch else (None, None)
+        return planned_ahead(upcoming, epoch)
 
-    def _epoch(self, plan: _Plan, filled: int | None):
-        """One epoch's batches; `filled`: its first round already gathered into the slot of `self.turn`."""
-        groups, indices, starts, draws = plan.groups, plan.indices, plan.starts, plan.draws
+    def _epoch(self, plan: _Plan):
+        """One epoch's batches (its first round already gathered into the slot of `self.turn` where
+        `plan.filled` is set)."""
+        groups, indices, starts, draws, filled = plan.groups, plan.indices, plan.starts, plan.draws, plan.filled
         first, self.turn = self.turn, (self.turn + len(groups)) % len(self.slots)
         with self._side():   # the epoch's order and draws, on the side stream
             order = self.uploads.order(plan.batches)

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from .base import Pipeline, Stages, crop_normalize, epoch_batches, epoch_draws, warm_crop_normalize
+from .base import EpochPlan, Pipeline, Stages, crop_normalize, planned_ahead, warm_crop_normalize
 
 
 class ResidentPipeline(Pipeline):
@@ -57,27 +57,20 @@ class ResidentPipeline(Pipeline):
         if self.cuda:   # the side stream uses what the current stream made here
             torch.cuda.synchronize(self.device)
 
-    def _plan(self, epoch: int):
-        """(epoch, its batches, their augmentation draws), on the host."""
-        batches = epoch_batches(len(self.data), self.config, epoch)
-        return epoch, batches, epoch_draws(self.config, epoch, sum(len(b) for b in batches))
-
     def _iterate(self):
-        upcoming, self.upcoming = self.upcoming, None
-        planned = upcoming.result() if upcoming is not None and upcoming.exception() is None else None
-        if planned is None or planned[0] != self.epoch:   # not the epoch planned ahead (or planning failed:
-            planned = self._plan(self.epoch)               # the error is met again here)
-        self.upcoming = self.planner.submit(self._plan, self.epoch + 1)
-        return self._epoch(*planned[1:])
+        plan = planned_ahead(self.upcoming, self.epoch) or self.plan(self.epoch)
+        self.upcoming = self.planner.submit(self.plan, self.epoch + 1)
+        return self._epoch(plan)
 
-    def _epoch(self, batches, draws):
+    def _epoch(self, plan: EpochPlan):
+        batches = plan.batches
         if not batches:
             return
         c, group = self.config, self.config.round_batches
         consumer = torch.cuda.current_stream(self.device) if self.cuda else None
         with self._side():
             order = self.uploads.order(batches)
-            draws = self.uploads.draws(draws)
+            draws = self.uploads.draws(plan.draws)
         groups = [batches[i:i + group] for i in range(0, len(batches), group)]
         rounds = max(1, -(-c.prefetch_depth // group))   # rounds launched beyond the one consumed
         ahead: deque = deque()
@@ -106,11 +99,11 @@ class ResidentPipeline(Pipeline):
 
     def _stages(self) -> Stages:
         """No host stage and no per-step copy: its whole per-batch work is the device stage."""
-        planned = self._plan(self.epoch)[1:]
+        plan = self.plan(self.epoch)
 
         def forever():   # the one epoch again and again, planned once
             while True:
-                yield from self._epoch(*planned)
+                yield from self._epoch(plan)
 
         batches = forever()
         return Stages(host=None, payload=[], copy="none", pins=False, device=lambda: next(batches))

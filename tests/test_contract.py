@@ -11,7 +11,6 @@ most JPEG_MAX_LEVELS and on average JPEG_MEAN_LEVELS (of 255). Raw pixels: exact
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import io
 import os
 import subprocess
@@ -25,7 +24,7 @@ import torch
 from PIL import Image
 
 import pipelines
-from pipelines import sources
+from pipelines import base, sources
 from pipelines.config import MEAN, PAD, STD, PipelineConfig
 
 from conftest import COL0, COL_STEP, DIGIT, LEVEL, indexed_images
@@ -50,8 +49,8 @@ def make(variant, root, **changes) -> pipelines.Pipeline:
     reason = pipelines.available()[name]
     if reason:
         pytest.skip(reason)
-    base = dict(data_root=str(root), source="cifar10", max_samples=N, batch_size=64, num_workers=2)
-    config = pipelines.resolve_config(name, PipelineConfig(**{**base, **fixed, **changes}))
+    common = dict(data_root=str(root), source="cifar10", max_samples=N, batch_size=64, num_workers=2)
+    config = pipelines.resolve_config(name, PipelineConfig(**{**common, **fixed, **changes}))
     key = (config.data_root, config.encoding, config.split, config.image_size, config.max_samples)
     if key not in SPLITS:
         SPLITS[key] = sources.open_split(config)
@@ -389,7 +388,6 @@ def test_crop_normalize_is_the_padded_crop_mirrored_then_normalized(device, dtyp
     against the definition: pad with zeros, crop at (dy, dx), mirror, normalize; the extreme
     offsets included, in the layout the config asks for; the samples' draws taken from the
     epoch's at their position. On CUDA the compiled kernel is the one that runs."""
-    from pipelines import base
     from pipelines.base import crop_normalize, warm_crop_normalize
     config = PipelineConfig(device=device, dtype=dtype, channels_last=channels_last)
     warm_crop_normalize(torch.device(device), config)
@@ -419,10 +417,11 @@ def test_crop_normalize_is_the_padded_crop_mirrored_then_normalized(device, dtyp
 def test_compiling_the_kernel_starts_no_compile_worker_process():
     """A pipeline's constructor compiles `crop_normalize` in its own process: inductor's compile
     workers would take the loader's cores while they start (a fresh process: none started yet)."""
-    script = ("import os, pathlib, torch; from pipelines import base; from pipelines.config import PipelineConfig\n"
+    script = ("import os, torch; from bench import machine; from pipelines import base\n"
+              "from pipelines.config import PipelineConfig\n"
               "base.warm_crop_normalize(torch.device('cuda'), PipelineConfig(device='cuda'))\n"
               "assert base._COMPILED['cuda'] is not base._crop_normalize, 'fell back to op by op'\n"
-              "print(sum(len(t.read_text().split()) for t in pathlib.Path(f'/proc/{os.getpid()}/task').glob('*/children')))")
+              "print(len(machine.descendants(os.getpid())))")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHINDUCTOR_COMPILE_THREADS")}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600,
                           cwd=str(Path(__file__).resolve().parents[1]))
@@ -503,10 +502,9 @@ def test_the_next_epoch_is_planned_during_this_one_and_yields_the_same_batches(v
     first round) and `resident` (its planner thread) plan the next epoch, so the restart does not;
     epochs in sequence, an epoch skipped, and an epoch after `stages()` still yield exactly what a
     fresh pipeline yields for that epoch."""
-    module = importlib.import_module(f"pipelines.{variant[0]}")
     planned = []
-    plan = module.epoch_batches
-    monkeypatch.setattr(module, "epoch_batches", lambda n, config, e: (planned.append(e), plan(n, config, e))[1])
+    plan = base.epoch_batches   # every pipeline plans its epochs through Pipeline.batches
+    monkeypatch.setattr(base, "epoch_batches", lambda n, config, e: (planned.append(e), plan(n, config, e))[1])
     with make(variant, indexed_root, max_samples=300) as p:
         seen = [epoch(p, 0)]
         p.upcoming.result()   # made while the epoch's last batches are consumed

@@ -22,11 +22,6 @@ from pathlib import Path
 VARIANTS = ("compiled-here", "worker-pool")
 
 
-def children() -> int:
-    """Live child processes of this process."""
-    return sum(len(t.read_text().split()) for t in Path(f"/proc/{os.getpid()}/task").glob("*/children"))
-
-
 def measure(variant: str, data_root: str, cpus: int, steps: int, repeats: int) -> list[dict]:
     """One process: `prefetch` loader-only windows on `cpus` cores."""
     import pipelines
@@ -47,7 +42,7 @@ def measure(variant: str, data_root: str, cpus: int, steps: int, repeats: int) -
                 window = harness.time_window(batches, step, steps, device)
                 rows.append({"variant": variant, "repeat": repeat, "img_per_s": window.images / window.seconds,
                              "cpu_s_per_1k_images": window.cpu_s / window.images * 1e3,
-                             "child_processes": children()})
+                             "child_processes": len(machine.descendants(os.getpid()))})
     return rows
 
 
