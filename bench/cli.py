@@ -141,7 +141,7 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
 
 
 RUN_HELP = ("Measure each pipeline loader-only (at each headspace level), stage by stage and end-to-end, each "
-            "model on a synthetic batch (model-only) and the bus alone (copies), for every combination of the "
+            "model on real batches already on the device (model-only) and the bus alone (copies), for every combination of the "
             "listed image sizes, batch sizes, CPU budgets, worker counts, models and dtypes, each configuration "
             "in --processes independent processes; append one CSV row per window to OUT/results.csv, print a "
             "summary and the answer (which pipeline keeps each model fed), also written to OUT/ANSWER.md. "
@@ -173,14 +173,21 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                    help="list; CPU cores per GPU: each configuration (its workers and threads too) runs on that "
                         "many cores, and the worker count follows (cores - 1, at least 1) unless --workers is given "
                         "(default: every core this process may use; under torchrun, an equal share per rank)")
-    p.add_argument("--processes", type=_positive(int), default=2,
+    p.add_argument("--processes", type=_positive(int),
                    help="independent processes per configuration, run in rounds (A B A B), so a range between "
-                        "processes shows how much a result moves (default: %(default)s)")
+                        "processes shows how much a result moves; the report names no verdict, tie or fastest "
+                        f"pipeline from fewer than {plan.MIN_PROCESSES} (default: "
+                        f"{plan.PROCESSES['cuda']} on CUDA, {plan.PROCESSES['cpu']} on CPU)")
     p.add_argument("--busy-ms", type=_ms_list,
                    help="loader mode: the headspace levels, ms per batch the GPU is kept busy by a synthetic "
-                        "step after each batch (0: an idle GPU); the report's loader ceiling rests on the levels "
-                        "at which the pipeline, not that step, was the limit (default: "
+                        "training step after each batch (bf16 matrix products and memory copies on every SM, "
+                        "checked every window; 0: an idle GPU); the report reads each pipeline's loader ceiling "
+                        "where it stops keeping up with that step (default: "
                         f"{','.join(f'{b:g}' for b in harness.BUSY_MS)} on CUDA, 0 on CPU)")
+    p.add_argument("--sync-every", type=_int_list,
+                   help="list; model-only and e2e: read the loss on the host every N steps (loss.item(), as a loop "
+                        "that logs does; it drains the GPU's queue each time), 0 never; each value its own "
+                        "configurations (default: 0)")
     p.add_argument("--epochs", type=_positive(int), default=10,
                    help="train mode: epochs trained before the test accuracy (default: %(default)s)")
     p.add_argument("--step", type=_csv_list(harness.STEPS),
@@ -346,7 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
 def specs_for(grids: list, device: torch.device, world: distributed.World = distributed.World()) -> list[harness.RunSpec]:
     """Every configuration of the grids (one per --config grid, else the command line's), each in
     its grid's --processes independent processes, in rounds (`plan.grid`, `plan.rounds`)."""
-    return plan.rounds([(plan.grid(options, device, world), options.processes) for options in grids])
+    return plan.rounds([(plan.grid(options, device, world), options.processes or plan.PROCESSES[device.type])
+                        for options in grids])
 
 
 def record(out: Path, command: list[str], env: dict | None = None, once: bool = False) -> None:

@@ -3,13 +3,17 @@
 Modes (what each timer includes):
   - loader: iterate the pipeline with no model. The consumer reads each batch on the device (one
     tiny kernel) and then, for each level of `busy_ms`, keeps the device busy that many ms per batch
-    (`torch.cuda._sleep`, a kernel that spins on one SM; a host sleep without CUDA): the "headspace"
-    method. Level 0 is the bare loop on an idle GPU; the busy levels measure the pipeline under the
-    conditions of training (GPU clocks up, host free while the device works), and the rates against
-    the levels are the pipeline's headspace curve: the crossover for a model of any step time. The
-    report derives the pipeline's loader ceiling from the levels (`bench.report.ceilings`).
-  - model:  the same training step as e2e on one synthetic batch already on the device, no
-    pipeline. Compute ceiling.
+    with work that loads it like a training step (`bench.busy`: matrix products and memory traffic
+    on every SM, calibrated before the pipeline exists, its time measured every window; a host
+    sleep without CUDA): the "headspace" method. Level 0 is the bare loop on an idle GPU; the busy
+    levels measure the pipeline under the conditions of training, and the rates against the levels
+    are the pipeline's headspace curve: the crossover for a model of any step time. A busy window
+    whose step ran more than `busy.TOLERANCE` off its label, or that delivered more than batch /
+    step time allows, is rejected (`Window.rejected`). The report derives the pipeline's loader
+    ceiling from the levels (`bench.report.ceilings`).
+  - model:  the same training step as e2e on real batches already on the device (`real_batches`:
+    the split's images normalized into the contract's dtype and memory format, as e2e gets them),
+    no pipeline. Compute ceiling.
   - e2e:    the training step (forward, cross-entropy, backward, SGD) on the pipeline's batches.
   - train:  `epochs` whole epochs of e2e as one window (epoch restarts included), then the test
     split through the same pipeline (no augmentation) for `test_accuracy`: time to accuracy.
@@ -39,16 +43,23 @@ Per step, `wait` is the host time spent in `next()` (blocked on the input), and 
 the interval between CUDA events recorded at step ends (host clock on CPU). `wait` includes
 whatever `next()` waits for, also device synchronizations inside the pipeline that wait for the
 model's queued work; the steps that began a new epoch (new iterator, worker start, shuffle) are
-recorded apart (`restart_ms`), and `steady_img_per_s` leaves them out. Each window also records the
-CPU seconds the process tree burned (`cpu_s`) and, on CUDA with NVML, the SM / memory clocks and
-PCIe link read before its final synchronize. Pipeline construction (`setup_s`, including a
-resident upload) is outside every window.
+recorded apart (`restart_ms`), and `steady_img_per_s` leaves them out: the images of the other
+steps over the time between their CUDA events (the GPU's timeline, so the queue a restart drains
+is not counted as free time). Each window also records the CPU seconds the process tree burned
+(`cpu_s`), those of the training thread alone (`train_cpu_s`; the rest is the pipeline's threads,
+workers and processes) and, on CUDA with NVML, the SM / memory clocks and PCIe link read before its
+final synchronize. CUDA waits block rather than spin (`machine.blocking_waits`), so a thread
+waiting for the GPU costs no CPU. Pipeline construction (`setup_s`, including a resident upload)
+is outside every window. `sync_every` = N reads the loss on the host every N steps (`loss.item()`,
+as training loops that log do), which drains the GPU's queue each time; 0 never does.
 
 The training step (`RunSpec.step`, `Trainer(step=...)`), as fast models are trained today:
   - eager:   the step as written, one kernel launch at a time from Python;
   - graph:   forward, loss, backward and the optimizer step captured once into one CUDA graph
              (`torch.cuda.graph`) and replayed; each batch is copied into the graph's static input;
-  - compile: `torch.compile` of the model (default mode), then the same whole-step capture.
+  - compile: `torch.compile` of the model (default mode, compiled in this process: no pool of
+             compile worker processes, which would take cores inside the timed windows), then the
+             same whole-step capture.
 The first training step of model, e2e and train configs runs alone, synchronized, before the
 warm-up and is recorded as `compile_s`: for graph / compile it includes the side-stream warm-up
 steps, compilation and capture; for eager it is one step with cuDNN autotuning.
@@ -66,6 +77,7 @@ import contextlib
 import gc
 import itertools
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -76,10 +88,12 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 import pipelines
-from pipelines.base import shard_size
-from pipelines.config import CHANNELS, NUM_CLASSES, PipelineConfig
+from pipelines.base import normalize, shard_size
+from pipelines.sources import open_split
+from pipelines.config import CHANNELS, PipelineConfig
 
 from . import distributed, machine
+from .busy import BusyStep, rejection
 from .models import build_model
 
 MODES = ("loader", "model", "e2e", "train", "stage", "copy")
@@ -95,6 +109,7 @@ MODEL_BLOCK = 50   # model mode, min_seconds: windows are whole blocks of this m
 WINDOW_MARGIN = 1.2   # min_seconds: size windows for 20% more, so run-to-run jitter stays above it
 CALIBRATION_S = 0.25   # min_seconds: the untimed run that sizes the windows lasts at least this
 MIN_LOADER_STEPS = 8   # a loader window shorter than an epoch has at least this many steps
+REAL_BATCHES = 8   # model mode: distinct real batches cycled through
 
 
 def step_refusal(step: str, device: torch.device, precision: str = "bfloat16", parallel: str = "none",
@@ -141,6 +156,7 @@ class RunSpec:
     cpus: int | None = None    # CPU cores the configuration runs on (None: all this process may use)
     payload: str = ""          # copy mode: one of PAYLOADS
     epochs: int = 0            # train mode: epochs trained
+    sync_every: int = 0        # model, e2e: read the loss on the host every N steps (0: never)
     process: int = 0           # which of the configuration's independent processes (not its identity)
 
     def __post_init__(self):
@@ -187,6 +203,9 @@ class RunSpec:
             raise ValueError(f"min_seconds={self.min_seconds!r}: expected >= 0, and only with steps=None")
         if self.warmup < 0 or self.repeats < 1:
             raise ValueError(f"warmup={self.warmup!r}, repeats={self.repeats!r}: expected >= 0 and >= 1")
+        if self.sync_every < 0 or (self.sync_every and self.mode not in ("model", "e2e")):
+            raise ValueError(f"sync_every={self.sync_every!r}: model and e2e take N >= 0 (read the loss every N "
+                             "steps), the other modes 0")
         if self.cpus is not None and self.cpus < 1 or self.process < 0:
             raise ValueError(f"cpus={self.cpus!r}, process={self.process!r}: expected None or >= 1, and >= 0")
 
@@ -201,10 +220,13 @@ class Window:
     peak_gpu_mem_mb: float
     peak_gpu_mem_mb_others: float = math.nan   # DataParallel: the largest peak among the other GPUs
     restart_ms: np.ndarray = field(default_factory=lambda: np.empty(0))   # wait of the steps that began an epoch
-    steady_img_per_s: float = math.nan   # the rate without the steps that began an epoch (their host time)
+    steady_img_per_s: float = math.nan   # the rate without the steps that began an epoch (GPU timeline)
     cpu_s: float = math.nan      # CPU seconds the process tree burned during the window
+    train_cpu_s: float = math.nan   # of those, the training thread's (the one that ran the window)
     gpu: dict = field(default_factory=dict)   # NVML readings at the window's end (GpuMonitor.sample)
-    busy_ms: float = 0.0         # loader mode: the consumer's synthetic step per batch
+    busy_ms: float = 0.0         # loader mode: the consumer's synthetic step per batch (its label)
+    busy_step_ms: float = math.nan   # loader mode: that step's measured time (the window's last)
+    rejected: str = ""           # why the window cannot count ('' if it can): busy.rejection
     test_accuracy: float = math.nan   # train mode
 
 
@@ -255,7 +277,7 @@ class Trainer:
             ids = [main, *(i for i in range(torch.cuda.device_count()) if i != main)]
             self.model = torch.nn.DataParallel(self.model, device_ids=ids)
             self.devices = [torch.device("cuda", i) for i in ids]
-        self.forward = torch.compile(self.model) if step == "compile" else self.model
+        self.forward = compile_in_process(self.model) if step == "compile" else self.model
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9,
                                          nesterov=True, weight_decay=5e-4)
         self.autocast = torch.autocast(device.type, dtype=getattr(torch, precision),
@@ -329,41 +351,27 @@ class Trainer:
 
 
 class Touch:
-    """Loader-only consumer: one tiny kernel per batch that reads its images and labels; then, with
-    `busy_ms`, a synthetic step that keeps the device busy that long (the headspace method):
-    `torch.cuda._sleep` of a calibrated number of cycles, a host sleep without CUDA."""
+    """Loader-only consumer: one tiny kernel per batch that reads its images and labels; then the
+    synthetic training step `busy` (`bench.busy.BusyStep`), if any: the headspace method."""
 
-    _CYCLES_PER_MS: dict[torch.device, float] = {}
-
-    def __init__(self, device: torch.device, busy_ms: float = 0.0):
+    def __init__(self, device: torch.device, busy: BusyStep | None = None):
         self.acc = torch.zeros(1, device=device)
-        self.cuda = device.type == "cuda"
-        self.busy_ms = busy_ms
-        self.cycles = int(busy_ms * self.cycles_per_ms(device)) if self.cuda and busy_ms else 0
-
-    @classmethod
-    def cycles_per_ms(cls, device: torch.device) -> float:
-        """GPU clock cycles per ms of `torch.cuda._sleep`, measured once per process with the clocks up."""
-        if device not in cls._CYCLES_PER_MS:
-            with torch.cuda.device(device):
-                torch.cuda._sleep(20_000_000)   # wake the clocks
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                rates = []
-                for _ in range(3):
-                    start.record()
-                    torch.cuda._sleep(10_000_000)
-                    end.record()
-                    end.synchronize()
-                    rates.append(10_000_000 / start.elapsed_time(end))
-            cls._CYCLES_PER_MS[device] = float(np.median(rates))
-        return cls._CYCLES_PER_MS[device]
+        self.busy = busy
+        self.busy_ms = busy.ms if busy is not None else 0.0
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
         torch.add(images[-1, -1, -1, -1:], labels[-1:], out=self.acc)
-        if self.cycles:
-            torch.cuda._sleep(self.cycles)
-        elif self.busy_ms:
-            time.sleep(self.busy_ms / 1e3)
+        if self.busy is not None:
+            self.busy()
+
+
+def compile_in_process(module: Callable) -> Callable:
+    """`torch.compile(module)` whose compilation runs in this process: inductor's pool of compile
+    worker processes (its default) would hold about a core for seconds after a warm-cache compile,
+    inside the timed windows (results/2026-11-24-h100-compile-workers/)."""
+    import torch._inductor.config as inductor
+    inductor.compile_threads = 1
+    return torch.compile(module)
 
 
 class endless:
@@ -396,16 +404,16 @@ class endless:
             return batch
 
 
-def synthetic_batches(config: PipelineConfig, device: torch.device):
-    """The same on-device batch forever (model-only mode)."""
-    g = torch.Generator(device="cpu").manual_seed(config.seed)
-    images = torch.randn(config.batch_size, CHANNELS, config.image_size, config.image_size, generator=g)
-    labels = torch.randint(0, NUM_CLASSES, (config.batch_size,), generator=g)
-    fmt = torch.channels_last if config.channels_last else torch.contiguous_format
-    images = images.to(device, getattr(torch, config.dtype)).contiguous(memory_format=fmt)
-    labels = labels.to(device)
-    while True:
-        yield images, labels
+def real_batches(config: PipelineConfig, device: torch.device, count: int = REAL_BATCHES):
+    """`count` batches of the split's first images (repeated if the split is smaller), normalized as
+    every pipeline's batches are (contract dtype and memory format), on the device, round and round
+    (model-only mode): real pixels, whose arithmetic and power draw are those of e2e's batches."""
+    data = open_split(config.replace(augment=False))
+    index = np.arange(count * config.batch_size) % len(data.labels)
+    images = normalize(torch.from_numpy(data.images[index]).to(device), config)
+    labels = torch.from_numpy(data.labels[index]).to(device)
+    batches = list(zip(images.split(config.batch_size), labels.split(config.batch_size)))
+    yield from itertools.cycle(batches)
 
 
 def sync(device: torch.device) -> None:
@@ -438,8 +446,9 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
     sizes = np.empty(steps, dtype=np.int64)
     restarts = np.zeros(steps, dtype=bool)
     track = isinstance(batches, endless)
+    thread = threading.get_native_id()
     sync(device)
-    cpu = machine.cpu_seconds()
+    cpu, train_cpu = machine.cpu_seconds(), machine.thread_cpu_seconds(thread)
     start = time.perf_counter()
     host_marks[0] = start
     if cuda:
@@ -459,19 +468,19 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
     gpu = monitor.sample() if monitor is not None else {}
     sync(device)
     seconds = time.perf_counter() - start
-    cpu = machine.cpu_seconds() - cpu
+    cpu, train_cpu = machine.cpu_seconds() - cpu, machine.thread_cpu_seconds(thread) - train_cpu
     images = int(sizes.sum())
-    restart_s = float(np.diff(host_marks)[restarts].sum())
-    steady = (images - sizes[restarts].sum()) / (seconds - restart_s) if restarts.any() and seconds > restart_s \
-        else images / seconds
     if cuda:
         step_ms = np.array([marks[i].elapsed_time(marks[i + 1]) for i in range(steps)])
         peak = torch.cuda.max_memory_allocated(device) / 2**20
     else:
         step_ms = np.diff(host_marks) * 1e3
         peak = math.nan
+    steady = sizes[~restarts].sum() / (step_ms[~restarts].sum() / 1e3) if restarts.any() and not restarts.all() \
+        else images / seconds   # the steps that began no epoch, on the GPU's timeline (module docstring)
     other = max((torch.cuda.max_memory_allocated(d) / 2**20 for d in others), default=math.nan)
-    return Window(images, seconds, wait * 1e3, step_ms, peak, other, wait[restarts] * 1e3, float(steady), cpu, gpu)
+    return Window(images, seconds, wait * 1e3, step_ms, peak, other, wait[restarts] * 1e3, float(steady), cpu,
+                  train_cpu, gpu)
 
 
 def calibrate(batches: Iterator, step: Callable, device: torch.device) -> float:
@@ -573,13 +582,19 @@ def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
 def _run(spec: RunSpec, cores: list[int]) -> Iterator[tuple[dict, Window]]:
     config = spec.config
     device = pipelines.base.resolve_device(config.device)
-    facts: dict[str, object] = {"device": str(device), "cpus": len(cores), "cpu_set": machine.cores_text(cores)}
+    facts: dict[str, object] = {"device": str(device), "cpus": len(cores), "cpu_set": machine.cores_text(cores),
+                                "blocking_waits": machine.blocking_waits(device)}
     monitor = machine.GpuMonitor(device)
+    # loader mode's consumers, one per busy level, calibrated before the pipeline and its threads exist
+    consumers = {b: Touch(device, BusyStep(device, b) if b else None) for b in spec.busy_ms} \
+        if spec.mode == "loader" else {}
     pipeline = None
     try:
-        if spec.mode in ("model", "copy"):
-            batches = synthetic_batches(config, device)
-            facts["data_source"] = "synthetic-batch"
+        if spec.mode == "model":
+            batches = real_batches(config, device)
+            facts["data_source"] = "real-batches"
+            unit = MODEL_BLOCK if spec.min_seconds else 100
+        elif spec.mode == "copy":
             unit = MODEL_BLOCK if spec.min_seconds else 100
         else:
             t0 = time.perf_counter()
@@ -604,33 +619,51 @@ def _run(spec: RunSpec, cores: list[int]) -> Iterator[tuple[dict, Window]]:
         elif spec.mode == "loader":
             step = Touch(device)
         else:
-            step = Trainer(spec.model, device, config.dtype, config.channels_last, parallel=spec.parallel,
-                           step=spec.step)
+            trainer = Trainer(spec.model, device, config.dtype, config.channels_last, parallel=spec.parallel,
+                              step=spec.step)
             batch = next(batches)
             sync(device)
             t0 = time.perf_counter()
-            step(*batch)   # compilation, warm-up and capture happen here, outside every window
+            trainer(*batch)   # compilation, warm-up and capture happen here, outside every window
             sync(device)
             facts["compile_s"] = time.perf_counter() - t0
+            step = reading(trainer, spec.sync_every)
         if spec.mode == "train":
-            yield facts, _train(spec, pipeline, step, batches, device, monitor)
+            yield facts, _train(spec, pipeline, trainer, batches, device, monitor)
             return
-        others = tuple(step.devices[1:]) if spec.parallel == "dp" else ()
+        others = tuple(trainer.devices[1:]) if spec.parallel == "dp" else ()
         facts["gpus"] = (1 + len(others)) * config.world_size if device.type == "cuda" else 0
         for _ in range(spec.warmup):
             step(*next(batches))
         step_s = 0.0
         if spec.steps is None and spec.min_seconds:   # an untimed run sizes the windows
             step_s = max(distributed.gather(calibrate(batches, step, device)))   # every rank runs the same steps
-        consumers = {b: Touch(device, b) for b in spec.busy_ms} if spec.mode == "loader" else {0.0: step}
         for _ in range(spec.repeats):
-            for busy, consumer in consumers.items():
+            for busy, consumer in (consumers or {0.0: step}).items():
                 window = time_window(batches, consumer, window_steps(spec, unit, step_s, busy), device, others, monitor)
                 window.busy_ms = busy
+                if spec.mode == "loader" and consumer.busy is not None:
+                    window.busy_step_ms = consumer.busy.measured_ms()
+                    window.rejected = rejection(busy, window.busy_step_ms, window.images, len(window.step_ms),
+                                                window.seconds)
                 yield facts, window
     finally:
         if pipeline is not None:
             pipeline.close()
+
+
+def reading(trainer: Trainer, every: int) -> Callable:
+    """The training step that also reads the loss on the host every `every` steps (0: never), as a
+    loop that logs its loss does: each read waits for the GPU's queue to drain."""
+    if not every:
+        return trainer
+    count = itertools.count(1)
+
+    def step(images: torch.Tensor, labels: torch.Tensor) -> None:
+        trainer(images, labels)
+        if next(count) % every == 0:
+            trainer.loss.item()
+    return step
 
 
 def _train(spec: RunSpec, pipeline: pipelines.Pipeline, trainer: Trainer, batches: Iterator,

@@ -7,7 +7,11 @@ the GPU's clocks and link while it runs, and what tells one host from another.
   intra-op threads follow the budget. Restored when the block ends. (DataLoader workers also confine
   themselves to their loader's cores: `pipelines.base.worker_options`.)
 - `cpu_seconds()`: user + system CPU seconds of this process and all its descendants (workers,
-  forkservers), from /proc, so a window's CPU cost is the difference of two readings.
+  forkservers), from /proc, so a window's CPU cost is the difference of two readings;
+  `thread_cpu_seconds()`: the same of one thread (the training thread's share, told apart).
+- `blocking_waits(device)`: CUDA waits of this process block instead of spinning (the primary
+  context's CU_CTX_SCHED_BLOCKING_SYNC), so a thread waiting for the GPU costs no CPU time and the
+  CPU a window records is work, not waiting.
 - `GpuMonitor`: SM and memory clocks and the PCIe link of a GPU through NVML (`nvidia-ml-py`),
   read at a window's end while its work is still running; empty where NVML is missing.
 - `host_identity()`: CPU model, boot id and a short host-speed figure (`host_calibration_ms`: one
@@ -103,6 +107,37 @@ def _cpu_ticks(pid: int) -> int:
     except (FileNotFoundError, ProcessLookupError):
         return 0
     return int(fields[11]) + int(fields[12])   # utime, stime (all threads)
+
+
+def thread_cpu_seconds(native_id: int) -> float:
+    """CPU seconds (user + system) of one thread of this process (`threading.get_native_id()`);
+    NaN where /proc is missing."""
+    try:
+        fields = Path(f"/proc/self/task/{native_id}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+CU_CTX_SCHED_BLOCKING_SYNC = 0x04
+
+
+def blocking_waits(device: torch.device) -> bool:
+    """Make CUDA waits block (module docstring) on `device`'s primary context, through the driver
+    (`cuDevicePrimaryCtxSetFlags`; it applies to a context already active too, on current drivers).
+    Whether the driver took it; False without CUDA or a driver library."""
+    if device.type != "cuda":
+        return False
+    import ctypes
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        handle = ctypes.c_int()
+        index = device.index or 0   # "cuda" is device 0 in a process that has chosen none
+        set_flags = getattr(cuda, "cuDevicePrimaryCtxSetFlags_v2", None) or cuda.cuDevicePrimaryCtxSetFlags
+        return (cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(handle), index) == 0
+                and set_flags(handle, CU_CTX_SCHED_BLOCKING_SYNC) == 0)
+    except (OSError, AttributeError):
+        return False
 
 
 def cpu_seconds() -> float:

@@ -43,6 +43,8 @@ READS = {
 }
 SPECIFIC = tuple(sorted({option for options in READS.values() for option in options}))   # read by some only
 VARIANT_LISTS = ("prefetch_augment", "dali_decoder", "encoding")   # options given as lists: one variant per value
+PROCESSES = {"cuda": 3, "cpu": 2}   # --processes by default: independent processes per configuration
+MIN_PROCESSES = 2   # the fewest a verdict, a tie or "the fastest" may rest on (bench.report)
 CPU_SAMPLES = 2048   # without CUDA and --max-samples: the first 2,048 images, so an epoch (an e2e window) lasts seconds
 
 
@@ -69,6 +71,8 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
     cuda = device.type == "cuda"
     if o.parallel == "dp" and (world.distributed or not cuda):
         raise ValueError("--parallel dp runs in one process on CUDA devices: not under torchrun, not on a CPU")
+    if any(n < 0 for n in o.sync_every or []):
+        raise ValueError(f"--sync-every {','.join(map(str, o.sync_every))}: expected steps >= 0 (0: never)")
     if o.steps is not None and o.min_window_s is not None:
         raise ValueError("--steps and --min-window-s: give one (a fixed step count, or windows sized by time)")
     budgets = o.cpus or [len(machine.allowed_cores()) // world.local_world_size]
@@ -139,10 +143,11 @@ def _setting(o, spec, config: PipelineConfig, cpus: int, modes: list[str], model
     if "copy" in modes:
         found += [spec("none", "copy", "none", config, cpus, stage=copy, payload=payload)
                   for payload in o.payloads for copy in o.copies]
+    reads = o.sync_every or [0]   # model and e2e: how often the loss is read on the host
     for model in models:
         for kind in kinds:
             if "model" in modes:
-                found.append(spec("none", "model", model, config, cpus, step=kind))
+                found += [spec("none", "model", model, config, cpus, step=kind, sync_every=n) for n in reads]
     for name in o.pipelines:
         for variant in _variants(name, o):
             c = config.replace(**variant)
@@ -153,7 +158,7 @@ def _setting(o, spec, config: PipelineConfig, cpus: int, modes: list[str], model
             for model in models:
                 for kind in kinds:
                     if "e2e" in modes:
-                        found.append(spec(name, "e2e", model, c, cpus, step=kind))
+                        found += [spec(name, "e2e", model, c, cpus, step=kind, sync_every=n) for n in reads]
                     if "train" in modes:
                         found.append(spec(name, "train", model, c.replace(last_batch="drop"), cpus, step=kind,
                                           epochs=o.epochs, warmup=0))

@@ -10,20 +10,30 @@ per-process medians, "median [lowest process - highest process] n=windows/proces
 single process the range is its windows' min-max. Windows whose rate drifted by more than DRIFT
 within one process are listed.
 
-Verdicts (`verdict`), per pipeline, model, step kind, image size and CPU budget, on medians:
+Verdicts (`verdict`), per pipeline, model, step kind, loss reads, image size and CPU budget, on
+medians, each from at least MIN_PROCESSES processes per cell and windows no shorter than the run's
+minimum (else "too few measurements"):
+  - inconclusive (e2e above model-only): e2e's whole range lies above model-only's: the two timings
+    disagree, and nothing is called fed;
   - fed: e2e is at least FED of model-only;
-  - inconclusive: below that, but the e2e and model-only process ranges overlap, or e2e lies wholly
-    above the loader ceiling's range (then the loader rows cannot name the cause);
-  - input-bound: not fed and e2e is at the pipeline's loader ceiling (at least AT of it), which is
-    below model-only;
-  - slower than both: not fed and e2e is below the loader ceiling (the pipeline's work slows the step);
-  - not fed, cause not measured: no loader rows.
-The loader ceiling of a pipeline (`ceilings`) is what it delivers while the device is kept busy as
-by a training step (loader mode, `busy_ms`): the median over the busy headspace levels at which the
-pipeline, not the synthetic step, was the limit, or, where it outran the step at every busy level,
-its rate on an idle GPU. An e2e rate whose range lies wholly above the ceiling's breaks the
-ceiling's promise and is flagged where it happens. Two pipelines tie when their medians differ by
-less than the larger of their between-process ranges.
+  - inconclusive: below that, but the e2e and model-only process ranges overlap, or e2e is above
+    what the pipeline delivered loader-only at the model's step time (`loader_at`; then the loader
+    rows cannot name the cause);
+  - input-bound: not fed, the pipeline fell behind loader-only at the model's step time, and e2e is
+    within what it delivered there (its range between processes, less AT below);
+  - slower than both: not fed and e2e below that (the pipeline's work slows the step, or loader-only
+    kept up there);
+  - not fed, cause not measured: no loader rows at the model's step time.
+A pipeline's headspace curve is its delivered rate against the busy step's measured time t per
+batch (loader mode, `busy_ms`); the step alone allows batch / t. What it delivers at a model's step
+time is read from the curve between the two levels around it (log-linear in t; below the fastest
+level, linear from the idle-GPU rate). Its loader ceiling (`ceilings`) is the rate at which it stops
+keeping up: where its share of batch / t crosses FED between the slowest level at which it fell
+behind and the next (interpolated, so a point more or less at one level moves it a little, never
+past another level); "≥" the rate at the fastest level where it kept up at every level; where it
+fell behind at the slowest, its rate there. Rows with no busy level (a CPU run) read the idle rate.
+Two pipelines tie when their medians differ by less than the larger of their between-process
+ranges.
 """
 from __future__ import annotations
 
@@ -32,21 +42,24 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from . import results  # noqa: E402
-from .plan import READS, SPECIFIC  # noqa: E402
+from .plan import MIN_PROCESSES, READS, SPECIFIC  # noqa: E402
 
 FED = 0.95    # e2e / model-only at or above this: the model is kept fed
-AT = 0.95     # e2e / loader ceiling at or above this: e2e is at the ceiling
+AT = 0.95     # e2e at least this share of what loader-only delivered (its range's low end): e2e is at it
 DRIFT = 0.05  # a process whose windows moved more than this (last vs first) is listed
-BOUND = 0.8   # a busy level delivering less than this share of the step's rate: the pipeline was the limit there
-KEY = ["mode", "stage", "payload", "pipeline", "model", "step", "image_size", "batch_size", "dtype", "cpus", "busy_ms"]
+TOO_FEW = "too few measurements"
+KEY = ["mode", "stage", "payload", "pipeline", "model", "step", "sync_every", "image_size", "batch_size", "dtype", "cpus",
+       "busy_ms"]
 SETTING = ["image_size", "batch_size", "dtype"]
 STEP_ORDER = ["eager", "graph", "compile"]
 # Options whose values make two rows of one pipeline different variants (named in its label): the
@@ -55,7 +68,8 @@ STEP_ORDER = ["eager", "graph", "compile"]
 VARIANT_ALWAYS = ["encoding", "augment", "channels_last", "pin_memory", "non_blocking", "prefetch_augment",
                   "worker_start", "dali_reader", "dali_decoder", "dali_hw_decoder_load"]
 VARIANT_WITHIN = ["num_workers", "dali_threads", "prefetch_depth", "dali_queue_depth", "dali_batch_multiple"]
-NUMERIC = {"process": 0, "busy_ms": 0.0, "cpus": math.nan, "steady_img_per_s": math.nan, "cpu_s_per_kimg": math.nan,
+NUMERIC = {"process": 0, "busy_ms": 0.0, "busy_step_ms": math.nan, "sync_every": 0, "min_window_s": 0.0,
+           "pipeline_cpu_s_per_kimg": math.nan, "train_cpu_s": math.nan, "cpus": math.nan, "steady_img_per_s": math.nan, "cpu_s_per_kimg": math.nan,
            "test_accuracy": math.nan, "compile_s": math.nan, "restart_ms": math.nan, "image_size": 32, "world_size": 1,
            "rank": 0, "gpus": math.nan, "peak_gpu_mem_mb_others": math.nan, "world_img_per_s": math.nan,
            "batch_bytes": math.nan, "sm_mhz": math.nan, "wait_frac": math.nan, "train_epochs": math.nan, "seed": 0}
@@ -67,13 +81,17 @@ What each timer includes (`bench/harness.py`): every window starts and ends with
 synchronize and covers exactly its steps; warm-up, the run that sizes the windows and pipeline
 construction (including a resident upload) are outside. **loader**: iterate the pipeline with no
 model; the consumer reads each batch (one tiny kernel) and, at a headspace level of t ms, keeps the
-GPU busy t ms per batch (`torch.cuda._sleep`): level 0 is an idle GPU; the **loader ceiling** is
-the median of the busy levels at which the pipeline, not the synthetic step, was the limit (it
-delivered less than {BOUND:.0%} of batch / t), or its idle-GPU rate where it outran the step at every busy
-level. **model**: the training step on one batch already on the device. **e2e**: the
-training step on the pipeline's batches, windows of whole epochs (epoch restarts included).
-**restart**: median host wait of the steps that began an epoch. **CPU s / 1k img**: user + system
-CPU seconds of the whole process tree (workers included) per 1,000 images. **stage**: one stage of
+GPU busy t ms per batch with bf16 matrix products and memory copies on every SM (`bench/busy.py`,
+calibrated before the pipeline exists; a window whose step ran more than 5% off t, or delivered
+more than batch / t allows, is rejected and listed): level 0 is an idle GPU; the **loader ceiling**
+is the rate at which the pipeline stops keeping up with a busy GPU (the rule above). **model**: the
+training step on real batches already on the device (the split's images, normalized as e2e gets
+them). **e2e**: the training step on the pipeline's batches, windows of whole epochs (epoch
+restarts included); "loss read every N" rows call `loss.item()` every N steps. **restart**: median
+host wait of the steps that began an epoch. **CPU s / 1k img**: user + system CPU seconds per
+1,000 images of the pipeline (the process tree without the training thread: its threads, workers
+and processes) and, apart, of the training thread (which also runs what a pipeline does inside
+`next()`); CUDA waits block, so waiting costs none. **stage**: one stage of
 a pipeline alone. **copy**: one batch copied host-to-device, back to back. **train**: whole epochs
 timed as one window (the first step, which compiles, before it), then the test split's accuracy."""
 
@@ -149,11 +167,14 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     """One row per measured cell (KEY) of ok rows: median img/s over its windows, lo/hi (the range of
     its per-process medians; its windows' range with one process), n windows, p processes, and the
     medians of the other measurements."""
-    ok = df[(df.status == "ok") & df.img_per_s.notna()].assign(bytes_per_image=lambda d: d.batch_bytes * d.steps / d.images,
-                                      proc=lambda d: d.run_id + "#" + d.process.astype(str) + "#" + d.seed.astype(str))
+    ok = df[(df.status == "ok") & df.img_per_s.notna()].assign(
+        bytes_per_image=lambda d: d.batch_bytes * d.steps / d.images,
+        proc=lambda d: d.run_id + "#" + d.process.astype(str) + "#" + d.seed.astype(str),
+        train_cpu_kimg=lambda d: 1e3 * d.train_cpu_s / d.images, short=lambda d: d.seconds < d.min_window_s)
     if ok.empty:
         return pd.DataFrame(columns=[*KEY, "img_per_s", "lo", "hi", "n", "p", "drift", "steady", "restart", "cpu",
-                                     "wait", "seconds", "compile", "accuracy", "sm_mhz", "bytes_per_image", "copy"])
+                                     "cpu_pipe", "cpu_train", "busy_step", "short", "wait", "seconds", "compile",
+                                     "accuracy", "sm_mhz", "bytes_per_image", "copy"])
     by_process = ok.groupby([*KEY, "proc"], sort=True)
     process = by_process.agg(rate=("img_per_s", "median"), accuracy=("test_accuracy", "median")).reset_index()
     drift = by_process[["repeat", "img_per_s"]].apply(_drift).rename("drift").reset_index()
@@ -163,7 +184,9 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     table = ok.groupby(KEY, sort=True).agg(
         img_per_s=("img_per_s", "median"), wlo=("img_per_s", "min"), whi=("img_per_s", "max"),
         n=("img_per_s", "count"), steady=("steady_img_per_s", "median"), restart=("restart_ms", "median"),
-        cpu=("cpu_s_per_kimg", "median"), wait=("wait_frac", "median"), seconds=("seconds", "median"),
+        cpu=("cpu_s_per_kimg", "median"), cpu_pipe=("pipeline_cpu_s_per_kimg", "median"),
+        cpu_train=("train_cpu_kimg", "median"), busy_step=("busy_step_ms", "median"), short=("short", "any"),
+        wait=("wait_frac", "median"), seconds=("seconds", "median"),
         compile=("compile_s", "median"), accuracy=("test_accuracy", "median"), sm_mhz=("sm_mhz", "median"),
         bytes_per_image=("bytes_per_image", "median"), copy=("copy", "first")).join(spans).join(drifts)
     several = table.p > 1
@@ -220,71 +243,142 @@ def ties(a, b) -> bool:
     return abs(a.img_per_s - b.img_per_s) <= max(a.hi - a.lo, b.hi - b.lo)
 
 
+def levels(group: pd.DataFrame) -> pd.DataFrame:
+    """One pipeline's busy headspace levels (one setting and budget), by the step's measured time
+    `t` (its label where not measured), with what the step alone allows (`cap`, batch / t) and the
+    share of it delivered."""
+    busy = group[group.busy_ms > 0].copy()
+    busy["t"] = busy.busy_step.where(busy.busy_step.notna(), busy.busy_ms)
+    busy["cap"] = busy.batch_size / (busy.t / 1e3)
+    busy["share"] = busy.img_per_s / busy.cap
+    return busy.sort_values("t")
+
+
+def ceiling_of(group: pd.DataFrame) -> pd.Series:
+    """One pipeline's loader ceiling (module docstring) from its loader cells of one setting and
+    budget: the cell's columns, `img_per_s` / `lo` / `hi` / `cpu*` / `restart` from the levels it
+    rests on, `bound` ("≥" where it is a lower bound), `levels` (which, as text), `idle`."""
+    busy, idle = levels(group), group[group.busy_ms == 0]
+    behind = np.flatnonzero((busy.share < FED).to_numpy())   # the levels it fell behind at
+    if busy.empty:
+        used, text, value = idle, "idle GPU only", None
+    elif not len(behind):
+        used, text, value = busy.iloc[:1], f"kept up at every level from {busy.busy_ms.iloc[0]:g} ms", None
+    elif behind[-1] == len(busy) - 1:
+        used, text, value = busy.iloc[-1:], f"behind at the slowest level, {busy.busy_ms.iloc[-1]:g} ms", None
+    else:   # between the slowest level it fell behind at and the next, where it kept up (and at every slower one)
+        j = int(behind[-1]) + 1
+        a, b = busy.iloc[j - 1], busy.iloc[j]
+        f = math.log(FED / a.share) / math.log(b.share / a.share)   # the share, log-linear in log t, crosses FED
+        t = math.exp(math.log(a.t) + f * (math.log(b.t) - math.log(a.t)))
+        used, text, value = busy.iloc[j - 1:j + 1], f"crosses {FED:.0%} between {a.busy_ms:g} and {b.busy_ms:g} ms", \
+            FED * a.batch_size / (t / 1e3)
+    row = used.iloc[0].copy()
+    row["img_per_s"] = used.img_per_s.median() if value is None else value
+    row["lo"], row["hi"] = min(used.lo.min(), row.img_per_s), max(used.hi.max(), row.img_per_s)
+    row["n"], row["p"] = int(used.n.sum()), int(used.p.min())
+    for column in ("cpu", "cpu_pipe", "cpu_train", "restart"):
+        row[column] = used[column].median()
+    row["bound"] = "≥ " if len(busy) and not len(behind) else ""
+    row["levels"] = text
+    row["idle"] = idle.img_per_s.iloc[0] if len(idle) else math.nan
+    return row
+
+
 def ceilings(c: pd.DataFrame) -> pd.DataFrame:
-    """Per pipeline, setting and CPU budget: the loader ceiling (module docstring) — the median of
-    the busy headspace levels at which the pipeline, not the synthetic step, was the limit (it
-    delivered less than BOUND of batch / step time), with the lowest and highest process medians
-    among them as its range; where the pipeline outran the step at every busy level, the idle-GPU
-    level's rate (a lower bound of what it delivers under load). `idle` is the idle-GPU rate,
-    `levels` the levels the ceiling rests on."""
+    """Per pipeline, setting and CPU budget: the loader ceiling (`ceiling_of`)."""
     loader = c[c["mode"] == "loader"]
     if loader.empty:
-        return loader.assign(idle=[], levels=[])
-    rows = []
-    for _, group in loader.groupby(["pipeline", *SETTING, "cpus"], sort=True):
-        busy = group[group.busy_ms > 0]
-        bound = busy[busy.img_per_s < BOUND * busy.batch_size / (busy.busy_ms / 1e3)]
-        idle = group[group.busy_ms == 0]
-        if len(bound):
-            first = bound.iloc[0].copy()
-            first["img_per_s"], first["lo"], first["hi"] = bound.img_per_s.median(), bound.lo.min(), bound.hi.max()
-            first["n"], first["p"] = int(bound.n.sum()), int(bound.p.max())
-            first["cpu"], first["restart"] = bound.cpu.median(), bound.restart.median()
-            first["levels"] = ", ".join(f"{b:g} ms" for b in bound.busy_ms)
-        else:
-            first = (idle if len(idle) else group.sort_values("img_per_s")).iloc[-1].copy()
-            first["levels"] = "idle GPU" if len(idle) else f"{first.busy_ms:g} ms, the best"
-        first["idle"] = idle.img_per_s.iloc[0] if len(idle) else math.nan
-        rows.append(first)
-    return pd.DataFrame(rows).reset_index(drop=True)
+        return loader.assign(idle=[], levels=[], bound=[])
+    return pd.DataFrame([ceiling_of(group) for _, group in loader.groupby(["pipeline", *SETTING, "cpus"], sort=True)]
+                        ).reset_index(drop=True)
 
 
-def verdict(e2e, model, ceiling) -> tuple[str, str]:
-    """(label, reason) for one pipeline and model (module docstring); `ceiling` None: not measured."""
+def ceiling_text(row) -> str:
+    return row.bound + rate(row)
+
+
+def loader_at(group: pd.DataFrame, step_ms: float) -> SimpleNamespace | None:
+    """What a pipeline delivered loader-only (its cells of one setting and budget) at a step of
+    `step_ms` per batch, read from its headspace curve (module docstring): img_per_s, lo, hi and
+    `kept_up` (at least FED of batch / step_ms); None where the levels do not reach that step time."""
+    busy, idle = levels(group), group[group.busy_ms == 0]
+    batch = group.batch_size.iloc[0]
+    if busy.empty:   # no busy level (a CPU run): the rate alone
+        if idle.empty:
+            return None
+        a = idle.iloc[0]
+        return SimpleNamespace(img_per_s=a.img_per_s, lo=a.lo, hi=a.hi, step_ms=math.nan,
+                               kept_up=a.img_per_s >= FED * batch / (step_ms / 1e3))
+    ts = busy.t.to_numpy()
+    if step_ms > ts[-1]:   # slower than every level: known only if the pipeline kept up at the slowest
+        last = busy.iloc[-1]
+        if last.share < FED:
+            return None
+        return SimpleNamespace(img_per_s=last.img_per_s, lo=last.lo, hi=last.hi, kept_up=True, step_ms=step_ms)
+    if step_ms < ts[0]:    # faster than every level: between the idle GPU (t = 0) and the fastest level
+        if idle.empty:
+            return None
+        a, b, f = idle.iloc[0], busy.iloc[0], step_ms / ts[0]
+        mix = lambda x, y: x + f * (y - x)
+    else:
+        j = min(int(np.searchsorted(ts, step_ms)), len(ts) - 1)
+        a, b = busy.iloc[max(j - 1, 0)], busy.iloc[j]
+        f = 0.0 if a.t == b.t else (math.log(step_ms) - math.log(a.t)) / (math.log(b.t) - math.log(a.t))
+        mix = lambda x, y: math.exp(math.log(x) + f * (math.log(y) - math.log(x)))
+    value = mix(a.img_per_s, b.img_per_s)
+    return SimpleNamespace(img_per_s=value, lo=mix(a.lo, b.lo), hi=mix(a.hi, b.hi), step_ms=step_ms,
+                           kept_up=value >= FED * batch / (step_ms / 1e3))
+
+
+def verdict(e2e, model, loader) -> tuple[str, str]:
+    """(label, reason) for one pipeline and model (module docstring); `loader`: `loader_at` the
+    model's step time, None where not measured."""
     share = e2e.img_per_s / model.img_per_s
+    if min(e2e.p, model.p) < MIN_PROCESSES or e2e.short or model.short:
+        return TOO_FEW, (f"e2e ran in {plural(int(e2e.p), 'process', 'processes')}, model-only in {int(model.p)}"
+                         f" (a verdict needs {MIN_PROCESSES} each)" if min(e2e.p, model.p) < MIN_PROCESSES
+                         else "a window shorter than the run's minimum")
+    if e2e.lo > model.hi:
+        return "inconclusive (e2e above model-only)", (f"e2e is {pct(share)} of model-only, its whole range above "
+                                                       "model-only's: the two timings disagree")
     if share >= FED:
         return "fed", f"e2e is {pct(share)} of model-only"
     if overlaps(e2e, model):
         return "inconclusive", f"e2e is {pct(share)} of model-only, but their process ranges overlap"
-    if ceiling is None:
-        return "not fed, cause not measured", f"e2e is {pct(share)} of model-only; loader-only not measured"
-    if e2e.lo > ceiling.hi:   # the loader rows promise less than training got: they cannot name the cause
-        return "inconclusive", (f"e2e ({e2e.img_per_s:,.0f}) is above the loader ceiling's range ({rate(ceiling)}): "
-                                "the loader-only rows do not hold")
-    if e2e.img_per_s >= AT * ceiling.img_per_s and ceiling.img_per_s < model.img_per_s:
-        return "input-bound", (f"e2e ({e2e.img_per_s:,.0f}) is at the loader ceiling ({ceiling.img_per_s:,.0f}), "
-                               f"below model-only ({model.img_per_s:,.0f})")
-    return "slower than both", (f"e2e ({e2e.img_per_s:,.0f}) is below the loader ceiling ({ceiling.img_per_s:,.0f}) "
-                                f"and model-only ({model.img_per_s:,.0f}): the pipeline's work slows the step")
+    if loader is None:
+        return "not fed, cause not measured", (f"e2e is {pct(share)} of model-only; loader-only not measured at its "
+                                               "step time")
+    at = (f"what loader-only delivered alone ({loader.img_per_s:,.0f})" if math.isnan(loader.step_ms) else
+          f"what loader-only delivered at the model's step time ({loader.step_ms:.3g} ms: {loader.img_per_s:,.0f})")
+    if e2e.img_per_s > loader.hi:
+        return "inconclusive", f"e2e ({e2e.img_per_s:,.0f}) is above {at}: the loader-only rows do not hold"
+    if not loader.kept_up and e2e.img_per_s >= AT * loader.lo:
+        return "input-bound", f"e2e ({e2e.img_per_s:,.0f}) is at {at}, below model-only ({model.img_per_s:,.0f})"
+    return "slower than both", (f"e2e ({e2e.img_per_s:,.0f}) is below {at} and model-only ({model.img_per_s:,.0f}): "
+                                "the pipeline's work slows the step")
 
 
-def situations(c: pd.DataFrame, cap: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per e2e cell: its model-only cell and loader ceiling (same setting, step kind, CPU budget;
-    `cap`: `ceilings(c)` if already made), verdict, reason and whether e2e breaks the ceiling."""
-    models = c[c["mode"] == "model"].set_index(["model", "step", *SETTING, "cpus"])
-    ceiling = (ceilings(c) if cap is None else cap).set_index(["pipeline", *SETTING, "cpus"])
+def situations(c: pd.DataFrame) -> pd.DataFrame:
+    """Per e2e cell: its model-only cell (same setting, step kind, loss reads, CPU budget), what the
+    pipeline delivered loader-only at the model's step time, verdict and reason."""
+    models = c[c["mode"] == "model"].set_index(["model", "step", "sync_every", *SETTING, "cpus"])
+    loaders = {key: group for key, group in c[c["mode"] == "loader"].groupby(["pipeline", *SETTING, "cpus"])}
     rows = []
     for e in c[c["mode"] == "e2e"].itertuples():
         at = (e.image_size, e.batch_size, e.dtype, e.cpus)
-        if (e.model, e.step, *at) not in models.index:
+        if (e.model, e.step, e.sync_every, *at) not in models.index:
             continue
-        m = models.loc[(e.model, e.step, *at)]
-        cap = ceiling.loc[(e.pipeline, *at)] if (e.pipeline, *at) in ceiling.index else None
-        label, why = verdict(e, m, cap)
+        m = models.loc[(e.model, e.step, e.sync_every, *at)]
+        group = loaders.get((e.pipeline, *at))
+        loader = loader_at(group, e.batch_size / m.img_per_s * 1e3) if group is not None else None
+        label, why = verdict(e, m, loader)
+        above = loader is not None and e.img_per_s > loader.hi
         rows.append({**e._asdict(), "model_rate": m.img_per_s, "model_text": rate(m), "share": e.img_per_s / m.img_per_s,
-                     "ceiling_text": rate(cap) if cap is not None else "not measured",
-                     "above_ceiling": cap is not None and e.lo > cap.hi,   # the ranges apart: beyond noise
-                     "verdict": label, "why": why, "e2e_text": rate(e), "e2e": e})
+                     "loader_text": "not measured" if loader is None else
+                     f"{loader.img_per_s:,.0f} [{loader.lo:,.0f}–{loader.hi:,.0f}] "
+                     + ("alone" if math.isnan(loader.step_ms) else f"at {loader.step_ms:.3g} ms"),
+                     "above_loader": above, "verdict": label, "why": why, "e2e_text": rate(e), "e2e": e})
     return pd.DataFrame(rows)
 
 
@@ -304,7 +398,7 @@ def view_of(group: pd.DataFrame) -> RunView:
     rows = label_variants(single if len(single) else group[group["rank"] == 0])
     c = cells(rows)
     cap = ceilings(c)
-    return RunView(rows, c, cap, situations(c, cap))
+    return RunView(rows, c, cap, situations(c))
 
 
 def base_name(pipeline: str) -> str:
@@ -320,19 +414,32 @@ def baseline(rows: pd.DataFrame):
     return found.loc[found.pipeline.str.len().idxmin()]
 
 
+def reads_text(every: int) -> str:
+    """How often a situation's step reads the loss, for its heading ('' for never)."""
+    return "" if not every else ", loss read every step" if every == 1 else f", loss read every {int(every)} steps"
+
+
 def answer(rows: pd.DataFrame) -> str:
-    """One situation's answer (one model, step kind, setting, CPU budget), as a sentence. It names
-    a pipeline to use only where one is fed and the others within noise of it are named with it."""
+    """One situation's answer (one model, step kind, loss reads, setting, CPU budget), as a sentence.
+    It names a pipeline to use only where one is fed and the others within noise of it are named
+    with it; cells with too few measurements are left out of every comparison, and said so."""
     first = rows.iloc[0]
     head = (f"With {plural(int(first.cpus), 'core')} per GPU, {code(first.model)} at {first.image_size} px "
-            f"({first.step} step) trains at {first.model_rate:,.0f} img/s alone")
+            f"({first.step} step{reads_text(first.sync_every)}) trains at {first.model_rate:,.0f} img/s alone")
+    thin = rows[rows.verdict == TOO_FEW]
+    rows = rows[rows.verdict != TOO_FEW]
+    left = (f" (too few measurements to compare: {', '.join(code(p) for p in thin.pipeline)})" if len(thin) else "")
+    if rows.empty:
+        return head + f"; too few measurements to compare pipelines (a verdict needs {MIN_PROCESSES} processes per cell)."
     base = baseline(rows)
     parts = [head]
     if base is not None:
         parts.append(f"{code(base.pipeline)} delivers {base.img_per_s:,.0f} ({base.verdict}, {pct(base.share)})")
     fed = rows[rows.verdict == "fed"].sort_values("img_per_s", ascending=False)
-    if base is not None and base.verdict == "fed" or (base is None and len(fed) == len(rows)):
-        return "; ".join(parts) + ": the model is the limit, any of these pipelines keeps it fed."
+    keep = ", ".join(code(p) for p in fed.pipeline)
+    verb = "keeps" if len(fed) == 1 else "keep"
+    if base is not None and base.verdict == "fed":
+        return "; ".join(parts) + f": the model is the limit; {keep} {verb} it fed{left}."
     pool = fed if len(fed) else rows.sort_values("img_per_s", ascending=False)
     best = pool.iloc[0]
     tied = [best.pipeline] + [r.pipeline for r in pool.iloc[1:].itertuples() if ties(r.e2e, best.e2e)]
@@ -342,10 +449,9 @@ def answer(rows: pd.DataFrame) -> str:
     within = " (within noise of each other)" if len(tied) > 1 else ""
     if fed.empty:
         return "; ".join(parts) + (f"; no pipeline keeps it fed: the fastest, {names}{within}, "
-                                   f"reach{'' if len(tied) > 1 else 'es'} {pct(best.share)} of model-only{speed}.")
-    keep = ", ".join(code(p) for p in fed.pipeline)
+                                   f"reach{'' if len(tied) > 1 else 'es'} {pct(best.share)} of model-only{speed}{left}.")
     faster = f" ({best.img_per_s / base.img_per_s:.1f}× faster than `dataloader`)" if other else ""
-    return "; ".join(parts) + f"; {keep} keep{'s' if len(fed) == 1 else ''} it fed: use {names}{within}{faster}."
+    return "; ".join(parts) + f"; {keep} {verb} it fed: use {names}{within}{faster}{left}."
 
 
 def answers(c: pd.DataFrame, s: pd.DataFrame | None = None) -> list[str]:
@@ -355,8 +461,9 @@ def answers(c: pd.DataFrame, s: pd.DataFrame | None = None) -> list[str]:
     if s.empty:
         return []
     order = s.assign(step_rank=s.step.map({k: i for i, k in enumerate(STEP_ORDER)}).fillna(9))
-    found = [((-cpus, size, model, rank), answer(rows))
-             for (size, model, rank, cpus), rows in order.groupby(["image_size", "model", "step_rank", "cpus"], sort=True)]
+    found = [((-cpus, size, model, rank, every), answer(rows))
+             for (size, model, rank, every, cpus), rows in order.groupby(["image_size", "model", "step_rank",
+                                                                          "sync_every", "cpus"], sort=True)]
     return [line for _, line in sorted(found, key=lambda item: item[0])]
 
 
@@ -406,11 +513,18 @@ def by_cores(cap: pd.DataFrame, text) -> pd.DataFrame:
     return view.reset_index()
 
 
+def cpu_text(r) -> str:
+    """CPU seconds per 1,000 images: the pipeline's and, after "+", the training thread's; the whole
+    process tree's for rows from before the two were told apart."""
+    if pd.isna(r.cpu_pipe):
+        return "—" if pd.isna(r.cpu) else f"{r.cpu:.2g} (all threads)"
+    return f"{r.cpu_pipe:.2g} + {r.cpu_train:.2g}"
+
+
 def cost_text(r) -> str:
     """A ceiling's CPU seconds per 1,000 images and epoch restart (medians over its levels), and the
     levels it rests on."""
-    return (f"{'—' if pd.isna(r.cpu) else f'{r.cpu:.2g} s'}, {'—' if pd.isna(r.restart) else f'{r.restart:,.0f} ms'}"
-            f" ({r.levels})")
+    return f"{cpu_text(r)} s, {'—' if pd.isna(r.restart) else f'{r.restart:,.0f} ms'} ({r.levels})"
 
 
 def cores_plot(cap: pd.DataFrame, models: pd.DataFrame, path: Path, title: str) -> bool:
@@ -471,9 +585,9 @@ def headspace_plot(loader: pd.DataFrame, batch: int, models: pd.DataFrame, path:
 
 
 def situation_table(s: pd.DataFrame) -> pd.DataFrame:
-    rows = [{"pipeline": r.pipeline, "loader ceiling": r.ceiling_text, "e2e img/s": r.e2e_text,
+    rows = [{"pipeline": r.pipeline, "loader-only at the model's step": r.loader_text, "e2e img/s": r.e2e_text,
              "e2e / model": pct(r.share), "host wait": pct(r.wait) if not pd.isna(r.wait) else "—",
-             "CPU s / 1k img": "—" if pd.isna(r.cpu) else f"{r.cpu:.2g}",
+             "CPU s / 1k img (pipeline + training thread)": cpu_text(r),
              "verdict": r.verdict, "because": escape(r.why)}
             for r in s.sort_values("img_per_s", ascending=False).itertuples()]
     return pd.DataFrame(rows)
@@ -547,8 +661,9 @@ def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slu
         if len(cap):
             parts += [f"### Loader ceilings by CPU cores per GPU — {here}", "",
                       "The loader ceiling (img/s; the rule above), per pipeline and CPU budget:", "",
-                      table(by_cores(cap, rate)), "",
-                      "CPU seconds per 1,000 images and epoch restart, medians over the levels the ceiling rests "
+                      table(by_cores(cap, ceiling_text)), "",
+                      "CPU seconds per 1,000 images (the pipeline's + the training thread's) and epoch restart, "
+                      "medians over the levels the ceiling rests "
                       "on (in brackets; \"idle GPU\": the pipeline outran the step at every busy level):",
                       "", table(by_cores(cap, cost_text)), ""]
             plot = out / f"cores-{slug}-{size}px.png"
@@ -565,15 +680,15 @@ def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slu
                       "Delivered img/s while the GPU is kept busy the given ms per batch:", "",
                       table(headspace_table(loader)), "", f"![headspace]({plot.name})", ""]
         s = at_setting(view.situations, setting) if len(view.situations) else view.situations
-        for (step, cpus), rows in (s.groupby(["step", "cpus"], sort=False) if len(s) else []):
-            parts += [f"### {step.capitalize()} step — {here}, {plural(int(cpus), 'core')}", ""]
+        for (step, every, cpus), rows in (s.groupby(["step", "sync_every", "cpus"], sort=False) if len(s) else []):
+            parts += [f"### {step.capitalize()} step{reads_text(every)} — {here}, {plural(int(cpus), 'core')}", ""]
             for model, by_model in rows.groupby("model", sort=True):
                 parts += [f"{code(model)}: model-only {by_model.model_text.iloc[0]}.", "",
                           table(situation_table(by_model)), "", answer(by_model), ""]
-                above = by_model[by_model.above_ceiling]
+                above = by_model[by_model.above_loader]
                 if len(above):
-                    parts += ["**The loader ceiling does not hold here:** " + "; ".join(
-                        f"{code(r.pipeline)} e2e {r.img_per_s:,.0f} > ceiling {r.ceiling_text}" for r in above.itertuples())
+                    parts += ["**Loader-only does not hold here:** " + "; ".join(
+                        f"{code(r.pipeline)} e2e {r.img_per_s:,.0f} > loader-only {r.loader_text}" for r in above.itertuples())
                         + ".", ""]
         stages = stage_table(at)
         if len(stages):
@@ -584,7 +699,14 @@ def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slu
     drift = drift_lines(c)
     if drift:
         parts += [f"### Windows that drifted more than {DRIFT:.0%} within a process", "", *drift, ""]
-    failed = group[~group.status.isin(["ok", "not-applicable"])].drop_duplicates(
+    rejected = group[group.status == "rejected"]
+    if len(rejected):
+        parts += [f"### Rejected windows ({len(rejected)} of {len(group[group.status.isin(['ok', 'rejected'])])})", "",
+                  "Windows left out of every number above because their busy step ran off its label or they "
+                  "delivered more than it allows:", ""] + [
+            f"- {code(r.pipeline)} {int(r.cpus)} cores, {r.busy_ms:g} ms, process {int(r.process)}, window "
+            f"{int(r.repeat)}: {escape(r.error)}" for r in rejected.itertuples()] + [""]
+    failed = group[~group.status.isin(["ok", "not-applicable", "rejected"])].drop_duplicates(
         ["pipeline", "mode", "stage", "model", "status", "error"])
     if len(failed):
         parts += ["### Not measured", ""] + [
@@ -739,7 +861,7 @@ def which_table(cap: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
         row = {"model trains at": f"{speed_text(speed)} img/s"}
         for cpus in sorted(cap.cpus.unique(), reverse=True):
             here = cap[cap.cpus == cpus]
-            fed = fed_at(here, speed).sort_values("cpu")
+            fed = fed_at(here, speed).assign(cost=lambda d: d.cpu_pipe.fillna(d.cpu)).sort_values("cost")
             base = baseline(here)
             if base is not None and base.img_per_s >= FED * speed:
                 cell = "any (`dataloader` too)"

@@ -7,7 +7,8 @@ whole or not at all, so a resumed sweep never counts part of one. A killed run l
 torn last line: `read_rows` drops it with a warning and the next writer moves it aside to
 `results.csv.torn` before appending. A file from an older version is moved to the current columns
 through a new file and `os.replace`, never rewritten in place; a CSV that is not pipebench's is
-refused. Errors are kept on one line. A configuration that fails becomes a row with
+refused. Errors are kept on one line. A window that cannot count (`Window.rejected`: its busy step
+ran off its label) is a row with `status="rejected"` and the reason. A configuration that fails becomes a row with
 `status="error"` and the exception in `error`; one that cannot run here (a missing optional
 dependency) becomes `status="skipped"` with the reason; a stage the pipeline does not have becomes
 `status="not-applicable"`.
@@ -37,12 +38,12 @@ from .harness import RunSpec, Window
 CONFIG_COLUMNS = ["pipeline", "mode", "stage", "model", "image_size", "batch_size", "cpus", "num_workers", "dtype",
                   "channels_last", "pin_memory", "non_blocking", "prefetch_depth", "prefetch_augment", "worker_start",
                   "encoding", "augment", "split", "last_batch", "max_samples", "seed", "world_size", "rank", "parallel",
-                  "step", "busy_levels", "payload", "train_epochs", "dali_reader", "dali_threads", "dali_queue_depth",
+                  "step", "sync_every", "busy_levels", "payload", "train_epochs", "dali_reader", "dali_threads", "dali_queue_depth",
                   "dali_hw_decoder_load", "dali_decoder", "dali_batch_multiple", "source", "data_seed",
                   "requested_steps", "min_window_s", "warmup"]
-MEASURE_COLUMNS = ["process", "repeat", "busy_ms", "steps", "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
+MEASURE_COLUMNS = ["process", "repeat", "busy_ms", "busy_step_ms", "steps", "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
                    "steady_img_per_s", "wait_ms_p50", "wait_ms_p95", "wait_frac", "restart_ms", "step_ms_p50",
-                   "step_ms_p95", "cpu_s", "cpu_s_per_kimg", "cpu_set", "sm_mhz", "mem_mhz", "pcie", "test_accuracy",
+                   "step_ms_p95", "cpu_s", "cpu_s_per_kimg", "train_cpu_s", "pipeline_cpu_s_per_kimg", "blocking_waits", "cpu_set", "sm_mhz", "mem_mhz", "pcie", "test_accuracy",
                    "peak_gpu_mem_mb", "peak_gpu_mem_mb_others", "setup_s", "upload_s", "compile_s"]
 # What must match for a sweep to count an earlier row as done: the same machine (boot), software and commit.
 SAME_ENVIRONMENT = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "cpu_count", "hostname", "boot_id",
@@ -117,6 +118,7 @@ def _config_fields(spec: RunSpec) -> dict[str, object]:
     fields = {name: getattr(c, name) for name in CONFIG_COLUMNS if hasattr(c, name)}
     fields.update(pipeline=spec.pipeline, mode=spec.mode, stage=spec.stage, model=spec.model, warmup=spec.warmup,
                   parallel=spec.parallel, step=spec.step if spec.mode in ("model", "e2e", "train") else "",
+                  sync_every=spec.sync_every,
                   requested_steps=spec.steps, min_window_s=spec.min_seconds, cpus=spec.cpus,
                   busy_levels=",".join(f"{b:g}" for b in spec.busy_ms) if spec.mode == "loader" else "",
                   payload=spec.payload, train_epochs=spec.epochs or None)
@@ -162,18 +164,20 @@ def other_commits(path: str | Path, env: dict[str, object]) -> list[str]:
 
 
 def completed(path: str | Path, env: dict[str, object]) -> dict[tuple[tuple[str, ...], int], float]:
-    """(config_key, process) -> number of ok rows already in the CSV for this environment (infinite
-    for a stage found not applicable: nothing to repeat)."""
+    """(config_key, process) -> number of windows (ok or rejected rows) already in the CSV for this
+    environment (infinite for a stage found not applicable: nothing to repeat)."""
     df = _rows(Path(path))
     if df.empty:
         return {}
     df["parallel"] = df.parallel.replace("", "none")   # rows from before these columns existed
     df["process"] = df.process.replace("", "0")
+    df["sync_every"] = df.sync_every.replace("", "0")
     trained = df["mode"].isin(["model", "e2e"]) & (df.step == "")
     df.loc[trained, "step"] = "eager"
     mine = df[(df[SAME_ENVIRONMENT] == pd.Series({k: str(env[k]) for k in SAME_ENVIRONMENT})).all(axis=1)]
     keys = [*CONFIG_COLUMNS, "process"]
-    done = {(tuple(key[:-1]), int(key[-1])): n for key, n in mine[mine.status == "ok"].groupby(keys).size().items()}
+    measured = mine[mine.status.isin(["ok", "rejected"])]   # a rejected window was measured: not run again
+    done = {(tuple(key[:-1]), int(key[-1])): n for key, n in measured.groupby(keys).size().items()}
     done.update({(tuple(key[:-1]), int(key[-1])): math.inf
                  for key in mine[mine.status == "not-applicable"].groupby(keys).groups})
     return done
@@ -185,6 +189,7 @@ def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window,
     slowest rank's seconds); by default this process's own."""
     samples = facts.get("samples", math.nan)
     return {**_config_fields(spec), **facts, "process": spec.process, "repeat": repeat, "busy_ms": w.busy_ms,
+            "busy_step_ms": w.busy_step_ms,
             "steps": len(w.step_ms), "images": w.images, "epochs": w.images / samples if samples else math.nan,
             "seconds": w.seconds, "img_per_s": w.images / w.seconds,
             "world_img_per_s": w.images / w.seconds if world_img_per_s is None else world_img_per_s,
@@ -193,9 +198,11 @@ def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window,
             "wait_frac": float(w.wait_ms.sum() / 1e3 / w.seconds),
             "restart_ms": float(np.median(w.restart_ms)) if len(w.restart_ms) else math.nan,
             "step_ms_p50": float(np.percentile(w.step_ms, 50)), "step_ms_p95": float(np.percentile(w.step_ms, 95)),
-            "cpu_s": w.cpu_s, "cpu_s_per_kimg": 1e3 * w.cpu_s / w.images, **w.gpu, "test_accuracy": w.test_accuracy,
+            "cpu_s": w.cpu_s, "cpu_s_per_kimg": 1e3 * w.cpu_s / w.images, "train_cpu_s": w.train_cpu_s,
+            "pipeline_cpu_s_per_kimg": 1e3 * (w.cpu_s - w.train_cpu_s) / w.images, **w.gpu,
+            "test_accuracy": w.test_accuracy,
             "peak_gpu_mem_mb": w.peak_gpu_mem_mb, "peak_gpu_mem_mb_others": w.peak_gpu_mem_mb_others,
-            "status": "ok", "error": ""}
+            "status": "rejected" if w.rejected else "ok", "error": w.rejected}
 
 
 def failed_row(spec: RunSpec, status: str, error: str, facts: dict | None = None) -> dict[str, object]:

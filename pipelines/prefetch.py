@@ -14,6 +14,12 @@ CPU, which a budget of two cores cannot spare to spinning). After an epoch's las
 producer plans the next epoch (`set_epoch(e + 1)`, as a training loop calls it) and gathers its
 first round, so the epoch restart neither plans nor gathers; another epoch is planned anew.
 
+The gather uses at most GATHER_THREADS (4) of torch's intra-op threads, however many cores there
+are: copying rows is memory-bound, and more OpenMP threads, which wait for the slowest at the end of
+every gather, only meet the producer and training threads on the same cores. At 224 px with 16
+cores, 16 threads made `prefetch` about four times slower than 4 threads, and more cores slower
+than fewer (results/2026-11-25-h100-instrument/, its probe).
+
 `prefetch_augment="host"`: the older design, kept to show what moving the crop to the GPU buys:
 `num_workers` producer threads crop and flip on the host (numpy fancy indexing over strided window
 views of the zero-padded set, plain and mirrored; numpy releases the GIL) straight into the pinned
@@ -21,11 +27,7 @@ slot, one batch per slot; the GPU only normalizes. Both variants crop and flip e
 (`base.epoch_draws`), so they yield the same batches. The apex `data_prefetcher` / timm
 `PrefetchLoader` design, with FFCV's preallocated pinned buffers instead of per-batch pinning.
 
-Measured on one H100 (results/2026-11-24-h100-lean-host-paths/, one run, 32 px, batch 512,
-bf16, medians of 2 processes): loader ceiling 2.07M img/s with 16 cores, 1.22M with 2, at 0.0016
-and 0.0012 CPU seconds per 1,000 images (the host variant in the same run: 412k and 126k, 0.011
-and 0.0087 s); with 2 cores the compiled ResNet-9 w0.25 step trains at 99.0 % of its model-only
-rate end to end (host variant 33.8 %).
+Measured rates: the results folders (results/README.md lists them), never here.
 
 Labels live on the device and the epoch's order goes there once per epoch (`base.Uploader`): no
 per-step label copy.
@@ -51,6 +53,19 @@ import torch
 from .base import (EpochPlan, Pipeline, Stages, crop_normalize, crop_windows, normalize, planned_ahead,
                    warm_crop_normalize)
 from .config import CHANNELS
+
+
+GATHER_THREADS = 4   # intra-op threads of the producer's gather (module docstring)
+
+
+def bound_gather_threads(pool: ThreadPoolExecutor) -> None:
+    """The producer thread's gather runs on at most GATHER_THREADS of torch's intra-op (OpenMP)
+    threads, every other thread keeps torch's count. torch's count is per thread once a thread has
+    used it (OpenMP's nthreads is per thread), but `torch.set_num_threads` also sets the count
+    threads start with: set in the producer, then put back from this thread."""
+    count = torch.get_num_threads()
+    pool.submit(lambda: (torch.get_num_threads(), torch.set_num_threads(min(count, GATHER_THREADS)))).result()
+    torch.set_num_threads(count)
 
 
 def _stop(futures) -> None:
@@ -101,13 +116,15 @@ class PrefetchPipeline(Pipeline):
         if self.device_crops:
             warm_crop_normalize(self.device, config)
         self.positions = torch.arange(rows, device=self.device)   # a slot's rows, copied to the device
-        # One producer (its gather runs on torch's intra-op threads); num_workers producers when each
-        # crops its own batch on the host.
+        # One producer (its gather runs on at most GATHER_THREADS of torch's intra-op threads);
+        # num_workers producers when each crops its own batch on the host.
         threads = max(1, config.num_workers) if self.host_crops else 1
         self.slots = [_Slot(torch.empty((rows, size, size, CHANNELS), dtype=torch.uint8, pin_memory=self.cuda),
                             torch.cuda.Event(blocking=True) if self.cuda else None)   # a producer waits off the CPU
                       for _ in range(-(-config.prefetch_depth // self.group) + threads + 1)]
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="prefetch")
+        if not self.host_crops:
+            bound_gather_threads(self.pool)
         self.active: dict = {}   # the live epoch's batches in production
         self.upcoming = None     # future of the next epoch's plan and first round, made in advance
         self.turn = 0            # the slot of the next epoch's first round: slots are used in turn

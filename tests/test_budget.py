@@ -183,7 +183,8 @@ def test_a_bad_model_spec_is_a_one_line_error_naming_it(tmp_path, synthetic_root
 # --- the answer ----------------------------------------------------------------------------------
 
 def test_a_cpu_run_prints_its_answer_and_writes_answer_md(tmp_path, synthetic_root, capsys):
-    assert run(tmp_path, synthetic_root, "--no-isolate", "--pipelines", "dataloader,resident", "--workers", "1") == 0
+    assert run(tmp_path, synthetic_root, "--no-isolate", "--pipelines", "dataloader,resident", "--workers", "1",
+               "--processes", "2") == 0   # a verdict needs two processes per cell
     printed = capsys.readouterr().out
     lines = [line[2:] for line in (tmp_path / "run" / "ANSWER.md").read_text().splitlines() if line.startswith("- ")]
     assert len(lines) == 1   # one situation: one model, step kind, size and budget
@@ -229,8 +230,8 @@ def test_when_dataloader_keeps_the_model_fed_the_answer_says_the_model_is_the_li
     (answer,) = [line[2:] for line in written.splitlines() if line.startswith("- ")]
     assert answer.startswith("With 2 cores per GPU, `resnet9-w0.25` at 32 px (eager step) trains at 1,00")
     assert "`dataloader` delivers 99" in answer and "(fed, " in answer
-    assert answer.endswith("the model is the limit, any of these pipelines keeps it fed.")
-    assert "use `" not in answer and "`resident`" not in answer   # no pipeline to switch to
+    assert answer.endswith("the model is the limit; `resident`, `dataloader` keep it fed.")   # the fed ones, named
+    assert "use `" not in answer   # no pipeline to switch to
     assert f"- {answer}" in printed
     # the contrast: `dataloader` starves the model, `resident` feeds it: then the answer names it
     _, written = answer_of(tmp_path, {

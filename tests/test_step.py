@@ -187,8 +187,9 @@ def test_report_gives_each_step_kind_its_own_sections_against_the_same_loader_ro
                  {"mode": "e2e", "pipeline": "p", "model": "m", "step": step, "img_per_s": e2e_rate}] * 3
     rows += [{"mode": "loader", "pipeline": "p", "model": "none", "step": "", "img_per_s": 110_000}] * 3
     frame = pd.DataFrame(rows).assign(run_id="r", gpu="G", batch_size=512, num_workers=4, dtype="bfloat16",
-                                      cpus=4, process=0, status="ok", error="", wait_frac=0.0)
+                                      cpus=4, status="ok", error="", wait_frac=0.0)
     frame["repeat"] = frame.groupby(["mode", "step"]).cumcount()
+    frame["process"] = frame.repeat % 2   # two processes: enough for a verdict
     frame.reindex(columns=results.COLUMNS).to_csv(tmp_path / "results.csv", index=False)
     text = report.write([tmp_path / "results.csv"], tmp_path / "out").read_text()
     sections = {s.split("\n")[0]: s for s in text.split("\n### ")[1:]}

@@ -45,10 +45,10 @@ def tf32(enabled: bool | None):
 
 
 def _train_windows(ctx: Context, trainer: harness.Trainer, batch: int, channels_last: bool, step=None):
-    """Synchronized windows of `trainer` on one synthetic float32 batch: yields (Window, peak reserved MB)."""
+    """Synchronized windows of `trainer` on one real float32 batch: yields (Window, peak reserved MB)."""
     s, device = ctx.scale, ctx.device
     config = ctx.config.replace(batch_size=batch, dtype="float32", channels_last=channels_last)
-    batches = harness.synthetic_batches(config, device)
+    batches = harness.real_batches(config, device, count=1)
     step = step or trainer
     for _ in range(s.warmup):
         step(*next(batches))
@@ -273,7 +273,7 @@ COMPILE_MAKES_INPUT_THE_BOTTLENECK = Claim(
     "common observation about fast training loops; the CIFAR-10 speed records (airbench, hlb-CIFAR10) "
     "keep the whole set on the GPU and never use a DataLoader",
     "A small model (ResNet-9, width × 0.25, bf16 autocast, channels_last) trained model-only on one "
-    "synthetic batch and e2e from each pipeline, with the eager step and with `torch.compile` plus the "
+    "real batches (already on the GPU) and e2e from each pipeline, with the eager step and with `torch.compile` plus the "
     "whole step captured in one CUDA graph (`--step compile`); each pipeline loader-only once. Harness "
     "windows after warm-up; compilation and capture happen before them.",
     True, measure_fast_step, judge_fast_step)

@@ -1,0 +1,128 @@
+"""The synthetic training step of loader mode (the headspace method): work that loads the GPU the
+way a training step does, for a known time per batch, checked against that time every window.
+
+On CUDA one *unit* of work is a bf16 matrix product (2048 x 1024 by 1024 x 2048: 8.6 GFLOP, tiles
+for every SM) and a copy of 16 MiB (32 MiB of memory traffic); a step of t ms is k units captured
+once in a CUDA graph and replayed per batch on the consumer's stream, so every SM is busy, memory
+moves, and a pipeline's side-stream kernels and copies meet a loaded GPU, as they do in training.
+The graph holds two timing events around its units (`torch.cuda.Event(external=True)`), so the
+step's own GPU time (`measured_ms`, of the last replay) is read after a window with no host time
+in it.
+
+Calibration (`unit_ms`) runs once per process and device, before any pipeline exists: a graph of
+CALIBRATION_UNITS units with the events inside, replayed: the GPU never waits for the host between
+the two events, so a host stall (another thread holding the GIL) cannot count as busy time.
+k = round(t / unit_ms). A one-thread sleep kernel (`torch.cuda._sleep`) timed by events around its
+launch, the earlier design, busied one SM of 132, moved no memory and counted host stalls as sleep.
+
+The harness rejects a window whose step ran more than TOLERANCE off its label, or that delivered
+more than the step allows (batch / measured step time): such a window is a row with status
+`rejected` and the reason, never averaged in.
+
+Without CUDA the step is a host sleep of t ms, measured with the host clock.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+TOLERANCE = 0.05          # a window whose step ran further than this off its label is rejected
+GEMM = (2048, 1024, 2048)  # one unit's matrix product, m x k by k x n, bf16
+COPY_BYTES = 16 * 2**20   # one unit's copy
+CALIBRATION_UNITS = 200   # units timed by the calibration graph (about 5 ms on an H100)
+
+_WORK: dict[torch.device, "_Work"] = {}
+
+
+class _Work:
+    """The tensors of one device's units (random values: zeros can run faster than data)."""
+
+    def __init__(self, device: torch.device):
+        g = torch.Generator(device=device).manual_seed(0)
+        m, k, n = GEMM
+        self.a = torch.randn(m, k, device=device, dtype=torch.bfloat16, generator=g)
+        self.b = torch.randn(k, n, device=device, dtype=torch.bfloat16, generator=g)
+        self.c = torch.empty(m, n, device=device, dtype=torch.bfloat16)
+        self.src = torch.randn(COPY_BYTES // 2, device=device, dtype=torch.bfloat16, generator=g)
+        self.dst = torch.empty_like(self.src)
+        self.unit_ms = float("nan")
+
+    def units(self, k: int) -> None:
+        for _ in range(k):
+            torch.mm(self.a, self.b, out=self.c)
+            self.dst.copy_(self.src)
+
+    def capture(self, k: int) -> tuple[torch.cuda.CUDAGraph, torch.cuda.Event, torch.cuda.Event]:
+        """A graph of k units between two timing events recorded inside it."""
+        start, end = (torch.cuda.Event(enable_timing=True, external=True) for _ in range(2))
+        self.units(1)   # cuBLAS picks its kernel and workspace outside the capture
+        torch.cuda.synchronize(self.a.device)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            start.record()
+            self.units(k)
+            end.record()
+        return graph, start, end
+
+
+def work(device: torch.device) -> _Work:
+    """The device's units, calibrated once per process (module docstring)."""
+    if device not in _WORK:
+        found = _Work(device)
+        with torch.cuda.device(device):
+            graph, start, end = found.capture(CALIBRATION_UNITS)
+            times = []
+            for _ in range(5):   # the first replays wake the clocks
+                graph.replay()
+                end.synchronize()
+                times.append(start.elapsed_time(end) / CALIBRATION_UNITS)
+            found.unit_ms = sorted(times[2:])[1]   # median of the last three
+        _WORK[device] = found
+    return _WORK[device]
+
+
+class BusyStep:
+    """`ms` of GPU work per call (a host sleep without CUDA); `measured_ms()`: what the last call
+    took on the device (the host clock without CUDA)."""
+
+    def __init__(self, device: torch.device, ms: float):
+        self.ms = ms
+        self.cuda = device.type == "cuda"
+        self.last_ms = 0.0
+        if self.cuda and ms:
+            device_work = work(device)
+            self.units = max(1, round(ms / device_work.unit_ms))
+            self.graph, self.start, self.end = device_work.capture(self.units)
+
+    def __call__(self) -> None:
+        if not self.ms:
+            return
+        if self.cuda:
+            self.graph.replay()
+        else:
+            t0 = time.perf_counter()
+            time.sleep(self.ms / 1e3)
+            self.last_ms = (time.perf_counter() - t0) * 1e3
+
+    def measured_ms(self) -> float:
+        """The last call's own time (ms); waits for it on CUDA."""
+        if not (self.cuda and self.ms):
+            return self.last_ms
+        self.end.synchronize()
+        return self.start.elapsed_time(self.end)
+
+
+def rejection(label_ms: float, measured_ms: float, images: int, steps: int, seconds: float) -> str:
+    """Why a window at a busy level of `label_ms` cannot count ('' if it can): its step ran more
+    than TOLERANCE off the label, or it delivered more images than `steps` such steps allow."""
+    if not label_ms:
+        return ""
+    if abs(measured_ms / label_ms - 1) > TOLERANCE:
+        return (f"the busy step ran {measured_ms:.3g} ms, its label is {label_ms:g} ms "
+                f"(more than {TOLERANCE:.0%} off)")
+    most = images / (steps * measured_ms / 1e3)   # the rate if every step took exactly the busy time
+    if images / seconds > most * (1 + TOLERANCE):
+        return (f"delivered {images / seconds:,.0f} img/s, more than the busy step allows "
+                f"({most:,.0f}: batch / {measured_ms:.3g} ms)")
+    return ""

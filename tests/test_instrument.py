@@ -1,0 +1,237 @@
+"""The instrument itself: the busy step and its per-window check, compilation without worker
+processes (on a GPU: on a CPU inductor starts no pool either way), CUDA waits that block, the training thread's CPU told apart, loss reads, the bound on
+`prefetch`'s gather threads. CPU tests here; the GPU ones skip without CUDA."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+import pipelines
+from bench import busy, cli, harness, machine, report, results
+from pipelines import prefetch
+from pipelines.config import PipelineConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.parametrize("label,measured,images,steps,seconds,why", [
+    (4.0, 4.1, 5120, 10, 0.05, ""),                                # 2.5 % off, 102k img/s of 128k allowed
+    (4.0, 4.3, 5120, 10, 0.05, "more than 5% off"),                # the step ran 7.5 % long
+    (4.0, 3.7, 5120, 10, 0.05, "more than 5% off"),                # ... or short (a calibration under the GIL)
+    (4.0, 4.0, 5120, 10, 0.03, "more than the busy step allows"),  # 171k img/s with 4-ms steps: at most 128k
+    (0.0, 9.9, 5120, 10, 0.001, ""),                               # an idle level has no step to check
+])
+def test_a_window_is_rejected_when_its_step_is_off_its_label(label, measured, images, steps, seconds, why):
+    found = busy.rejection(label, measured, images, steps, seconds)
+    assert (why in found) if why else found == ""
+
+
+def compare(tmp_path, root, *extra) -> pd.DataFrame:
+    out = tmp_path / "run"
+    cli.main(["compare", "--no-isolate", "--processes", "2", "--device", "cpu", "--data-root", str(root),
+              "--max-samples", "256", "--batch-size", "32", "--steps", "3", "--warmup", "1", "--repeats", "1",
+              "--pipelines", "resident", "--out", str(out), *extra])
+    return pd.read_csv(out / "results.csv", keep_default_na=False)
+
+
+def test_rejected_windows_are_rows_of_their_own_left_out_of_every_number(tmp_path, synthetic_root, monkeypatch):
+    monkeypatch.setattr(busy.BusyStep, "measured_ms", lambda self: 1.5 * self.ms)   # every busy step ran 50 % long
+    df = compare(tmp_path, synthetic_root, "--modes", "loader", "--busy-ms", "0,2")
+    assert set(zip(df.busy_ms, df.status)) == {(0.0, "ok"), (2.0, "rejected")}
+    rejected = df[df.status == "rejected"]
+    assert rejected.error.str.contains("the busy step ran 3 ms, its label is 2 ms").all() and len(rejected) == 2
+    c = report.cells(report.load([tmp_path / "run" / "results.csv"]))
+    assert set(c.busy_ms) == {0.0}   # never averaged in
+    text = report.write([tmp_path / "run" / "results.csv"], tmp_path / "out").read_text()
+    assert "### Rejected windows (2 of 4)" in text
+    done = results.completed(tmp_path / "run" / "results.csv", results.environment())
+    assert all(n == 2 for n in done.values())   # measured: a resume does not run them again
+
+
+def test_the_loss_is_read_every_n_steps():
+    class Trainer:
+        devices, calls = [torch.device("cpu")], 0
+
+        def __call__(self, images, labels):
+            self.calls += 1
+            self.loss = Loss()
+
+    reads = []
+
+    class Loss:
+        def item(self):
+            reads.append(trainer.calls)
+            return 0.0
+
+    trainer = Trainer()
+    step = harness.reading(trainer, 3)
+    for _ in range(7):
+        step(None, None)
+    assert reads == [3, 6] and harness.reading(trainer, 0) is trainer
+
+
+def test_loss_reads_are_configurations_of_their_own_paired_with_model_only_at_the_same_reads(tmp_path, synthetic_root):
+    df = compare(tmp_path, synthetic_root, "--modes", "model,e2e", "--models", "resnet9-w0.25", "--sync-every", "0,1")
+    assert set(zip(df["mode"], df.sync_every)) == {(m, n) for m in ("model", "e2e") for n in (0, 1)}
+    assert (df.status == "ok").all()
+    c = report.cells(report.load([tmp_path / "run" / "results.csv"]))
+    s = report.situations(c)
+    assert sorted(zip(s.sync_every, s.model_rate)) == sorted(
+        zip(*[c[c["mode"] == "model"].sort_values("sync_every")[k] for k in ("sync_every", "img_per_s")]))
+    text = report.write([tmp_path / "run" / "results.csv"], tmp_path / "out").read_text()
+    assert "### Eager step, loss read every step — 32 px" in text and "### Eager step — 32 px" in text
+
+
+def test_sync_every_is_refused_outside_model_and_e2e():
+    with pytest.raises(ValueError, match="sync_every"):
+        harness.RunSpec("resident", "loader", "none", sync_every=1)
+    with pytest.raises(ValueError, match="sync_every"):
+        harness.RunSpec("none", "model", "resnet9", sync_every=-1)
+
+
+def test_the_training_thread_cpu_is_told_apart_from_the_pipelines(tmp_path, synthetic_root):
+    df = compare(tmp_path, synthetic_root, "--modes", "loader")
+    ok = df[df.status == "ok"]
+    assert (ok.train_cpu_s >= 0).all() and (ok.train_cpu_s <= ok.cpu_s).all()
+    assert ok.pipeline_cpu_s_per_kimg.round(9).eq((1e3 * (ok.cpu_s - ok.train_cpu_s) / ok.images).round(9)).all()
+
+
+def test_thread_cpu_seconds_counts_one_thread():
+    spent = {}
+
+    def burn():
+        tid = threading.get_native_id()
+        start = machine.thread_cpu_seconds(tid)
+        end = time.process_time() + 0.3
+        while time.process_time() < end:
+            pass
+        spent["burn"] = machine.thread_cpu_seconds(tid) - start
+
+    me = threading.get_native_id()
+    before = machine.thread_cpu_seconds(me)
+    worker = threading.Thread(target=burn)
+    worker.start()
+    worker.join()
+    assert spent["burn"] >= 0.2 and machine.thread_cpu_seconds(me) - before < 0.1   # the burning thread's, not this one's
+
+
+def test_prefetch_gathers_on_a_bounded_number_of_threads_and_leaves_the_rest_alone(synthetic_root):
+    before = torch.get_num_threads()
+    torch.set_num_threads(8)
+    try:
+        config = PipelineConfig(data_root=str(synthetic_root), batch_size=16, max_samples=64, device="cpu")
+        with pipelines.build("prefetch", config) as p:
+            assert p.pool.submit(torch.get_num_threads).result() == prefetch.GATHER_THREADS
+            assert torch.get_num_threads() == 8   # this thread's count, and the one new threads start with
+            assert ThreadPoolExecutor(1).submit(torch.get_num_threads).result() == 8
+            assert sum(len(y) for _, y in p) == 64
+    finally:
+        torch.set_num_threads(before)
+
+
+# --- on a GPU ------------------------------------------------------------------------------------
+
+@needs_cuda
+@pytest.mark.parametrize("ms", [1.0, 8.0])
+def test_the_busy_step_runs_its_label_and_loads_every_sm(ms):
+    step = busy.BusyStep(torch.device("cuda"), ms)
+    took = []
+    for _ in range(10):
+        step()
+        took.append(step.measured_ms())
+    assert abs(sorted(took)[5] / ms - 1) < busy.TOLERANCE
+    m, k, n = busy.GEMM
+    assert (m // 128) * (n // 128) >= torch.cuda.get_device_properties(0).multi_processor_count   # a tile for each SM
+
+
+@needs_cuda
+def test_the_calibration_does_not_count_host_stalls():
+    """A thread holding the GIL halved torch.cuda._sleep's calibration; the busy step's is the same."""
+    device = torch.device("cuda")
+    busy._WORK.pop(device, None)
+    alone = busy.work(device).unit_ms
+    stop = threading.Event()
+
+    def hog():
+        x = 0
+        while not stop.is_set():
+            for i in range(10_000):
+                x += i
+
+    thread = threading.Thread(target=hog, daemon=True)
+    thread.start()
+    try:
+        busy._WORK.pop(device, None)
+        contended = busy.work(device).unit_ms
+    finally:
+        stop.set()
+        thread.join()
+    assert abs(contended / alone - 1) < busy.TOLERANCE
+
+
+WAITS = """
+import threading, torch
+from bench import machine
+blocking = machine.blocking_waits(torch.device("cuda"))
+torch.cuda._sleep(1_000_000); torch.cuda.synchronize()
+tid = threading.get_native_id(); cpu = machine.thread_cpu_seconds(tid)
+torch.cuda._sleep(1_000_000_000); torch.cuda.synchronize()
+print(blocking, machine.thread_cpu_seconds(tid) - cpu)
+"""
+
+
+@needs_cuda
+def test_cuda_waits_block_instead_of_spinning():
+    done = subprocess.run([sys.executable, "-c", WAITS], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    took, cpu = done.stdout.split()
+    assert took == "True" and float(cpu) < 0.05   # about 0.5 s of GPU work waited for
+
+
+@needs_cuda
+def test_the_steady_rate_never_counts_a_drained_queue_as_free_time():
+    """The host blocks 30 ms at each epoch start while the GPU works through 20 queued 5-ms steps:
+    host time subtracted gave a steady rate above what the step allows."""
+    device = torch.device("cuda")
+    step = busy.BusyStep(device, 5.0)
+
+    class Slow:
+        def set_epoch(self, epoch):
+            pass
+
+        def __iter__(self):
+            time.sleep(0.03)
+            for _ in range(20):
+                yield None, range(64)
+
+    batches = harness.endless(Slow())
+    window = harness.time_window(batches, lambda x, y: step(), 60, device)
+    most = 64 / (step.measured_ms() / 1e3)   # the rate the step allows
+    assert window.steady_img_per_s <= most * (1 + busy.TOLERANCE)
+
+
+@needs_cuda
+def test_no_compile_worker_is_alive_during_a_timed_window(monkeypatch, synthetic_root):
+    seen = []
+    timed = harness.time_window
+
+    def watched(*args, **kwargs):
+        seen.append(machine.descendants(os.getpid()))
+        return timed(*args, **kwargs)
+
+    monkeypatch.setattr(harness, "time_window", watched)
+    config = PipelineConfig(data_root=str(synthetic_root), batch_size=64, max_samples=512, device="cuda",
+                            dtype="bfloat16", channels_last=True)
+    spec = harness.RunSpec("resident", "e2e", "resnet9-w0.25", config, steps=5, warmup=1, repeats=2, step="compile")
+    assert len(list(harness.run(spec))) == 2
+    assert seen == [[], []]
