@@ -231,7 +231,7 @@ def test_no_compile_worker_is_alive_during_a_timed_window(monkeypatch, synthetic
 
     monkeypatch.setattr(harness, "time_window", watched)
     config = PipelineConfig(data_root=str(synthetic_root), batch_size=64, max_samples=512, device="cuda",
-                            dtype="bfloat16", channels_last=True)
+                            dtype="bfloat16", channels_last=True, last_batch="drop")
     spec = harness.RunSpec("resident", "e2e", "resnet9-w0.25", config, steps=5, warmup=1, repeats=2, step="compile")
     assert len(list(harness.run(spec))) == 2
     assert seen == [[], []]
