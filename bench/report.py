@@ -663,8 +663,7 @@ def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slu
                       "The loader ceiling (img/s; the rule above), per pipeline and CPU budget:", "",
                       table(by_cores(cap, ceiling_text)), "",
                       "CPU seconds per 1,000 images (the pipeline's + the training thread's) and epoch restart, "
-                      "medians over the levels the ceiling rests "
-                      "on (in brackets; \"idle GPU\": the pipeline outran the step at every busy level):",
+                      "medians over the levels the ceiling rests on (in brackets):",
                       "", table(by_cores(cap, cost_text)), ""]
             plot = out / f"cores-{slug}-{size}px.png"
             if cores_plot(cap, models, plot, f"{name}: loader ceiling by CPU cores, {here}"):
