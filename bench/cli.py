@@ -26,6 +26,7 @@ import re
 import shlex
 import signal
 import sys
+import time
 import traceback
 import uuid
 from pathlib import Path
@@ -36,13 +37,17 @@ from tqdm import tqdm
 import pipelines
 from pipelines import sources
 from pipelines.base import resolve_device
-from pipelines.config import (DALI_DECODERS, DALI_READERS, DTYPES, ENCODINGS, LAST_BATCH, PREFETCH_AUGMENT, SOURCES,
-                              WORKER_START_METHODS, PipelineConfig, default_cache_root, default_data_root)
+from pipelines.config import (DALI_DECODERS, DALI_READERS, DTYPES, ENCODINGS, IMAGE_SIZE, LAST_BATCH, MAX_IMAGE_SIZE,
+                              MAXIMUM, PREFETCH_AUGMENT, SOURCES, WORKER_START_METHODS, PipelineConfig,
+                              default_cache_root, default_data_root)
 
 # Light imports only: DataLoader workers and configuration processes import this module again
 # (multiprocessing's start-up runs the main script); claims, report and stability are imported
 # where they are used.
 from . import distributed, harness, plan, results, runner
+
+MAX_PROCESSES = 1000   # --processes: far above any real use (a typo is one line, not minutes of planning)
+MAX_BUSY_MS = 1000.0   # --busy-ms: a second of GPU work per batch is already no training step
 
 
 def _once(text: str, items: list) -> list:
@@ -77,6 +82,19 @@ def _positive(kind, minimum=1):
     return parse
 
 
+def _bounded(low: int, high: int):
+    """argparse type: one integer from `low` to `high`."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected an integer from {low:,} to {high:,}")
+        return value
+    return parse
+
+
 def _fraction(text: str) -> float:
     """argparse type: a number from 0 to 1."""
     try:
@@ -88,14 +106,23 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _int_list(text: str) -> list[int]:
+def _int_list(text: str, low: int | None = None, high: int | None = None, step: int = 1) -> list[int]:
+    """argparse type: comma-separated integers, each from `low` to `high` (where given) and a
+    multiple of `step`."""
     try:
         items = [int(t) for t in text.split(",") if t.strip()]
     except ValueError:
         items = []
-    if not items:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list of integers")
+    bad = [v for v in items if (low is not None and v < low) or (high is not None and v > high) or v % step]
+    if not items or bad:
+        bounds = (f" from {low:,}" if low is not None else "") + (f" to {high:,}" if high is not None else "")
+        kind = f"multiples of {step}" if step > 1 else "integers"
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list of {kind}{bounds}")
     return _once(text, items)
+
+
+def _bounded_list(low: int | None = None, high: int | None = None, step: int = 1):
+    return lambda text: _int_list(text, low, high, step)
 
 
 def _model_list(text: str) -> list[str]:
@@ -107,13 +134,14 @@ def _model_list(text: str) -> list[str]:
 
 
 def _ms_list(text: str) -> list[float]:
-    """argparse type: a list of finite numbers >= 0 (ms)."""
+    """argparse type: a list of numbers from 0 to MAX_BUSY_MS (ms)."""
     try:
         items = [float(t) for t in text.split(",") if t.strip()]
     except ValueError:
         items = []
-    if not items or any(not math.isfinite(v) or v < 0 for v in items):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list of numbers >= 0")
+    if not items or any(not 0 <= v <= MAX_BUSY_MS for v in items):   # NaN fails this too
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list of numbers from 0 to "
+                                         f"{MAX_BUSY_MS:g} (ms per batch)")
     return _once(text, items)
 
 
@@ -173,7 +201,7 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                    help="list; CPU cores per GPU: each configuration (its workers and threads too) runs on that "
                         "many cores, and the worker count follows (cores - 1, at least 1) unless --workers is given "
                         "(default: every core this process may use; under torchrun, an equal share per rank)")
-    p.add_argument("--processes", type=_positive(int),
+    p.add_argument("--processes", type=_bounded(1, MAX_PROCESSES),
                    help="independent processes per configuration, run in rounds (A B A B), so a range between "
                         "processes shows how much a result moves; the report names no verdict, tie or fastest "
                         f"pipeline from fewer than {plan.MIN_PROCESSES} (default: "
@@ -184,7 +212,7 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                         "checked every window; 0: an idle GPU); the report reads each pipeline's loader ceiling "
                         "where it stops keeping up with that step (default: "
                         f"{','.join(f'{b:g}' for b in harness.BUSY_MS)} on CUDA, 0 on CPU)")
-    p.add_argument("--sync-every", type=_int_list,
+    p.add_argument("--sync-every", type=_bounded_list(0),
                    help="list; model-only and e2e: read the loss on the host every N steps (loss.item(), as a loop "
                         "that logs does; it drains the GPU's queue each time), 0 never; each value its own "
                         "configurations (default: 0)")
@@ -197,9 +225,9 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                         "elsewhere), last-batch drop, no --parallel dp, no torchrun, no float16 "
                         "(default: eager,graph on one CUDA GPU; eager on a CPU, under torchrun and with --parallel dp)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
-    p.add_argument("--image-size", type=_int_list, default=[32],
+    p.add_argument("--image-size", type=_bounded_list(IMAGE_SIZE, MAX_IMAGE_SIZE, IMAGE_SIZE), default=[32],
                    help="list; px per side, multiples of 32: the set upscaled (default: 32)")
-    p.add_argument("--batch-size", type=_int_list, help="list; images per batch (default: 512 on CUDA, 64 on CPU)")
+    p.add_argument("--batch-size", type=_bounded_list(1, MAXIMUM["batch_size"]), help="list; images per batch (default: 512 on CUDA, 64 on CPU)")
     p.add_argument("--workers", type=_int_list,
                    help="list; DataLoader workers / prefetch threads / parallel DALI sources "
                         "(default: cores - 1)")
@@ -406,19 +434,24 @@ def run_grid(grids: list, argv: list[str]) -> int:
     lead = world.rank == 0
     out = args.out or Path("runs") / f"{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}-{device.type}"
     out = distributed.broadcast(out)
+    outcome = runner.Outcome()
+    started = time.monotonic()
     try:
         with runner.folder_lock(out) if lead else contextlib.nullcontext(), runner.signals_as_interrupts():
-            outcome = _run_specs(args, argv, specs, device, world, lead, out)
+            _run_specs(args, argv, specs, device, world, lead, out, outcome)
     except results.WriteFailed as e:   # the disk is full: what resumes the run
         raise _fail(args.command, e, f"{e}; `{resume_command(argv, out)}` resumes") from None
+    except OSError as e:   # --out is a file, under /proc, read-only: nothing was measured
+        raise _fail(args.command, e, f"--out {out}: {e.strerror or e}"
+                    + (f" ({e.filename})" if e.filename and str(e.filename) != str(out) else "")
+                    + ": name a folder this user can write") from None
     except ValueError as e:   # the folder is locked, its results.csv is not pipebench's
         raise _fail(args.command, e) from None
     except (runner.Interrupted, KeyboardInterrupt) as e:
         if isinstance(e, KeyboardInterrupt):
             e = runner.Interrupted(signal.SIGINT)
-        print(f"pipebench {args.command}: stopped by {e}; the rows of every finished configuration are in "
-              f"{out}/results.csv (the one running was discarded; `{resume_command(argv, out)}` resumes)",
-              file=sys.stderr)
+        print(f"pipebench {args.command}: stopped by {e} after {time.monotonic() - started:.0f} s; "
+              + interrupted_text(outcome, out, resume_command(argv, out)), file=sys.stderr)
         return e.exit_code
     finally:
         distributed.teardown()
@@ -428,12 +461,26 @@ def run_grid(grids: list, argv: list[str]) -> int:
     return 1 if outcome.failed else 0
 
 
+def interrupted_text(outcome: runner.Outcome, out: Path, resume: str) -> str:
+    """What an interrupted run kept: the configurations it wrote, or nothing."""
+    if not outcome.written:
+        return (f"no configuration had finished: nothing of this run was written (the one running was discarded; "
+                f"`{resume}` starts it again)")
+    return (f"the rows of the {plural_text(outcome.written, 'configuration')} it finished are in {out}/results.csv "
+            f"(the one running was discarded; `{resume}` resumes)")
+
+
+def plural_text(n: int, word: str) -> str:
+    return f"{n:,} {word if n == 1 else word + 's'}"
+
+
 def windows(spec: harness.RunSpec) -> int:
     """Windows (rows) one process of `spec` measures."""
     return spec.repeats * len(spec.busy_ms)
 
 
-def _run_specs(args, argv, specs, device, world, lead: bool, out: Path) -> runner.Outcome:
+def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome: runner.Outcome) -> None:
+    """Run `specs` into OUT (`run_grid`), counting them in `outcome` as they finish."""
     env = results.environment()
     run_id = distributed.broadcast(f"{out.name}@{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}")
     writer = results.CsvWriter(out / "results.csv", env, run_id=run_id) if lead else None   # rank 0 writes; one id per invocation
@@ -451,15 +498,22 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path) -> runne
                                  f"{env['git_commit']}: a reference result is one commit; choose another --out, "
                                  "or pass --resume-other-commit")
             done = results.completed(out / "results.csv", env)
+            cut = {(results.config_key(s), s.process) for s in specs
+                   if 0 < done.get((results.config_key(s), s.process), 0) < windows(s)}
+            if cut:   # a block cut short (a crash while writing it): measured again, not added to
+                removed = results.drop_blocks(out / "results.csv", env, cut)
+                done = {block: n for block, n in done.items() if block not in cut}
+                print(f"resume: removed {removed} rows of {len(cut)} configuration processes cut short "
+                      "(a crash while writing them); they run again", file=sys.stderr)
             todo = [i for i, s in enumerate(specs) if done.get((results.config_key(s), s.process), 0) < windows(s)]
             print(f"resume: {len(specs) - len(todo)} of {len(specs)} configuration processes already done",
                   file=sys.stderr)
     specs = [specs[i] for i in distributed.broadcast(todo)]   # rank 0's choice, the ranks' own configs
-    outcome = runner.Outcome(len(specs))
+    outcome.configurations = len(specs)
     if not specs:
         if lead:
             print(summary(out))
-        return outcome
+        return
 
     # Data generation and JPEG encoding happen here, outside every timer, only where read, rank 0 first.
     for turn in (True, False):
@@ -504,12 +558,12 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path) -> runne
             bar.update(windows(spec) - (bar.n - start))
             if lead:
                 writer.write_block(rows)
+            outcome.written += 1
             cause = outcome.record(spec, rows)
             if lead and cause:
                 bar.write(cause, file=sys.stderr)
     if lead:
         print(summary(out, run_id))
-    return outcome
 
 
 def run_claims(args, argv: list[str]) -> Path:
@@ -620,14 +674,19 @@ def summary(out: Path, run_id: str | None = None) -> str:
     seen = report.view_of(group)
     c = seen.cells
     view = [f"{r.mode:7s} {r.stage or r.payload or '':12s} {r.pipeline:28s} {r.model:22s} {r.step or '':8s} "
-            f"{r.cpus:>3.0f} cores {r.busy_ms:>5g} ms  {report.rate(r)}" for r in c.itertuples()]
-    lines = [f"\n{out}/results.csv", *view] if view else [f"\n{out}/results.csv", "no successful configuration"]
+            f"{r.sync_every:>5g} {r.cpus:>5.0f} {r.busy_ms:>7g}  {report.rate(r)}" for r in c.itertuples()]
+    header = (f"{'mode':7s} {'stage':12s} {'pipeline':28s} {'model':22s} {'step':8s} {'reads':>5s} {'cores':>5s} "
+              f"{'busy ms':>7s}  img/s median [lowest-highest process] n=windows/processes")
+    lines = [f"\n{out}/results.csv", header, *view] if view else [f"\n{out}/results.csv", "no successful configuration"]
     for _, row in group[~group.status.isin(["ok", "not-applicable"])].iterrows():
         lines.append(f"{row.status}: {row.pipeline} {row['mode']} {row.model}: {row.error}")
     answers = report.answers(c, seen.situations)
     if answers:
         report.write_answers(out, [(name, answers)], f"`pipebench report {out} --out {out}`")
         lines += ["", "The answer (also in ANSWER.md):", *[f"- {a}" for a in answers]]
+    else:
+        lines += ["", "No answer: no e2e configuration ran beside its model-only one (the rows above say what "
+                      "ran, skipped and failed)"]
     return "\n".join(lines)
 
 
@@ -639,8 +698,9 @@ def config_grids(path: Path, parser: argparse.ArgumentParser) -> list[list[str]]
     full (e.g. "batch_size")."""
     try:
         values = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise SystemExit(f"pipebench sweep: --config {path}: {e}")
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise SystemExit(f"pipebench sweep: --config {path}: " + (f"not UTF-8 text ({e.reason} at byte {e.start})"
+                                                                 if isinstance(e, UnicodeDecodeError) else str(e)))
     if not isinstance(values, dict):
         raise SystemExit(f"pipebench sweep: --config {path}: expected a JSON object")
     grids = values.pop("grids", [{}])
@@ -696,10 +756,19 @@ def main(argv: list[str] | None = None) -> int:
             record(args.out, ["pipebench", *argv], once=True)
         except ValueError as e:   # an empty CSV, one that is not pipebench's
             raise _fail("report", e) from None
-        except OSError as e:   # a folder that cannot be written, a file that cannot be read
-            read = e.filename in {str(p) for p in [*csvs, args.readme] if p}
-            raise _fail("report", e, f"cannot {'read' if read else 'write'} {e.filename or args.out} "
-                        f"({e.strerror or e})" + ("" if read else ": choose a writable --out folder")) from None
+        except OSError as e:   # a folder that cannot be written, a file that cannot be read, a full disk
+            name = Path(e.filename or args.out)
+            new = name.name.startswith(".") and name.name.endswith(".new")   # results.replace_file's new file
+            name = name.with_name(name.name[1:-4]) if new else name
+            read = not new and str(name) in {str(p) for p in [*csvs, args.readme] if p}
+            hints = [] if read else [f"{name} is left as it was"] * name.is_file() + [
+                "choose a writable --out folder"] * (not args.readme or name != args.readme)
+            hint = f": {'; '.join(hints)}" if hints else ""
+            raise _fail("report", e, f"cannot {'read' if read else 'write'} {name} ({e.strerror or e}){hint}") from None
+        except KeyboardInterrupt:
+            print("pipebench report: stopped by SIGINT; every file it had not finished is as it was before",
+                  file=sys.stderr)
+            return 130
         print(path)
     elif args.command == "stability":
         return run_stability(args, argv)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import re
+import threading
 from pathlib import Path
 
 import torch
@@ -113,18 +114,38 @@ def build_model(spec: str) -> nn.Module:
     return model
 
 
+CHECK_TIMEOUT_S = 120.0   # building a model and running two images on the CPU: far more than any takes
+
+
 def check_model(spec: str, image_size: int = 32) -> str:
     """`spec` if it builds a model giving 2 x 10 logits for 2 images of `image_size` px, else a
     one-line ValueError naming the spec (checked once per spec and size)."""
     if (spec, image_size) in _CHECKED:
         return spec
-    try:
-        model = build_model(spec).eval()
-        with torch.no_grad():
-            out = model(torch.zeros(2, 3, image_size, image_size).normal_(generator=torch.Generator().manual_seed(0)))
-    except Exception as e:   # a user's model can fail in any way: say which spec and why, in one line
-        reason = " ".join(str(e).split()) or type(e).__name__
+    found: dict = {}
+
+    def check() -> None:
+        try:
+            model = build_model(spec).eval()
+            with torch.no_grad():
+                found["out"] = model(torch.zeros(2, 3, image_size, image_size).normal_(
+                    generator=torch.Generator().manual_seed(0)))
+        except BaseException as e:   # a user's model can fail in any way, sys.exit() too: said in one line
+            found["error"] = e
+
+    # in a thread of its own: a builder that never returns is refused after CHECK_TIMEOUT_S (and Ctrl-C
+    # still reaches this thread), and nothing it raises or exits with ends pipebench
+    worker = threading.Thread(target=check, name=f"check {spec}", daemon=True)
+    worker.start()
+    worker.join(CHECK_TIMEOUT_S)
+    if worker.is_alive():
+        raise ValueError(f"model {spec!r}: building it and running 2 images did not end within {CHECK_TIMEOUT_S:g} s")
+    if "error" in found:
+        e = found["error"]
+        reason = (f"it called sys.exit({e.code!r})" if isinstance(e, SystemExit) else
+                  " ".join(str(e).split()) or type(e).__name__)
         raise ValueError(f"model {spec!r}: {reason}") from None
+    out = found["out"]
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, NUM_CLASSES):
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise ValueError(f"model {spec!r}: 2 images of {image_size} px gave {shape}, expected (2, {NUM_CLASSES}) logits")

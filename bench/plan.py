@@ -71,8 +71,6 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
     cuda = device.type == "cuda"
     if o.parallel == "dp" and (world.distributed or not cuda):
         raise ValueError("--parallel dp runs in one process on CUDA devices: not under torchrun, not on a CPU")
-    if any(n < 0 for n in o.sync_every or []):
-        raise ValueError(f"--sync-every {','.join(map(str, o.sync_every))}: expected steps >= 0 (0: never)")
     if o.steps is not None and o.min_window_s is not None:
         raise ValueError("--steps and --min-window-s: give one (a fixed step count, or windows sized by time)")
     budgets = o.cpus or [len(machine.allowed_cores()) // world.local_world_size]

@@ -1,4 +1,6 @@
-"""Turn result CSVs into REPORT.md, SUMMARY.md and plots, reproducibly (same CSVs -> same bytes).
+"""Turn result CSVs into REPORT.md, SUMMARY.md and plots, reproducibly (same CSVs -> same bytes); every
+file it writes (the README's block too) is replaced whole (`results.replace_file`): a full disk or
+Ctrl-C leaves the previous one as it was.
 
 What a report never does: pool runs. A run is one results file, one commit and one machine (its
 boot id; the host name for rows that have none). Each run gets its own sections, and the summary
@@ -37,6 +39,7 @@ ranges.
 """
 from __future__ import annotations
 
+import io
 import math
 import os
 import re
@@ -48,6 +51,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -58,6 +62,7 @@ FED = 0.95    # e2e / model-only at or above this: the model is kept fed
 AT = 0.95     # e2e at least this share of what loader-only delivered (its range's low end): e2e is at it
 DRIFT = 0.05  # a process whose windows moved more than this (last vs first) is listed
 TOO_FEW = "too few measurements"
+ABOVE = "inconclusive (e2e above model-only)"
 KEY = ["mode", "stage", "payload", "pipeline", "model", "step", "sync_every", "image_size", "batch_size", "dtype", "cpus",
        "busy_ms"]
 SETTING = ["image_size", "batch_size", "dtype"]
@@ -73,10 +78,10 @@ NUMERIC = {"process": 0, "busy_ms": 0.0, "busy_step_ms": math.nan, "sync_every":
            "test_accuracy": math.nan, "compile_s": math.nan, "restart_ms": math.nan, "image_size": 32, "world_size": 1,
            "rank": 0, "gpus": math.nan, "peak_gpu_mem_mb_others": math.nan, "world_img_per_s": math.nan,
            "batch_bytes": math.nan, "sm_mhz": math.nan, "wait_frac": math.nan, "train_epochs": math.nan, "seed": 0}
-TEXT = {"stage": "", "step": "", "payload": "", "copy": "", "parallel": "none", "git_commit": "", "boot_id": "",
+TEXT = {"stage": "", "step": "", "payload": "", "copy": "", "device": "", "parallel": "none", "git_commit": "", "boot_id": "",
         "hostname": "", "run_id": "", "error": "", "gpu": "", "cpu_model": "", "peers": "", "dali": ""}
 
-TIMERS = f"""\
+TIMERS = """\
 What each timer includes (`bench/harness.py`): every window starts and ends with a device
 synchronize and covers exactly its steps; warm-up, the run that sizes the windows and pipeline
 construction (including a resident upload) are outside. **loader**: iterate the pipeline with no
@@ -118,6 +123,14 @@ def load(paths: list[str | Path]) -> pd.DataFrame:
         names[name] = names.get(name, 0) + 1
         frames.append(frame.assign(results_file=name if names[name] == 1 else f"{name} ({names[name]})"))
     df = pd.concat(frames, ignore_index=True)
+    for column in ("img_per_s", "images", "seconds"):   # numbers, or the file is damaged: one line, not a traceback
+        values = pd.to_numeric(df[column], errors="coerce") if column in df else None
+        if values is not None:
+            bad = df[values.isna() & df[column].notna()]
+            if len(bad):
+                raise ValueError(f"{bad.results_file.iloc[0]}: a row's {column} holds {str(bad[column].iloc[0])!r}, "
+                                 "not a number: a damaged results file")
+            df[column] = values
     for column, value in {**NUMERIC, **TEXT}.items():
         df[column] = df[column].fillna(value) if column in df else value
     df["cpus"] = df.cpus.fillna(df.get("cpu_count", math.nan))
@@ -174,7 +187,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     if ok.empty:
         return pd.DataFrame(columns=[*KEY, "img_per_s", "lo", "hi", "n", "p", "drift", "steady", "restart", "cpu",
                                      "cpu_pipe", "cpu_train", "busy_step", "short", "wait", "seconds", "compile",
-                                     "accuracy", "sm_mhz", "bytes_per_image", "copy"])
+                                     "accuracy", "sm_mhz", "bytes_per_image", "copy", "device"])
     by_process = ok.groupby([*KEY, "proc"], sort=True)
     process = by_process.agg(rate=("img_per_s", "median"), accuracy=("test_accuracy", "median")).reset_index()
     drift = by_process[["repeat", "img_per_s"]].apply(_drift).rename("drift").reset_index()
@@ -186,7 +199,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
         n=("img_per_s", "count"), steady=("steady_img_per_s", "median"), restart=("restart_ms", "median"),
         cpu=("cpu_s_per_kimg", "median"), cpu_pipe=("pipeline_cpu_s_per_kimg", "median"),
         cpu_train=("train_cpu_kimg", "median"), busy_step=("busy_step_ms", "median"), short=("short", "any"),
-        wait=("wait_frac", "median"), seconds=("seconds", "median"),
+        wait=("wait_frac", "median"), seconds=("seconds", "median"), device=("device", "first"),
         compile=("compile_s", "median"), accuracy=("test_accuracy", "median"), sm_mhz=("sm_mhz", "median"),
         bytes_per_image=("bytes_per_image", "median"), copy=("copy", "first")).join(spans).join(drifts)
     several = table.p > 1
@@ -224,7 +237,10 @@ def code(name: object) -> str:
 
 
 def table(frame: pd.DataFrame) -> str:
-    return frame.to_markdown(index=False) if len(frame) else ""
+    """A Markdown table; a `|` in a cell (code spans too, where a backslash does not escape it outside
+    a table) is escaped, so every row keeps its columns."""
+    cells = frame.map(lambda v: re.sub(r"(?<!\\)\|", r"\\|", v) if isinstance(v, str) else v)
+    return cells.to_markdown(index=False) if len(frame) else ""
 
 
 # --- verdicts ----------------------------------------------------------------------------------
@@ -340,7 +356,7 @@ def verdict(e2e, model, loader) -> tuple[str, str]:
                          f" (a verdict needs {MIN_PROCESSES} each)" if min(e2e.p, model.p) < MIN_PROCESSES
                          else "a window shorter than the run's minimum")
     if e2e.lo > model.hi:
-        return "inconclusive (e2e above model-only)", (f"e2e is {pct(share)} of model-only, its whole range above "
+        return ABOVE, (f"e2e is {pct(share)} of model-only, its whole range above "
                                                        "model-only's: the two timings disagree")
     if share >= FED:
         return "fed", f"e2e is {pct(share)} of model-only"
@@ -424,11 +440,18 @@ def answer(rows: pd.DataFrame) -> str:
     It names a pipeline to use only where one is fed and the others within noise of it are named
     with it; cells with too few measurements are left out of every comparison, and said so."""
     first = rows.iloc[0]
-    head = (f"With {plural(int(first.cpus), 'core')} per GPU, {code(first.model)} at {first.image_size} px "
+    per_gpu = "" if str(first.device).startswith("cpu") else " per GPU"   # no GPU: the cores are the machine's
+    head = (f"With {plural(int(first.cpus), 'core')}{per_gpu}, {code(first.model)} at {first.image_size} px "
             f"({first.step} step{reads_text(first.sync_every)}) trains at {first.model_rate:,.0f} img/s alone")
     thin = rows[rows.verdict == TOO_FEW]
-    rows = rows[rows.verdict != TOO_FEW]
-    left = (f" (too few measurements to compare: {', '.join(code(p) for p in thin.pipeline)})" if len(thin) else "")
+    above = rows[rows.verdict == ABOVE]
+    rows = rows[~rows.verdict.isin([TOO_FEW, ABOVE])]
+    left = "".join(f" ({what}: {', '.join(code(p) for p in out.pipeline)})" for what, out in (
+        ("too few measurements to compare", thin), ("not compared, e2e above model-only", above)) if len(out))
+    if rows.empty and len(above):
+        return head + (f"; e2e ran faster than model-only ({pct(above.share.min())}–{pct(above.share.max())} of it) "
+                       f"for {', '.join(code(p) for p in above.pipeline)}: the two timings disagree, so this run names "
+                       "no pipeline (longer windows, --min-window-s, or an idle machine may settle it).")
     if rows.empty:
         return head + f"; too few measurements to compare pipelines (a verdict needs {MIN_PROCESSES} processes per cell)."
     base = baseline(rows)
@@ -527,6 +550,20 @@ def cost_text(r) -> str:
     return f"{cpu_text(r)} s, {'—' if pd.isna(r.restart) else f'{r.restart:,.0f} ms'} ({r.levels})"
 
 
+def colour(i: int):
+    """The i-th pipeline's colour: 20 apart before one repeats (matplotlib's default cycle has 10),
+    the strong shades first."""
+    return plt.get_cmap("tab20")((2 * i) % 20 + (i // 10) % 2)
+
+
+def save_plot(fig, path: Path) -> None:
+    """A figure as PNG, the same bytes from the same data, written whole or not at all."""
+    data = io.BytesIO()
+    fig.savefig(data, format="png", metadata={"Software": None}, bbox_inches="tight")   # the legend beside it too
+    plt.close(fig)
+    results.replace_file(path, data.getvalue())
+
+
 def cores_plot(cap: pd.DataFrame, models: pd.DataFrame, path: Path, title: str) -> bool:
     """Loader ceiling against CPU cores per GPU (one setting's), one line per pipeline; the model-only
     rates as horizontal lines."""
@@ -536,19 +573,19 @@ def cores_plot(cap: pd.DataFrame, models: pd.DataFrame, path: Path, title: str) 
     for i, (name, rows) in enumerate(cap.groupby("pipeline")):
         rows = rows.sort_values("cpus")
         ax.errorbar(rows.cpus, rows.img_per_s, yerr=[rows.img_per_s - rows.lo, rows.hi - rows.img_per_s],
-                    fmt="o-", color=f"C{i % 10}", ms=4, capsize=2, label=name)
+                    fmt="o-", color=colour(i), ms=4, capsize=2, label=name)
     for j, ((model, step), rows) in enumerate(models.groupby(["model", "step"])):
         speed = rows.img_per_s.max()
         ax.axhline(speed, color="black", linestyle=[":", "--", "-."][j % 3], lw=0.8)
         ax.annotate(f"{model} {step} ({speed:,.0f})", (cap.cpus.min(), speed), fontsize=7, va="bottom")
     ax.set(xscale="log", yscale="log", xlabel="CPU cores per GPU", ylabel="loader ceiling, img/s")
     ax.set_xticks(sorted(cap.cpus.unique()), [f"{int(k)}" for k in sorted(cap.cpus.unique())])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())   # cores as plain numbers, no "3×10⁰"
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))   # beside the data, never over it
     fig.tight_layout()
-    fig.savefig(path, metadata={"Software": None})
-    plt.close(fig)
+    save_plot(fig, path)
     return True
 
 
@@ -569,7 +606,7 @@ def headspace_plot(loader: pd.DataFrame, batch: int, models: pd.DataFrame, path:
         ax.plot(xs, [batch / (x / 1e3) for x in xs], color="grey", lw=3, alpha=0.3, label="the step is the limit")
     for i, (name, rows) in enumerate(loader.groupby("pipeline")):
         rows = rows[rows.busy_ms > 0].sort_values("busy_ms")
-        ax.plot(rows.busy_ms, rows.img_per_s, "o-", ms=4, color=f"C{i % 10}", label=name)
+        ax.plot(rows.busy_ms, rows.img_per_s, "o-", ms=4, color=colour(i), label=name)
     for (model, step), rows in models.groupby(["model", "step"]):
         at = batch / rows.img_per_s.max() * 1e3
         ax.axvline(at, color="black", lw=0.6, linestyle=":")
@@ -578,10 +615,9 @@ def headspace_plot(loader: pd.DataFrame, batch: int, models: pd.DataFrame, path:
            ylabel="delivered img/s")
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
-    fig.savefig(path, metadata={"Software": None})
-    plt.close(fig)
+    save_plot(fig, path)
 
 
 def situation_table(s: pd.DataFrame) -> pd.DataFrame:
@@ -954,7 +990,7 @@ def write_answers(out: Path, found: list[tuple[str, list[str]]], whole: str) -> 
     lines = ["# Which pipeline keeps the model fed", ""]
     for name, said in found:
         lines += [f"From {code(name)} ({whole} for the whole report).", "", *[f"- {a}" for a in said], ""]
-    (out / "ANSWER.md").write_text("\n".join(lines))
+    results.replace_file(out / "ANSWER.md", "\n".join(lines))
 
 
 README_START, README_END = "<!-- summary: generated by pipebench report --readme -->", "<!-- end of summary -->"
@@ -976,7 +1012,7 @@ def update_readme(readme: Path, summary_lines: list[str], folder: str) -> None:
     head, tail = readme_block(readme.read_text(), readme)
     body = "\n".join(summary_lines)
     body = re.sub(r"\]\(((?:REPORT\.md|[\w.-]+\.png)[^)]*)\)", lambda m: f"]({folder}/{m.group(1)})", body)
-    readme.write_text(head + README_START + "\n" + body + "\n" + README_END + tail)
+    results.replace_file(readme, head + README_START + "\n" + body + "\n" + README_END + tail)
 
 
 def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Path:
@@ -998,7 +1034,8 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Pat
         sections += run_sections(name, group, view, out, f"run{i}", plots)
         briefs.append((name, summary(name, group, view, "REPORT.md", plots)))
         said.append((name, answers(view.cells, view.situations)))
-    (out / "SUMMARY.md").write_text("\n".join(["# Summary", "", *[line for _, brief in briefs for line in [*brief, ""]]]))
+    results.replace_file(out / "SUMMARY.md", "\n".join(["# Summary", "", *[line for _, brief in briefs
+                                                                           for line in [*brief, ""]]]))
     if any(a for _, a in said):
         write_answers(out, [(n, a) for n, a in said if a], "[REPORT.md](REPORT.md)")
     else:   # no situation measured: no answer, not an older one left beside this report
@@ -1006,7 +1043,7 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Pat
     parts = ["# Report", "", "Sources: " + ", ".join(code(Path(p).as_posix()) for p in dict.fromkeys(paths)), "",
              *[line for _, brief in briefs for line in ["## Summary", "", *brief, ""]],
              TIMERS, "", __doc__.split("\n\n", 2)[2].strip(), "", *sections]
-    (out / "REPORT.md").write_text("\n".join(parts))
+    results.replace_file(out / "REPORT.md", "\n".join(parts))
     if readme is not None:
         update_readme(readme, briefs[0][1], Path(os.path.relpath(out, readme.resolve().parent)).as_posix())
     return out / "REPORT.md"

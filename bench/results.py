@@ -163,24 +163,50 @@ def other_commits(path: str | Path, env: dict[str, object]) -> list[str]:
     return sorted(set(df[df.status == "ok"].git_commit) - {str(env["git_commit"])})
 
 
+def _blocks(df: pd.DataFrame, env: dict[str, object]) -> tuple[pd.Series, pd.Series]:
+    """Per row of a results file (as text): its block, (config_key, process), and whether it is
+    this environment's."""
+    df = df.copy()
+    df["parallel"] = df.parallel.replace("", "none")   # rows from before these columns existed
+    df["process"] = df.process.replace("", "0")
+    df["sync_every"] = df.sync_every.replace("", "0")
+    trained = df["mode"].isin(["model", "e2e"]) & (df.step == "")
+    df.loc[trained, "step"] = "eager"
+    mine = (df[SAME_ENVIRONMENT] == pd.Series({k: str(env[k]) for k in SAME_ENVIRONMENT})).all(axis=1)
+    block = pd.Series([(tuple(r[:-1]), int(r[-1])) for r in df[[*CONFIG_COLUMNS, "process"]].itertuples(index=False)],
+                      index=df.index, dtype=object)
+    return block, mine
+
+
+MEASURED = ["ok", "rejected"]   # a window measured, whether it counts or not: not run again
+
+
 def completed(path: str | Path, env: dict[str, object]) -> dict[tuple[tuple[str, ...], int], float]:
     """(config_key, process) -> number of windows (ok or rejected rows) already in the CSV for this
     environment (infinite for a stage found not applicable: nothing to repeat)."""
     df = _rows(Path(path))
     if df.empty:
         return {}
-    df["parallel"] = df.parallel.replace("", "none")   # rows from before these columns existed
-    df["process"] = df.process.replace("", "0")
-    df["sync_every"] = df.sync_every.replace("", "0")
-    trained = df["mode"].isin(["model", "e2e"]) & (df.step == "")
-    df.loc[trained, "step"] = "eager"
-    mine = df[(df[SAME_ENVIRONMENT] == pd.Series({k: str(env[k]) for k in SAME_ENVIRONMENT})).all(axis=1)]
-    keys = [*CONFIG_COLUMNS, "process"]
-    measured = mine[mine.status.isin(["ok", "rejected"])]   # a rejected window was measured: not run again
-    done = {(tuple(key[:-1]), int(key[-1])): n for key, n in measured.groupby(keys).size().items()}
-    done.update({(tuple(key[:-1]), int(key[-1])): math.inf
-                 for key in mine[mine.status == "not-applicable"].groupby(keys).groups})
+    block, mine = _blocks(df, env)
+    done = block[mine & df.status.isin(MEASURED)].value_counts().to_dict()
+    done.update({key: math.inf for key in block[mine & (df.status == "not-applicable")]})
     return done
+
+
+def drop_blocks(path: str | Path, env: dict[str, object], blocks: set) -> int:
+    """Remove this environment's measured rows of `blocks` ((config_key, process) pairs: blocks cut
+    short, by a crash in the middle of writing one) from the file, rewritten whole (`replace_file`),
+    so that a resumed sweep measures them again instead of adding a second block; the number of rows
+    removed."""
+    path = Path(path)
+    df = _rows(path)
+    if df.empty or not blocks:
+        return 0
+    block, mine = _blocks(df, env)
+    drop = mine & df.status.isin(MEASURED) & block.isin(blocks)
+    if drop.any():
+        replace_file(path, df[~drop].to_csv(index=False, lineterminator="\n").encode())
+    return int(drop.sum())
 
 
 def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window,
@@ -235,6 +261,28 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
+def replace_file(path: str | Path, data: bytes | str) -> None:
+    """`path`'s content becomes `data` (text as UTF-8): written to a new file beside it, synced and
+    renamed over it, so the only copy is never truncated: a kill, Ctrl-C or a full disk leaves the old
+    file whole (or none, if there was none) and no new file behind. Errors propagate (OSError)."""
+    path = Path(path)
+    data = data.encode() if isinstance(data, str) else data
+    new = path.with_name(f".{path.name}.new")
+    try:
+        fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(new, path)
+    except BaseException as e:
+        new.unlink(missing_ok=True)
+        if isinstance(e, OSError) and not e.filename:   # a write that failed says which file it was writing
+            e.filename = str(new)
+        raise
+
+
 class CsvWriter:
     """Appends rows to one CSV with a fixed column order, each configuration's rows whole and synced
     to disk; every row carries run id and environment."""
@@ -264,19 +312,11 @@ class CsvWriter:
         self.stamp = {"run_id": run_id, **env}
 
     def _replace(self, data: bytes) -> None:
-        """The file's content becomes `data`: written to a new file beside it, synced, renamed over
-        it; the only copy is never truncated, so a kill or a full disk leaves the old file whole."""
-        new = self.path.with_name(f".{self.path.name}.new")
+        """The file's content becomes `data` (`replace_file`): a kill or a full disk leaves the old
+        file whole."""
         try:
-            fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                _write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(new, self.path)
+            replace_file(self.path, data)
         except OSError as e:
-            new.unlink(missing_ok=True)
             raise WriteFailed(f"cannot move {self.path} to this version's columns ({e.strerror or e}); it is "
                               "left as it was: free space and run again") from e
 

@@ -71,6 +71,7 @@ class Outcome:
     configurations: int = 0
     failed: int = 0      # configurations that errored or timed out in this run
     ok: int = 0          # configurations with all their windows measured
+    written: int = 0     # configurations whose rows are in the results file
     causes: list[str] = field(default_factory=list)   # each failed configuration's error
 
     def record(self, spec: harness.RunSpec, rows: list[dict]) -> str | None:

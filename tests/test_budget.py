@@ -189,7 +189,7 @@ def test_a_cpu_run_prints_its_answer_and_writes_answer_md(tmp_path, synthetic_ro
     lines = [line[2:] for line in (tmp_path / "run" / "ANSWER.md").read_text().splitlines() if line.startswith("- ")]
     assert len(lines) == 1   # one situation: one model, step kind, size and budget
     (answer,) = lines
-    assert answer.startswith(f"With {report.plural(len(CORES), 'core')} per GPU, `resnet9-w0.25` at 32 px (eager step) "
+    assert answer.startswith(f"With {report.plural(len(CORES), 'core')}, `resnet9-w0.25` at 32 px (eager step) "
                              "trains at ")
     assert f"The answer (also in ANSWER.md):\n- {answer}" in printed
     df = pd.read_csv(tmp_path / "run" / "results.csv")
@@ -228,7 +228,7 @@ def test_when_dataloader_keeps_the_model_fed_the_answer_says_the_model_is_the_li
         ("none", "model"): 1000, ("dataloader", "loader"): 5000, ("dataloader", "e2e"): 990,
         ("resident", "loader"): 90_000, ("resident", "e2e"): 998})
     (answer,) = [line[2:] for line in written.splitlines() if line.startswith("- ")]
-    assert answer.startswith("With 2 cores per GPU, `resnet9-w0.25` at 32 px (eager step) trains at 1,00")
+    assert answer.startswith("With 2 cores, `resnet9-w0.25` at 32 px (eager step) trains at 1,00")   # no GPU
     assert "`dataloader` delivers 99" in answer and "(fed, " in answer
     assert answer.endswith("the model is the limit; `resident`, `dataloader` keep it fed.")   # the fed ones, named
     assert "use `" not in answer   # no pipeline to switch to

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import re
 from pathlib import Path
 
@@ -104,14 +105,14 @@ def test_report_on_what_is_not_a_run_is_one_line(run_folder, tmp_path, capsys):
 
 def test_report_into_a_folder_that_cannot_be_written_is_one_line(run_folder, tmp_path, monkeypatch, capsys):
     out = tmp_path / "read-only"
-    written = Path.write_text
+    opened = os.open
 
-    def write_text(self, *args, **kwargs):   # as a read-only folder answers (root is never refused)
-        if self.parent == out:
-            raise PermissionError(13, "Permission denied", str(self))
-        return written(self, *args, **kwargs)
+    def open_(path, *args, **kwargs):   # as a read-only folder answers (root is never refused)
+        if Path(path).parent == out:
+            raise PermissionError(13, "Permission denied", str(path))
+        return opened(path, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "write_text", write_text)
+    monkeypatch.setattr(os, "open", open_)
     assert report_error(capsys, str(run_folder), "--out", str(out)) == (
         f"pipebench report: cannot write {out / 'SUMMARY.md'} (Permission denied): choose a writable --out folder")
 

@@ -29,6 +29,8 @@ def test_the_wheel_ships_every_module_of_the_source_tree(wheel):
     shipped = set(zipfile.ZipFile(wheel).namelist())
     sources = {p.relative_to(ROOT).as_posix() for package in ("pipelines", "bench") for p in (ROOT / package).rglob("*.py")}
     assert sources - shipped == set()
+    plans = {p.relative_to(ROOT).as_posix() for p in (ROOT / "bench" / "plans").glob("*.json")}
+    assert plans and plans - shipped == set()   # the plans the README names
 
 
 def test_the_installed_command_runs_from_a_fresh_environment(wheel, tmp_path, synthetic_root):

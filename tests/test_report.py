@@ -379,6 +379,12 @@ def test_e2e_above_model_only_is_never_fed_and_the_answer_names_only_the_fed(tmp
     assert s.loc["dataloader"].verdict == "inconclusive (e2e above model-only)" and s.loc["resident"].verdict == "fed"
     (text,) = report.answers(c)
     assert "`resident` keeps it fed" in text and "`dataloader` keep" not in text
+    assert "(not compared, e2e above model-only: `dataloader`)" in text
+    rows = [r for r in rows if r["pipeline"] != "resident"]   # every pipeline above model-only: no pipeline named
+    (text,) = report.answers(report.cells(report.load([write(tmp_path, rows)])))
+    assert text.endswith("e2e ran faster than model-only (121.2%–121.2% of it) for `dataloader`: the two timings "
+                         "disagree, so this run names no pipeline (longer windows, --min-window-s, or an idle machine "
+                         "may settle it).")
 
 
 def test_seeds_are_processes_of_their_own_and_options_every_pipeline_reads_name_variants(tmp_path):

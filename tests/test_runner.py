@@ -212,6 +212,24 @@ def test_a_torn_last_line_is_set_aside_and_resume_and_report_go_on(tmp_path, syn
     assert (tmp_path / "run" / "results.csv.torn").read_bytes() == whole.splitlines(keepends=True)[-1][:40] + b"\n"
 
 
+@pytest.mark.parametrize("mode", ["loader", "model", "e2e"])
+def test_a_block_cut_short_is_measured_again_not_doubled(tmp_path, synthetic_root, capsys, mode):
+    """A crash in the middle of writing a block leaves its first rows and a torn line: a resume
+    removes the rows and measures the configuration again (it kept them and added a second block)."""
+    extra = ["--pipelines", "resident", "--modes", mode, "--models", "resnet9-w0.25"]
+    run(tmp_path, synthetic_root, *extra, command="sweep")
+    csv = tmp_path / "run" / "results.csv"
+    lines = csv.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 3   # the header and one block of two windows
+    csv.write_bytes(b"".join(lines[:-1]) + lines[-1][:30])   # its last row cut in the middle
+    capsys.readouterr()
+    with pytest.warns(UserWarning, match="torn"):
+        assert run(tmp_path, synthetic_root, *extra, command="sweep") == 0
+    assert "resume: removed 1 rows of 1 configuration processes cut short" in capsys.readouterr().err
+    df = pd.read_csv(csv)
+    assert len(df) == 2 and df.run_id.nunique() == 1 and set(df.repeat) == {0, 1}   # one whole block, the new one
+
+
 def test_a_second_run_into_a_locked_folder_is_refused(tmp_path, synthetic_root):
     with runner.folder_lock(tmp_path / "run"):
         with pytest.raises(SystemExit, match=r"in use by another pipebench run \(pid \d+\)"):

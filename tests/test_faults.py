@@ -1,0 +1,141 @@
+"""Faults a new user and a fault campaign hit (issue 32): each ends in one line naming its cause,
+the right exit code, nothing lost or doubled."""
+from __future__ import annotations
+
+import errno
+import re
+
+import pytest
+
+from bench import cli, models, report, results, runner
+from tests.test_report import processes, write
+
+
+def fails(argv, capsys) -> tuple[int, str]:
+    """The exit code and the whole message of a command that must fail."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    err = capsys.readouterr().err + (e.value.code if isinstance(e.value.code, str) else "")
+    return (e.value.code if isinstance(e.value.code, int) else 1), err
+
+
+@pytest.mark.parametrize("flag,value", [
+    ("--image-size", "0"), ("--image-size", "-32"), ("--image-size", "33"), ("--batch-size", "0"),
+    ("--processes", str(10**9)), ("--busy-ms", "1e300"), ("--busy-ms", "1e9"), ("--sync-every", "-1"),
+])
+def test_absurd_values_are_refused_up_front_naming_the_flag(tmp_path, capsys, flag, value):
+    code, err = fails(["compare", "--device", "cpu", "--out", str(tmp_path / "x"), flag, value], capsys)
+    assert code == 2 and f"argument {flag}:" in err and "Traceback" not in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_an_out_that_is_a_file_or_cannot_be_made_is_one_line(tmp_path, synthetic_root, capsys):
+    (tmp_path / "file").write_text("")
+    for out in (tmp_path / "file", "/proc/pipebench-x"):
+        code, err = fails(["compare", "--device", "cpu", "--no-isolate", "--data-root", str(synthetic_root),
+                           "--pipelines", "resident", "--modes", "loader", "--steps", "1", "--out", str(out)], capsys)
+        assert err.startswith(f"pipebench compare: --out {out}:") and "name a folder this user can write" in err
+        assert "Traceback" not in err
+
+
+def test_a_config_that_is_not_utf8_is_one_line(tmp_path, capsys):
+    plan = tmp_path / "plan.json"
+    plan.write_bytes(b'{"batch_size": [\xff]}')
+    code, err = fails(["sweep", "--config", str(plan), "--out", str(tmp_path / "x")], capsys)
+    assert err.startswith(f"pipebench sweep: --config {plan}: not UTF-8 text")
+
+
+def test_ctrl_c_before_any_configuration_finished_says_nothing_was_written(tmp_path, synthetic_root, monkeypatch,
+                                                                          capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(runner, "run_in_process", interrupted)
+    code = cli.main(["compare", "--device", "cpu", "--no-isolate", "--data-root", str(synthetic_root),
+                     "--pipelines", "resident", "--modes", "loader", "--steps", "1", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 130 and "no configuration had finished: nothing of this run was written" in err
+    assert "are in" not in err
+
+
+@pytest.mark.parametrize("body,reason", [
+    ("import sys\ndef build():\n    sys.exit(3)\n", r"it called sys\.exit\(3\)"),
+    ("import time\ndef build():\n    time.sleep(60)\n", "did not end within 1 s"),
+])
+def test_a_model_that_exits_or_hangs_is_one_line_naming_it(tmp_path, monkeypatch, body, reason):
+    monkeypatch.setattr(models, "CHECK_TIMEOUT_S", 1.0)
+    path = tmp_path / "net.py"
+    path.write_text(body)
+    with pytest.raises(ValueError, match=re.escape(f"model '{path}:build': ") + f".*{reason}"):
+        models.check_model(f"{path}:build")
+
+
+def test_text_in_a_rate_cell_is_named_as_a_damaged_results_file(tmp_path, capsys):
+    rows = processes("loader", "p", [[100, 110], [120, 130]])
+    rows[1]["img_per_s"] = "fast"
+    write(tmp_path, rows)
+    code, err = fails(["report", str(tmp_path / "run"), "--out", str(tmp_path / "out")], capsys)
+    assert "img_per_s holds 'fast', not a number: a damaged results file" in err and "Traceback" not in err
+
+
+def readme_run(tmp_path) -> tuple:
+    write(tmp_path, [*processes("model", "none", [[50_000], [50_000]], model="m", step="eager"),
+                     *processes("e2e", "p", [[49_000], [49_500]], model="m", step="eager")])
+    readme = tmp_path / "README.md"
+    readme.write_text("head\n" + report.README_START + "\nold\n" + report.README_END + "\n" + "tail line\n" * 6000)
+    return readme, readme.read_bytes()
+
+
+def test_a_full_disk_while_writing_the_readme_leaves_it_whole(tmp_path, monkeypatch, capsys):
+    readme, before = readme_run(tmp_path)
+    real = results._write_all
+
+    def full(fd, data):   # the README is cut at 40,960 bytes by a full disk; the reports fit
+        if len(data) > 40_960:
+            real(fd, data[:40_960])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd, data)
+    monkeypatch.setattr(results, "_write_all", full)
+    code, err = fails(["report", str(tmp_path / "run"), "--out", str(tmp_path / "out"), "--readme", str(readme)],
+                      capsys)
+    assert readme.read_bytes() == before and not list(tmp_path.glob(".README.md.new"))
+    assert f"cannot write {readme} (No space left on device): {readme} is left as it was" in err
+
+
+def test_ctrl_c_during_a_report_exits_130_and_leaves_the_previous_files_whole(tmp_path, monkeypatch, capsys):
+    readme_run(tmp_path)
+    out = tmp_path / "out"
+    assert cli.main(["report", str(tmp_path / "run"), "--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(results, "_write_all", interrupted)
+    assert cli.main(["report", str(tmp_path / "run"), "--out", str(out)]) == 130
+    assert "stopped by SIGINT" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before   # no file cut, none added
+
+
+def test_a_pipe_in_a_name_keeps_every_table_row_whole(tmp_path):
+    rows = [*processes("model", "none", [[50_000], [50_000]], model="m|n", step="eager"),
+            *processes("e2e", "p|q", [[49_000], [49_500]], model="m|n", step="eager")]
+    write(tmp_path, rows)
+    text = report.write([tmp_path / "run" / "results.csv"], tmp_path / "out").read_text()
+    for block in text.split("\n\n"):
+        lines = [line for line in block.splitlines() if line.startswith("|")]
+        unescaped = {len(line.replace("\\|", "")) - len(line.replace("\\|", "").replace("|", "")) for line in lines}
+        assert len(unescaped) <= 1, block   # every row of a table has as many cell borders
+
+
+def test_a_cpu_run_says_cores_not_cores_per_gpu_and_a_run_without_an_answer_says_so(tmp_path, synthetic_root,
+                                                                                       capsys):
+    base = ["compare", "--device", "cpu", "--no-isolate", "--data-root", str(synthetic_root), "--max-samples", "64",
+            "--batch-size", "16", "--steps", "2", "--warmup", "0", "--repeats", "1", "--pipelines", "resident",
+            "--models", "resnet9-w0.25"]
+    cli.main([*base, "--modes", "model,e2e", "--out", str(tmp_path / "a")])
+    printed = capsys.readouterr().out
+    assert "mode    stage        pipeline" in printed   # the printed table has a header
+    answer = (tmp_path / "a" / "ANSWER.md").read_text()
+    assert "cores, `resnet9-w0.25`" in answer and "per GPU" not in answer
+    cli.main([*base, "--modes", "model,e2e", "--step", "compile", "--out", str(tmp_path / "b")])
+    assert "No answer: no e2e configuration ran beside its model-only one" in capsys.readouterr().out
+    assert not (tmp_path / "b" / "ANSWER.md").exists()
