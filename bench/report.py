@@ -556,6 +556,12 @@ def colour(i: int):
     return plt.get_cmap("tab20")((2 * i) % 20 + (i // 10) % 2)
 
 
+def plain_rates(ax) -> None:
+    """Rates on a log axis as plain numbers (12,000, not 1.2×10⁴), the minor ticks unlabelled."""
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
 def save_plot(fig, path: Path) -> None:
     """A figure as PNG, the same bytes from the same data, written whole or not at all."""
     data = io.BytesIO()
@@ -581,6 +587,7 @@ def cores_plot(cap: pd.DataFrame, models: pd.DataFrame, path: Path, title: str) 
     ax.set(xscale="log", yscale="log", xlabel="CPU cores per GPU", ylabel="loader ceiling, img/s")
     ax.set_xticks(sorted(cap.cpus.unique()), [f"{int(k)}" for k in sorted(cap.cpus.unique())])
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())   # cores as plain numbers, no "3×10⁰"
+    plain_rates(ax)
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))   # beside the data, never over it
@@ -613,6 +620,10 @@ def headspace_plot(loader: pd.DataFrame, batch: int, models: pd.DataFrame, path:
         ax.annotate(f"{model} {step}", (at, ax.get_ylim()[0] if busy else 1), rotation=90, fontsize=6, va="bottom")
     ax.set(xscale="log", yscale="log", xlabel=f"synthetic training step, ms per batch of {batch}",
            ylabel="delivered img/s")
+    if busy:
+        ax.set_xticks(busy, [f"{b:g}" for b in busy])   # the levels, as plain numbers
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    plain_rates(ax)
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
