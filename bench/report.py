@@ -43,6 +43,7 @@ import io
 import math
 import os
 import re
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -1019,9 +1020,10 @@ def readme_block(text: str, readme: Path) -> tuple[str, str]:
 
 def update_readme(readme: Path, summary_lines: list[str], folder: str) -> None:
     """Replace the block between README_START and README_END with the summary, links made relative
-    to the README."""
+    to the README (the folder percent-encoded: a name holding `)` or `](` cannot make a link of its own)."""
     head, tail = readme_block(readme.read_text(), readme)
     body = "\n".join(summary_lines)
+    folder = urllib.parse.quote(folder, safe="/._-~")
     body = re.sub(r"\]\(((?:REPORT\.md|[\w.-]+\.png)[^)]*)\)", lambda m: f"]({folder}/{m.group(1)})", body)
     results.replace_file(readme, head + README_START + "\n" + body + "\n" + README_END + tail)
 

@@ -139,3 +139,11 @@ def test_a_cpu_run_says_cores_not_cores_per_gpu_and_a_run_without_an_answer_says
     cli.main([*base, "--modes", "model,e2e", "--step", "compile", "--out", str(tmp_path / "b")])
     assert "No answer: no e2e configuration ran beside its model-only one" in capsys.readouterr().out
     assert not (tmp_path / "b" / "ANSWER.md").exists()
+
+
+def test_a_folder_name_cannot_make_a_link_of_its_own_in_the_readme(tmp_path):
+    readme, _ = readme_run(tmp_path)
+    out = tmp_path / "x](javascript:alert(1))"
+    report.write([tmp_path / "run" / "results.csv"], out, readme)
+    text = readme.read_text()
+    assert "](javascript:" not in text and "](x%5D%28javascript%3Aalert%281%29%29/REPORT.md)" in text
