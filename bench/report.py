@@ -748,7 +748,8 @@ def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slu
         parts += [f"### Windows that drifted more than {DRIFT:.0%} within a process", "", *drift, ""]
     rejected = group[group.status == "rejected"]
     if len(rejected):
-        parts += [f"### Rejected windows ({len(rejected)} of {len(group[group.status.isin(['ok', 'rejected'])])})", "",
+        busy = group[(group["mode"] == "loader") & (group.busy_ms > 0) & group.status.isin(["ok", "rejected"])]
+        parts += [f"### Rejected windows ({len(rejected)} of {len(busy)} busy windows)", "",
                   "Windows left out of every number above because their busy step ran off its label or they "
                   "delivered more than it allows:", ""] + [
             f"- {code(r.pipeline)} {int(r.cpus)} cores, {r.busy_ms:g} ms, process {int(r.process)}, window "
