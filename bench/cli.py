@@ -69,28 +69,18 @@ def _csv_list(allowed):
     return parse
 
 
-def _positive(kind, minimum=1):
-    """argparse type: a number of `kind` >= minimum (> 0 and finite for floats)."""
+def _positive(kind, minimum=1, maximum=None):
+    """argparse type: a number of `kind` >= minimum (> 0 and finite for floats), at most `maximum`."""
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
             value = None
-        if value is None or not math.isfinite(value) or (value < minimum if kind is int else value <= 0):
-            raise argparse.ArgumentTypeError(f"{text!r}: expected {'an integer >= ' + str(minimum) if kind is int else 'a number > 0'}")
-        return value
-    return parse
-
-
-def _bounded(low: int, high: int):
-    """argparse type: one integer from `low` to `high`."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{text!r}: expected an integer from {low:,} to {high:,}")
+        if value is None or not math.isfinite(value) or (value < minimum if kind is int else value <= 0) \
+                or (maximum is not None and value > maximum):
+            expected = (f"an integer from {minimum:,} to {maximum:,}" if kind is int and maximum is not None else
+                        f"an integer >= {minimum}" if kind is int else "a number > 0")
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {expected}")
         return value
     return parse
 
@@ -201,7 +191,7 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                    help="list; CPU cores per GPU: each configuration (its workers and threads too) runs on that "
                         "many cores, and the worker count follows (cores - 1, at least 1) unless --workers is given "
                         "(default: every core this process may use; under torchrun, an equal share per rank)")
-    p.add_argument("--processes", type=_bounded(1, MAX_PROCESSES),
+    p.add_argument("--processes", type=_positive(int, maximum=MAX_PROCESSES),
                    help="independent processes per configuration, run in rounds (A B A B), so a range between "
                         "processes shows how much a result moves; the report names no verdict, tie or fastest "
                         f"pipeline from fewer than {plan.MIN_PROCESSES} (default: "
@@ -466,12 +456,9 @@ def interrupted_text(outcome: runner.Outcome, out: Path, resume: str) -> str:
     if not outcome.written:
         return (f"no configuration had finished: nothing of this run was written (the one running was discarded; "
                 f"`{resume}` starts it again)")
-    return (f"the rows of the {plural_text(outcome.written, 'configuration')} it finished are in {out}/results.csv "
+    from .report import plural
+    return (f"the rows of the {plural(outcome.written, 'configuration')} it finished are in {out}/results.csv "
             f"(the one running was discarded; `{resume}` resumes)")
-
-
-def plural_text(n: int, word: str) -> str:
-    return f"{n:,} {word if n == 1 else word + 's'}"
 
 
 def windows(spec: harness.RunSpec) -> int:

@@ -357,7 +357,6 @@ class Touch:
     def __init__(self, device: torch.device, busy: BusyStep | None = None):
         self.acc = torch.zeros(1, device=device)
         self.busy = busy
-        self.busy_ms = busy.ms if busy is not None else 0.0
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
         torch.add(images[-1, -1, -1, -1:], labels[-1:], out=self.acc)

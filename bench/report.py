@@ -357,8 +357,7 @@ def verdict(e2e, model, loader) -> tuple[str, str]:
                          f" (a verdict needs {MIN_PROCESSES} each)" if min(e2e.p, model.p) < MIN_PROCESSES
                          else "a window shorter than the run's minimum")
     if e2e.lo > model.hi:
-        return ABOVE, (f"e2e is {pct(share)} of model-only, its whole range above "
-                                                       "model-only's: the two timings disagree")
+        return ABOVE, f"e2e is {pct(share)} of model-only, its whole range above model-only's: the two timings disagree"
     if share >= FED:
         return "fed", f"e2e is {pct(share)} of model-only"
     if overlaps(e2e, model):

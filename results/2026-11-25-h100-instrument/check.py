@@ -15,8 +15,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from bench import busy, plan, report
 
 
@@ -36,11 +34,11 @@ def main(folder: Path) -> int:
     check((off <= busy.TOLERANCE).all() and (windows.status == "ok").all(),
           f"busy windows: {len(windows)}, rejected {int((windows.status == 'rejected').sum())}, largest "
           f"|measured / label - 1| {off.max():.2%} (tolerance {busy.TOLERANCE:.0%})")
-    above = s[s.apply(lambda r: r.e2e.lo > report_model_hi(c, r), axis=1)]
+    models = c[c["mode"] == "model"].set_index(["model", "step", "sync_every", "cpus"])
+    above = s[s.apply(lambda r: r.e2e.lo > models.loc[(r.model, r.step, r.sync_every, r.cpus)].hi, axis=1)]
     check(not (above.verdict == "fed").any(),
           f"e2e cells whose whole range is above model-only's: {len(above)}, labelled fed: "
           f"{int((above.verdict == 'fed').sum())}")
-    models = c[c["mode"] == "model"].set_index(["model", "step", "sync_every", "cpus"])
     e2e = c[c["mode"] == "e2e"]
     steady_over = [r for r in e2e.itertuples() if r.steady > models.loc[(r.model, r.step, r.sync_every, r.cpus)].hi]
     windows_over = [r for r in df[(df["mode"] == "e2e") & (df.status == "ok")].itertuples()
@@ -64,12 +62,6 @@ def main(folder: Path) -> int:
     for line in report.answers(c, s):
         print(f"- {line}")
     return failures
-
-
-def report_model_hi(c: pd.DataFrame, r) -> float:
-    m = c[(c["mode"] == "model") & (c.model == r.model) & (c.step == r.step) & (c.sync_every == r.sync_every)
-          & (c.cpus == r.cpus) & (c.image_size == r.image_size)]
-    return float(m.hi.iloc[0])
 
 
 if __name__ == "__main__":
