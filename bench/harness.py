@@ -467,7 +467,8 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
     gpu = monitor.sample() if monitor is not None else {}
     sync(device)
     seconds = time.perf_counter() - start
-    cpu, train_cpu = machine.cpu_seconds() - cpu, machine.thread_cpu_seconds(thread) - train_cpu
+    train_cpu = machine.thread_cpu_seconds(thread) - train_cpu   # the thread read inside the process's readings:
+    cpu = machine.cpu_seconds() - cpu                              # its share never exceeds the whole by a tick
     images = int(sizes.sum())
     if cuda:
         step_ms = np.array([marks[i].elapsed_time(marks[i + 1]) for i in range(steps)])
