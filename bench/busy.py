@@ -2,16 +2,21 @@
 way a training step does, for a known time per batch, checked against that time every window.
 
 On CUDA one *unit* of work is a bf16 matrix product (2048 x 1024 by 1024 x 2048: 8.6 GFLOP, tiles
-for every SM) and a copy of 16 MiB (32 MiB of memory traffic); a step of t ms is k units captured
-once in a CUDA graph and replayed per batch on the consumer's stream, so every SM is busy, memory
-moves, and a pipeline's side-stream kernels and copies meet a loaded GPU, as they do in training.
-The graph holds two timing events around its units (`torch.cuda.Event(external=True)`), so the
-step's own GPU time (`measured_ms`, of the last replay) is read after a window with no host time
-in it.
+for every SM) and a copy of 16 MiB (32 MiB of memory traffic); consecutive units copy different
+buffers of a ring larger than the L2 cache, so every copy reads and writes HBM whatever else runs
+(a copy that stays in L2 made the calibration faster than the same step beside a pipeline that
+moves data). A step of t ms is k units captured in a CUDA graph and replayed per batch on the
+consumer's stream, so every SM is busy, memory moves, and a pipeline's side-stream kernels and
+copies meet a loaded GPU, as they do in training. The graph holds two timing events around its
+units (`torch.cuda.Event(external=True)`), so the step's own GPU time is read with no host time in
+it; RING copies of the graph, replayed in turn, let every replay be read (a copy's events are read
+before it is replayed again), and `measured_ms` is the mean over all replays since the last read:
+the window's mean step, not a sample of it.
 
 Calibration (`unit_ms`) runs once per process and device, before any pipeline exists: a graph of
-CALIBRATION_UNITS units with the events inside, replayed: the GPU never waits for the host between
-the two events, so a host stall (another thread holding the GIL) cannot count as busy time.
+CALIBRATION_UNITS units with the events inside, replayed for WARM_S first so the clocks settle
+where sustained work holds them, then timed: the GPU never waits for the host between the two
+events, so a host stall (another thread holding the GIL) cannot count as busy time.
 k = round(t / unit_ms). A one-thread sleep kernel (`torch.cuda._sleep`) timed by events around its
 launch, the earlier design, busied one SM of 132, moved no memory and counted host stalls as sleep.
 
@@ -30,7 +35,10 @@ import torch
 TOLERANCE = 0.05          # a window whose step ran further than this off its label is rejected
 GEMM = (2048, 1024, 2048)  # one unit's matrix product, m x k by k x n, bf16
 COPY_BYTES = 16 * 2**20   # one unit's copy
+COPY_RING = 8             # buffers the units copy in turn: 128 MiB read, 128 MiB written, above any L2
 CALIBRATION_UNITS = 200   # units timed by the calibration graph (about 5 ms on an H100)
+WARM_S = 0.5              # seconds of calibration replays before the timed ones
+RING = 16                 # copies of a step's graph: the host runs at most this many steps ahead
 
 _WORK: dict[torch.device, "_Work"] = {}
 
@@ -44,14 +52,15 @@ class _Work:
         self.a = torch.randn(m, k, device=device, dtype=torch.bfloat16, generator=g)
         self.b = torch.randn(k, n, device=device, dtype=torch.bfloat16, generator=g)
         self.c = torch.empty(m, n, device=device, dtype=torch.bfloat16)
-        self.src = torch.randn(COPY_BYTES // 2, device=device, dtype=torch.bfloat16, generator=g)
+        self.src = torch.randn(COPY_RING, COPY_BYTES // 2, device=device, dtype=torch.bfloat16, generator=g)
         self.dst = torch.empty_like(self.src)
         self.unit_ms = float("nan")
+        self.pool = torch.cuda.graph_pool_handle()   # one memory pool for every graph: they replay in turn
 
     def units(self, k: int) -> None:
-        for _ in range(k):
+        for i in range(k):
             torch.mm(self.a, self.b, out=self.c)
-            self.dst.copy_(self.src)
+            self.dst[i % COPY_RING].copy_(self.src[(i + 1) % COPY_RING])
 
     def capture(self, k: int) -> tuple[torch.cuda.CUDAGraph, torch.cuda.Event, torch.cuda.Event]:
         """A graph of k units between two timing events recorded inside it."""
@@ -59,7 +68,7 @@ class _Work:
         self.units(1)   # cuBLAS picks its kernel and workspace outside the capture
         torch.cuda.synchronize(self.a.device)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        with torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
             start.record()
             self.units(k)
             end.record()
@@ -72,45 +81,64 @@ def work(device: torch.device) -> _Work:
         found = _Work(device)
         with torch.cuda.device(device):
             graph, start, end = found.capture(CALIBRATION_UNITS)
+            warm = time.perf_counter() + WARM_S
+            while time.perf_counter() < warm:   # sustained work: the clocks a step meets in a window
+                for _ in range(10):
+                    graph.replay()
+                end.synchronize()
             times = []
-            for _ in range(5):   # the first replays wake the clocks
+            for _ in range(5):
                 graph.replay()
                 end.synchronize()
                 times.append(start.elapsed_time(end) / CALIBRATION_UNITS)
-            found.unit_ms = sorted(times[2:])[1]   # median of the last three
+            found.unit_ms = sorted(times)[2]   # the median
         _WORK[device] = found
     return _WORK[device]
 
 
 class BusyStep:
-    """`ms` of GPU work per call (a host sleep without CUDA); `measured_ms()`: what the last call
-    took on the device (the host clock without CUDA)."""
+    """`ms` of GPU work per call (a host sleep without CUDA); `measured_ms()`: the mean time the
+    calls since the last reading took on the device (the host clock without CUDA)."""
 
     def __init__(self, device: torch.device, ms: float):
         self.ms = ms
         self.cuda = device.type == "cuda"
-        self.last_ms = 0.0
+        self.calls = 0
+        self.total_ms = 0.0      # the calls' times read so far
+        self.read = 0            # how many of the calls have been read
         if self.cuda and ms:
             device_work = work(device)
             self.units = max(1, round(ms / device_work.unit_ms))
-            self.graph, self.start, self.end = device_work.capture(self.units)
+            self.ring = [device_work.capture(self.units) for _ in range(RING)]
 
     def __call__(self) -> None:
         if not self.ms:
             return
         if self.cuda:
-            self.graph.replay()
+            if self.calls - self.read == RING:   # this copy's previous replay: read before it is replayed again
+                self._read_oldest()
+            self.ring[self.calls % RING][0].replay()
         else:
             t0 = time.perf_counter()
             time.sleep(self.ms / 1e3)
-            self.last_ms = (time.perf_counter() - t0) * 1e3
+            self.total_ms += (time.perf_counter() - t0) * 1e3
+            self.read += 1
+        self.calls += 1
+
+    def _read_oldest(self) -> None:
+        _, start, end = self.ring[self.read % RING]
+        end.synchronize()
+        self.total_ms += start.elapsed_time(end)
+        self.read += 1
 
     def measured_ms(self) -> float:
-        """The last call's own time (ms); waits for it on CUDA."""
-        if not (self.cuda and self.ms):
-            return self.last_ms
-        self.end.synchronize()
-        return self.start.elapsed_time(self.end)
+        """The mean time (ms) of the calls since the last reading (nan if none); waits for them on CUDA."""
+        while self.read < self.calls:
+            self._read_oldest()
+        mean = self.total_ms / self.read if self.read else float("nan")
+        self.calls = self.read = 0
+        self.total_ms = 0.0
+        return mean
 
 
 def rejection(label_ms: float, measured_ms: float, images: int, steps: int, seconds: float) -> str:

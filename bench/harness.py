@@ -225,7 +225,7 @@ class Window:
     train_cpu_s: float = math.nan   # of those, the training thread's (the one that ran the window)
     gpu: dict = field(default_factory=dict)   # NVML readings at the window's end (GpuMonitor.sample)
     busy_ms: float = 0.0         # loader mode: the consumer's synthetic step per batch (its label)
-    busy_step_ms: float = math.nan   # loader mode: that step's measured time (the window's last)
+    busy_step_ms: float = math.nan   # loader mode: that step's measured time (mean over the window)
     rejected: str = ""           # why the window cannot count ('' if it can): busy.rejection
     test_accuracy: float = math.nan   # train mode
 
