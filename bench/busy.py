@@ -55,7 +55,6 @@ class _Work:
         self.src = torch.randn(COPY_RING, COPY_BYTES // 2, device=device, dtype=torch.bfloat16, generator=g)
         self.dst = torch.empty_like(self.src)
         self.unit_ms = float("nan")
-        self.pool = torch.cuda.graph_pool_handle()   # one memory pool for every graph: they replay in turn
 
     def units(self, k: int) -> None:
         for i in range(k):
@@ -68,7 +67,7 @@ class _Work:
         self.units(1)   # cuBLAS picks its kernel and workspace outside the capture
         torch.cuda.synchronize(self.a.device)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             start.record()
             self.units(k)
             end.record()
