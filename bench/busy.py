@@ -17,7 +17,11 @@ Calibration (`unit_ms`) runs once per process and device, before any pipeline ex
 CALIBRATION_UNITS units with the events inside, replayed for WARM_S first so the clocks settle
 where sustained work holds them, then timed: the GPU never waits for the host between the two
 events, so a host stall (another thread holding the GIL) cannot count as busy time.
-k = round(t / unit_ms). A one-thread sleep kernel (`torch.cuda._sleep`) timed by events around its
+k = round(t / unit_ms). That is the step on a GPU busy with nothing else; the same work runs longer
+on one that idles between steps (its clocks drop: `dataloader` with 2 cores left an H200 idle most
+of the time and its steps ran up to 19 % long) or shares its memory with a pipeline. So before each
+window the harness runs untimed calls beside the running pipeline and `BusyStep.fit` re-sizes k to
+the label at that operating point; the window then checks that it held. A one-thread sleep kernel (`torch.cuda._sleep`) timed by events around its
 launch, the earlier design, busied one SM of 132, moved no memory and counted host stalls as sleep.
 
 The harness rejects a window whose step ran more than TOLERANCE off its label, or that delivered
@@ -39,6 +43,8 @@ COPY_RING = 8             # buffers the units copy in turn: 128 MiB read, 128 Mi
 CALIBRATION_UNITS = 200   # units timed by the calibration graph (about 5 ms on an H100)
 WARM_S = 0.5              # seconds of calibration replays before the timed ones
 RING = 16                 # copies of a step's graph: the host runs at most this many steps ahead
+FIT_STEPS = 16            # untimed calls before each window, beside the running pipeline, that fit measures
+FIT = 0.01                # BusyStep.fit re-sizes a step whose untimed calls ran further than this off
 
 _WORK: dict[torch.device, "_Work"] = {}
 
@@ -106,9 +112,22 @@ class BusyStep:
         self.total_ms = 0.0      # the calls' times read so far
         self.read = 0            # how many of the calls have been read
         if self.cuda and ms:
-            device_work = work(device)
-            self.units = max(1, round(ms / device_work.unit_ms))
-            self.ring = [device_work.capture(self.units) for _ in range(RING)]
+            self.work = work(device)
+            self._size(max(1, round(ms / self.work.unit_ms)))
+
+    def _size(self, units: int) -> None:
+        self.units = units
+        self.ring = [self.work.capture(units) for _ in range(RING)]
+
+    def fit(self) -> float:
+        """Re-size the step to its label at the GPU's operating point, from the mean of the calls
+        since the last reading (untimed calls beside the running pipeline): the same work runs
+        longer on a GPU that idles between steps (clocks) or shares its memory with a pipeline.
+        Captures again only when the mean is more than FIT off. Returns that mean (ms)."""
+        mean = self.measured_ms()
+        if self.cuda and self.ms and abs(mean / self.ms - 1) > FIT:
+            self._size(max(1, round(self.units * self.ms / mean)))
+        return mean
 
     def __call__(self) -> None:
         if not self.ms:

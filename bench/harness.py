@@ -4,8 +4,9 @@ Modes (what each timer includes):
   - loader: iterate the pipeline with no model. The consumer reads each batch on the device (one
     tiny kernel) and then, for each level of `busy_ms`, keeps the device busy that many ms per batch
     with work that loads it like a training step (`bench.busy`: matrix products and memory traffic
-    on every SM, calibrated before the pipeline exists, its time measured every window; a host
-    sleep without CUDA): the "headspace" method. Level 0 is the bare loop on an idle GPU; the busy
+    on every SM, calibrated before the pipeline exists, re-sized to its label by untimed steps
+    beside the running pipeline before each window, its time measured every window; a host sleep
+    without CUDA): the "headspace" method. Level 0 is the bare loop on an idle GPU; the busy
     levels measure the pipeline under the conditions of training, and the rates against the levels
     are the pipeline's headspace curve: the crossover for a model of any step time. A busy window
     whose step ran more than `busy.TOLERANCE` off its label, or that delivered more than batch /
@@ -93,7 +94,7 @@ from pipelines.sources import open_split
 from pipelines.config import CHANNELS, PipelineConfig
 
 from . import distributed, machine
-from .busy import BusyStep, rejection
+from .busy import FIT_STEPS, BusyStep, rejection
 from .models import build_model
 
 MODES = ("loader", "model", "e2e", "train", "stage", "copy")
@@ -640,6 +641,8 @@ def _run(spec: RunSpec, cores: list[int]) -> Iterator[tuple[dict, Window]]:
             step_s = max(distributed.gather(calibrate(batches, step, device)))   # every rank runs the same steps
         for _ in range(spec.repeats):
             for busy, consumer in (consumers or {0.0: step}).items():
+                if busy and device.type == "cuda":
+                    fit(batches, consumer)
                 window = time_window(batches, consumer, window_steps(spec, unit, step_s, busy), device, others, monitor)
                 window.busy_ms = busy
                 if spec.mode == "loader" and consumer.busy is not None:
@@ -650,6 +653,14 @@ def _run(spec: RunSpec, cores: list[int]) -> Iterator[tuple[dict, Window]]:
     finally:
         if pipeline is not None:
             pipeline.close()
+
+
+def fit(batches: Iterator, consumer: Touch) -> None:
+    """`busy.FIT_STEPS` untimed steps at the consumer's busy level beside the running pipeline, then
+    its step re-sized to the label at that operating point (`bench.busy.BusyStep.fit`)."""
+    for _ in range(FIT_STEPS):
+        consumer(*next(batches))
+    consumer.busy.fit()
 
 
 def reading(trainer: Trainer, every: int) -> Callable:
