@@ -198,6 +198,16 @@ def test_every_replay_of_a_window_is_read_and_a_cold_cache_does_not_lengthen_the
 
 
 @needs_cuda
+def test_a_new_steps_first_calls_run_as_long_as_later_ones():
+    """Each fresh graph's first replay ran long: windows right after a fit (new graphs) ran 2-6 %
+    off on an H100 (results/2026-11-26-h100-instrument/before-warm-replay)."""
+    step = busy.BusyStep(torch.device("cuda"), 1.0)
+    first = [step() for _ in range(busy.RING)] and step.measured_ms()
+    later = [step() for _ in range(busy.RING)] and step.measured_ms()
+    assert abs(first / later - 1) < busy.FIT, (first, later)
+
+
+@needs_cuda
 def test_a_step_fitted_on_a_gpu_that_idles_between_steps_runs_its_label():
     """With `dataloader` on 2 cores the GPU idles most of the time and the calibrated step ran up
     to 19 % long (an H200, 2026-11-26); fitted by untimed calls under the same rhythm, it holds."""
