@@ -14,15 +14,15 @@ The user's own (a "model spec"):
 - `<module>:<callable>` or `<path/to/file.py>:<callable>`: a callable taking no arguments that
   returns an `nn.Module` with 10 outputs.
 `check_model(spec, image_size)` builds the model and runs it on a 2-image batch at that size; a
-spec that cannot be built, or whose output is not 2 x 10 logits, is a one-line `ValueError` naming
-it. Rows carry the spec as given.
+spec that cannot be built, or whose output is not 2 x 10 logits, is a one-line `ValueError`
+(`bench.plan.check_models` runs it, user code in a process of its own, and names the spec). Rows
+carry the spec as given.
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import re
-import threading
 from pathlib import Path
 
 import torch
@@ -33,7 +33,6 @@ from pipelines.config import NUM_CLASSES
 
 BUILT_IN = ("resnet18", "resnet9", "resnet9-w<F>")
 _WIDTH = re.compile(r"resnet9-w(\d+(?:\.\d+)?)")
-_CHECKED: dict[tuple[str, int], None] = {}
 
 
 def _conv_bn(cin: int, cout: int, pool: bool = False) -> nn.Sequential:
@@ -117,37 +116,19 @@ def build_model(spec: str) -> nn.Module:
 CHECK_TIMEOUT_S = 120.0   # building a model and running two images on the CPU: far more than any takes
 
 
-def check_model(spec: str, image_size: int = 32) -> str:
-    """`spec` if it builds a model giving 2 x 10 logits for 2 images of `image_size` px, else a
-    one-line ValueError naming the spec (checked once per spec and size)."""
-    if (spec, image_size) in _CHECKED:
-        return spec
-    found: dict = {}
+def runs_user_code(spec: str) -> bool:
+    """Whether building `spec` runs the user's code (a module or file of theirs), not ours or a library's."""
+    source, sep, _ = spec.rpartition(":")
+    return bool(sep) and source not in ("torchvision", "timm")
 
-    def check() -> None:
-        try:
-            model = build_model(spec).eval()
-            with torch.no_grad():
-                found["out"] = model(torch.zeros(2, 3, image_size, image_size).normal_(
-                    generator=torch.Generator().manual_seed(0)))
-        except BaseException as e:   # a user's model can fail in any way, sys.exit() too: said in one line
-            found["error"] = e
 
-    # in a thread of its own: a builder that never returns is refused after CHECK_TIMEOUT_S (and Ctrl-C
-    # still reaches this thread), and nothing it raises or exits with ends pipebench
-    worker = threading.Thread(target=check, name=f"check {spec}", daemon=True)
-    worker.start()
-    worker.join(CHECK_TIMEOUT_S)
-    if worker.is_alive():
-        raise ValueError(f"model {spec!r}: building it and running 2 images did not end within {CHECK_TIMEOUT_S:g} s")
-    if "error" in found:
-        e = found["error"]
-        reason = (f"it called sys.exit({e.code!r})" if isinstance(e, SystemExit) else
-                  " ".join(str(e).split()) or type(e).__name__)
-        raise ValueError(f"model {spec!r}: {reason}") from None
-    out = found["out"]
+def check_model(spec: str, image_size: int = 32) -> None:
+    """Raise a one-line ValueError (the reason, without the spec) unless `spec` builds a model that
+    gives 2 x 10 logits for 2 images of `image_size` px. User code is checked in a process of its
+    own (`bench.plan.check_models`)."""
+    model = build_model(spec).eval()
+    with torch.no_grad():
+        out = model(torch.zeros(2, 3, image_size, image_size).normal_(generator=torch.Generator().manual_seed(0)))
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, NUM_CLASSES):
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise ValueError(f"model {spec!r}: 2 images of {image_size} px gave {shape}, expected (2, {NUM_CLASSES}) logits")
-    _CHECKED[(spec, image_size)] = None
-    return spec
+        raise ValueError(f"2 images of {image_size} px gave {shape}, expected (2, {NUM_CLASSES}) logits")

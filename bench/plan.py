@@ -24,8 +24,8 @@ import torch
 import pipelines
 from pipelines.config import PipelineConfig
 
-from . import distributed, harness, machine
-from .models import check_model
+from . import distributed, harness, machine, runner
+from .models import CHECK_TIMEOUT_S, check_model, runs_user_code
 
 # The options each pipeline reads beyond those every pipeline reads (size, batch, dtype, ...): only
 # these make two of its configurations different variants (a row of another pipeline keeps the
@@ -89,9 +89,8 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
             refusal = harness.step_refusal(kind, device, dtype, parallel, o.last_batch)
             if refusal and cuda:
                 raise ValueError(refusal)
-    for model in models if {"model", "e2e", "train"} & set(modes) else []:   # 10 logits at every size it runs at
-        for size in o.image_size:
-            check_model(model, size)
+    if {"model", "e2e", "train"} & set(modes):   # 10 logits at every size it runs at
+        check_models(models, o.image_size, min(getattr(o, "timeout", None) or CHECK_TIMEOUT_S, CHECK_TIMEOUT_S))
     base = PipelineConfig(
         data_root=o.data_root, source=o.source, data_seed=o.data_seed, cache_root=o.cache_dir,
         last_batch=o.last_batch, max_samples=o.max_samples or (None if cuda else CPU_SAMPLES), device=str(device),
@@ -131,6 +130,30 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
                                                   seed=seed)
                             specs += _setting(o, spec, config, cpus, modes, models, kinds, busy)
     return list(dict.fromkeys(specs))   # a configuration listed twice runs once
+
+
+_CHECKED: set[tuple[str, int]] = set()
+
+
+def check_models(models: list[str], sizes: list[int], timeout: float) -> None:
+    """Each model checked once per image size (`bench.models.check_model`), a model of the user's
+    code in a process of its own (`bench.runner.call_isolated`): a builder that raises, calls
+    sys.exit, aborts or runs past `timeout` s is one ValueError line naming the spec."""
+    for model in models:
+        for size in sizes:
+            if (model, size) in _CHECKED:
+                continue
+            if runs_user_code(model):
+                reason = runner.call_isolated(check_model, (model, size), timeout)
+            else:
+                try:
+                    check_model(model, size)
+                    reason = ""
+                except ValueError as e:
+                    reason = str(e)
+            if reason:
+                raise ValueError(f"model {model!r}: {reason}")
+            _CHECKED.add((model, size))
 
 
 def _setting(o, spec, config: PipelineConfig, cpus: int, modes: list[str], models: list[str], kinds: list[str],

@@ -37,6 +37,7 @@ import faulthandler
 import fcntl
 import json
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import signal
 import sys
@@ -160,7 +161,66 @@ def _context():
     # torch imported once there; nothing there may initialize CUDA (importing torch._inductor does),
     # or no child forked from it could use the GPU
     ctx.set_forkserver_preload(["bench.harness"])
+    # Started by `python -c`, the forkserver would have the current folder first on its import path,
+    # and a user's random.py there (a --models file) would replace the standard library's module that
+    # torch imports (Python >= 3.11 honours PYTHONSAFEPATH). Children get the parent's path.
+    before = os.environ.get("PYTHONSAFEPATH")
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        if before is None:
+            del os.environ["PYTHONSAFEPATH"]
+        else:
+            os.environ["PYTHONSAFEPATH"] = before
     return ctx
+
+
+def _call_child(fn, args, parent: int, path: list[str], cwd: str, reply) -> None:
+    """Child process of `call_isolated`: its own process group, ended with the pipebench process;
+    the parent's folder and import path; sends '' or a one-line reason, then leaves at once."""
+    os.setsid()
+    threading.Thread(target=_watch, args=(parent,), daemon=True).start()
+    os.chdir(cwd)
+    sys.path[:] = path
+    reply.send(None)   # started: the deadline runs from here
+    try:
+        fn(*args)
+        reply.send("")
+    except SystemExit as e:
+        reply.send(f"it called sys.exit({e.code!r})")
+    except BaseException as e:   # user code can raise anything: said in one line
+        reply.send(" ".join(str(e).split()) or type(e).__name__)
+    reply.close()
+    os._exit(0)
+
+
+def call_isolated(fn, args: tuple, timeout: float) -> str:
+    """Run `fn(*args)` in a child process of its own process group (forked from the forkserver,
+    like a configuration) and return '' if it returned, else one line saying why not: what it
+    raised, sys.exit, the signal or exit code that ended the process, or no end within `timeout`
+    seconds (then the group is killed). For user code that runs before the first configuration
+    (a model's builder): none of that can end, hang or kill pipebench."""
+    ctx = _context()
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_call_child, args=(fn, args, os.getpid(), list(sys.path), os.getcwd(), send))
+    child.start()
+    send.close()
+    try:
+        for wait in (STARTUP_S, timeout):   # its start, then the call
+            if not receive.poll(wait):
+                return f"it did not end within {timeout:g} s"
+            try:
+                reason = receive.recv()
+            except EOFError:   # ended without a word: aborted, killed, os._exit
+                child.join(EXIT_GRACE_S)
+                code = child.exitcode
+                return (f"its process was killed by {signal.Signals(-code).name}" if code is not None and code < 0
+                        else f"its process ended with exit code {code}")
+        return reason
+    finally:
+        receive.close()
+        _kill_group(child)
 
 
 def _alive(pid: int) -> bool:
@@ -178,15 +238,16 @@ def _watch(parent: int) -> None:
     os.killpg(0, signal.SIGKILL)
 
 
-def _child(spec: harness.RunSpec, entry, parent: int, path: list[str], environ: dict, journal: str,
+def _child(spec: harness.RunSpec, entry, parent: int, path: list[str], environ: dict, cwd: str, journal: str,
            stacks: str) -> None:
     """Child process: its own process group, ended with the pipebench process `parent`; the
-    parent's environment and import path now (the forkserver's are from its start), stacks on
-    SIGUSR1, one JSON line per window or failure."""
+    parent's environment, folder and import path now (the forkserver's are from its start), stacks
+    on SIGUSR1, one JSON line per window or failure."""
     os.setsid()
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()
     os.environ.clear()
     os.environ.update(environ)
+    os.chdir(cwd)
     dump = open(stacks, "w")
     dump.write(f"{MAIN_THREAD} 0x{threading.get_ident():016x}\n")   # which of the dumped threads is the main one
     dump.flush()
@@ -234,8 +295,8 @@ def run_isolated(spec: harness.RunSpec, timeout: float, out: Path, on_window=Non
         journal, stacks = Path(tmp) / "rows.jsonl", Path(tmp) / "stacks.txt"
         journal.touch()
         entry = pipelines._REGISTRY.get(spec.pipeline)
-        child = _context().Process(target=_child, args=(spec, entry, os.getpid(), list(sys.path),
-                                                        dict(os.environ), str(journal), str(stacks)))
+        child = _context().Process(target=_child, args=(spec, entry, os.getpid(), list(sys.path), dict(os.environ),
+                                                        os.getcwd(), str(journal), str(stacks)))
         records: list[dict] = []
         finished = False   # the child wrote its last record
         child.start()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import errno
 import re
+import time
 
+import pandas as pd
 import pytest
 
-from bench import cli, models, report, results, runner
+from bench import cli, plan, report, results, runner
 from tests.test_report import processes, write
 
 
@@ -59,14 +61,33 @@ def test_ctrl_c_before_any_configuration_finished_says_nothing_was_written(tmp_p
 
 @pytest.mark.parametrize("body,reason", [
     ("import sys\ndef build():\n    sys.exit(3)\n", r"it called sys\.exit\(3\)"),
-    ("import time\ndef build():\n    time.sleep(60)\n", "did not end within 1 s"),
+    ("import sys\nsys.exit(0)\n", r"it called sys\.exit\(0\)"),                         # on import
+    ("import time\ndef build():\n    time.sleep(60)\n", "it did not end within 2 s"),
+    ("import os\ndef build():\n    os.abort()\n", "its process was killed by SIGABRT"),
+    ("import os\ndef build():\n    os._exit(7)\n", "its process ended with exit code 7"),
+    ("def build():\n    return 3\n", "build\\(\\) returned int, not a torch.nn.Module"),
 ])
-def test_a_model_that_exits_or_hangs_is_one_line_naming_it(tmp_path, monkeypatch, body, reason):
-    monkeypatch.setattr(models, "CHECK_TIMEOUT_S", 1.0)
+def test_a_model_that_exits_aborts_or_hangs_is_one_line_naming_it(tmp_path, body, reason):
     path = tmp_path / "net.py"
     path.write_text(body)
-    with pytest.raises(ValueError, match=re.escape(f"model '{path}:build': ") + f".*{reason}"):
-        models.check_model(f"{path}:build")
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match=re.escape(f"model '{path}:build': ") + reason):
+        plan.check_models([f"{path}:build"], [32], timeout=2.0)
+    assert time.monotonic() - t0 < 60   # a hang is cut at its deadline
+
+
+def test_a_users_random_py_does_not_replace_the_standard_librarys(tmp_path, synthetic_root, monkeypatch, capsys):
+    """Started by `python -c` in the current folder, the forkserver imported the user's random.py
+    (a --models file) when torch imported the standard library's random."""
+    (tmp_path / "random.py").write_text("from torch import nn\ndef build():\n    return nn.Sequential(nn.Flatten(), "
+                                        "nn.Linear(3 * 32 * 32, 10))\n")
+    monkeypatch.chdir(tmp_path)
+    runner.multiprocessing.forkserver._forkserver._stop()   # one started earlier, elsewhere, would hide the fault
+    code = cli.main(["compare", "--device", "cpu", "--data-root", str(synthetic_root), "--models", "random.py:build",
+                     "--pipelines", "resident", "--modes", "model", "--steps", "1", "--warmup", "0", "--repeats", "1",
+                     "--processes", "1", "--max-samples", "64", "--batch-size", "16", "--out", str(tmp_path / "run")])
+    assert code == 0, capsys.readouterr().err
+    assert (pd.read_csv(tmp_path / "run" / "results.csv").status == "ok").all()
 
 
 def test_text_in_a_rate_cell_is_named_as_a_damaged_results_file(tmp_path, capsys):
