@@ -554,10 +554,12 @@ class _Guarded:
         return next(self.batches)
 
 
-def undecodable_jpeg(files, indices) -> tuple[int, str] | None:
+def undecodable_jpeg(files, indices, side: int | None = None) -> tuple[int, str] | None:
     """(i, the decoder's message) for the first i of `indices` whose JPEG bytes `files[i]` do not
-    decode on the CPU (or cannot be read: the reader's message), or None. For error paths only (a
-    GPU decoder rejected a batch and did not say which file): it decodes every file named.
+    decode on the CPU (or cannot be read: the reader's message), or, given the set's `side`, that
+    decode to another size than side x side (a damaged header: a batch of unequal images fails in a
+    decoder's or stacking's own words); None if every file decodes. For error paths only (a decoder
+    rejected a batch and did not say which file): it decodes every file named.
 
     The check is libjpeg-turbo through `torchvision.io.decode_jpeg`. In our trials it rejected every
     file that nvJPEG (torchvision on an H100), DALI's CPU decoder or PIL rejected: a missing or
@@ -574,11 +576,13 @@ def undecodable_jpeg(files, indices) -> tuple[int, str] | None:
         except OSError as e:   # a file of a tree gone missing
             return i, e.strerror or type(e).__name__
         try:
-            decode_jpeg(data, mode=ImageReadMode.RGB)
+            image = decode_jpeg(data, mode=ImageReadMode.RGB)
         except (RuntimeError, ValueError) as e:
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             where = first.split(", ", 2)   # torchvision's "decode_jpeg, <source file>:<line>, <message>"
             return i, where[2] if len(where) == 3 and where[1].rpartition(":")[2].isdigit() else first
+        if side is not None and tuple(image.shape[1:]) != (side, side):
+            return i, f"its header says {image.shape[1]} x {image.shape[2]} px, the set's images are {side} x {side}"
     return None
 
 

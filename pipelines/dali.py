@@ -278,13 +278,13 @@ class DaliPipeline(Pipeline):
         if self.file_reader:
             paths = [self.tree_root / sources.tree_path(c.split, i, label)
                      for i, label in enumerate(self.data.labels)]
-            bad = undecodable_jpeg(_Files(paths), range(len(paths)))
+            bad = undecodable_jpeg(_Files(paths), range(len(paths)), self.data.images.shape[1])
             return None if bad is None else undecodable_sample(
                 c.split, *bad, f"JPEG file tree ({paths[bad[0]]})",
                 remedy=f"delete {self.tree_root} (it is written again when next used)")
         groups = _groups(epoch_batches(len(self.data), c, self.next_epoch - 1), self.multiple)
         window = groups[self.fetched:self.fetched + c.dali_queue_depth + 2]
-        bad = undecodable_jpeg(self.data.jpeg, np.concatenate(window)) if window else None
+        bad = undecodable_jpeg(self.data.jpeg, np.concatenate(window), self.data.images.shape[1]) if window else None
         return None if bad is None else undecodable_sample(c.split, *bad)
 
     def _stages(self) -> Stages:

@@ -53,13 +53,12 @@ class TorchvisionJpegPipeline(Pipeline):
         crop/flip (the epoch's draws on the device) + normalize."""
         n = len(files)
         try:
-            decoded = self.decode_files(files)
-        except RuntimeError:   # one error for the whole batch: name the sample if a file is bad
-            bad = undecodable_jpeg(self.data.jpeg, index)
+            pixels = torch.stack(self.decode_files(files)).permute(0, 2, 3, 1)   # B x S x S x 3 view
+        except RuntimeError:   # one error for the whole batch (or unequal sizes): name the sample if a file is bad
+            bad = undecodable_jpeg(self.data.jpeg, index, self.data.images.shape[1])
             if bad is None:
                 raise
             raise undecodable_sample(self.config.split, *bad) from None
-        pixels = torch.stack(decoded).permute(0, 2, 3, 1)   # B x S x S x 3 view
         return crop_normalize(pixels, torch.arange(n, device=self.device), draws, self.config, start)
 
     def _stages(self) -> Stages:

@@ -4,7 +4,8 @@ graph CPU-only, tvjpeg decodes with libjpeg-turbo.
 
 Corruptions: a file cut short inside its entropy-coded data (DALI CPU: "Failed to decode sample
 #k"; torchvision: "Image is incomplete or truncated"), and a file that is not a JPEG at all
-(DALI: "nvImageCodec failure: '#4'", the message of the issue). Garbage written over the
+(DALI: "nvImageCodec failure: '#4'", the message of the issue), and a frame header whose height
+was changed (it decodes, to another size: DALI's "Assert on IsDenseTensor() failed"). Garbage written over the
 entropy-coded data is not tested: libjpeg-turbo, DALI's CPU decoder and nvJPEG mostly decode it to
 wrong pixels with a warning only, so there is no error to name (see `base.undecodable_jpeg`).
 """
@@ -43,6 +44,9 @@ def _corrupt(good: bytes, how: str) -> bytes:
         sos = good.index(b"\xff\xda")
         start = sos + 2 + int.from_bytes(good[sos + 2:sos + 4], "big")
         return good[:(start + len(good)) // 2]
+    if how == "header":   # the frame header's height changed: it decodes, to 40 x 32 px
+        sof = good.index(b"\xff\xc0")
+        return good[:sof + 5] + (40).to_bytes(2, "big") + good[sof + 7:]
     return b"this is not a JPEG file at all"
 
 
@@ -85,7 +89,7 @@ def _assert_names(message: str, bad: int, copy: str = "JPEG copy",
     assert "\n" not in message, message
 
 
-@pytest.mark.parametrize("how", ["truncated", "not-a-jpeg"])
+@pytest.mark.parametrize("how", ["truncated", "not-a-jpeg", "header"])
 def test_tvjpeg_names_the_sample_it_cannot_decode(tmp_path, how):
     from pipelines.tvjpeg import TorchvisionJpegPipeline
     config = _config()
@@ -93,7 +97,7 @@ def test_tvjpeg_names_the_sample_it_cannot_decode(tmp_path, how):
     _assert_names(_error_of_an_epoch(TorchvisionJpegPipeline(config, data=_split(tmp_path, bad, how))), bad)
 
 
-@pytest.mark.parametrize("how", ["truncated", "not-a-jpeg"])
+@pytest.mark.parametrize("how", ["truncated", "not-a-jpeg", "header"])
 @pytest.mark.parametrize("reader", ["external", "file"])
 def test_dali_names_the_sample_it_cannot_decode(tmp_path, monkeypatch, how, reader):
     pytest.importorskip("nvidia.dali")
