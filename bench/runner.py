@@ -37,7 +37,6 @@ import faulthandler
 import fcntl
 import json
 import multiprocessing
-import multiprocessing.forkserver
 import os
 import signal
 import sys
@@ -157,23 +156,10 @@ MAIN_THREAD = "main thread:"   # the first line of a child's stacks file names i
 def _context():
     if QUIET_TRACKER not in sys.warnoptions:
         sys.warnoptions.append(QUIET_TRACKER)
-    ctx = multiprocessing.get_context("forkserver")
     # torch imported once there; nothing there may initialize CUDA (importing torch._inductor does),
     # or no child forked from it could use the GPU
-    ctx.set_forkserver_preload(["bench.harness"])
-    # Started by `python -c`, the forkserver would have the current folder first on its import path,
-    # and a user's random.py there (a --models file) would replace the standard library's module that
-    # torch imports (Python >= 3.11 honours PYTHONSAFEPATH). Children get the parent's path.
-    before = os.environ.get("PYTHONSAFEPATH")
-    os.environ["PYTHONSAFEPATH"] = "1"
-    try:
-        multiprocessing.forkserver.ensure_running()
-    finally:
-        if before is None:
-            del os.environ["PYTHONSAFEPATH"]
-        else:
-            os.environ["PYTHONSAFEPATH"] = before
-    return ctx
+    pipelines.base.start_forkserver(["bench.harness"])
+    return multiprocessing.get_context("forkserver")
 
 
 def _call_child(fn, args, parent: int, path: list[str], cwd: str, reply) -> None:

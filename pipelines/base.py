@@ -27,7 +27,10 @@ import abc
 import functools
 import math
 import multiprocessing
+import multiprocessing.forkserver
 import os
+import signal
+import sys
 import threading
 import time
 import warnings
@@ -354,8 +357,36 @@ def worker_context(config: PipelineConfig, preload: str, workers: int):
         return None
     context = multiprocessing.get_context(config.worker_start)
     if config.worker_start == "forkserver":
-        context.set_forkserver_preload([preload])   # takes effect when this process starts its server
+        start_forkserver([preload])
     return context
+
+
+def start_forkserver(preload: list[str]) -> None:
+    """Start this process's multiprocessing forkserver importing `preload` (a no-op while one runs:
+    the first caller's preload holds), with
+    - SIGINT ignored: a terminal's Ctrl-C reaches every process of its group, and a forkserver still
+      importing torch printed a KeyboardInterrupt traceback; the process that started it handles
+      Ctrl-C and ends what the server forked (which ignore SIGINT too);
+    - this process's import path (PYTHONPATH) and not the current folder (PYTHONSAFEPATH): started
+      by `python -c`, it would have the current folder first on its path, and a user's random.py
+      there (a --models file) would replace the standard library's module that torch imports
+      (Python >= 3.11 honours PYTHONSAFEPATH)."""
+    multiprocessing.get_context("forkserver").set_forkserver_preload(preload)
+    main = threading.current_thread() is threading.main_thread()   # only the main thread sets handlers
+    env = {"PYTHONSAFEPATH": "1", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    before = {name: os.environ.get(name) for name in env}
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    os.environ.update(env)
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        for name, value in before.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
+        if main:
+            signal.signal(signal.SIGINT, handler)
 
 
 class SharedArrays:

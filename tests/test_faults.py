@@ -3,12 +3,16 @@ the right exit code, nothing lost or doubled."""
 from __future__ import annotations
 
 import errno
+import multiprocessing.forkserver
+import os
 import re
+import signal
 import time
 
 import pandas as pd
 import pytest
 
+import pipelines
 from bench import cli, plan, report, results, runner
 from tests.test_report import processes, write
 
@@ -82,12 +86,32 @@ def test_a_users_random_py_does_not_replace_the_standard_librarys(tmp_path, synt
     (tmp_path / "random.py").write_text("from torch import nn\ndef build():\n    return nn.Sequential(nn.Flatten(), "
                                         "nn.Linear(3 * 32 * 32, 10))\n")
     monkeypatch.chdir(tmp_path)
-    runner.multiprocessing.forkserver._forkserver._stop()   # one started earlier, elsewhere, would hide the fault
+    multiprocessing.forkserver._forkserver._stop()   # one started earlier, elsewhere, would hide the fault
     code = cli.main(["compare", "--device", "cpu", "--data-root", str(synthetic_root), "--models", "random.py:build",
                      "--pipelines", "resident", "--modes", "model", "--steps", "1", "--warmup", "0", "--repeats", "1",
                      "--processes", "1", "--max-samples", "64", "--batch-size", "16", "--out", str(tmp_path / "run")])
     assert code == 0, capsys.readouterr().err
     assert (pd.read_csv(tmp_path / "run" / "results.csv").status == "ok").all()
+
+
+def test_ctrl_c_while_the_forkserver_imports_torch_prints_no_traceback(tmp_path, monkeypatch, capfd):
+    """Ctrl-C reaches the whole process group; the forkserver (DataLoader workers' or pipebench's
+    own), still importing torch, printed a KeyboardInterrupt traceback (1 run in 3 under --no-isolate)."""
+    (tmp_path / "slow_preload.py").write_text("import time\ntime.sleep(3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    server = multiprocessing.forkserver._forkserver
+    server._stop()
+    try:
+        pipelines.base.start_forkserver(["slow_preload"])
+        time.sleep(1)
+        os.kill(server._forkserver_pid, signal.SIGINT)   # mid-import
+        child = multiprocessing.get_context("forkserver").Process(target=time.sleep, args=(0,))
+        child.start()
+        child.join(60)
+        assert child.exitcode == 0   # the server survived and forks
+    finally:
+        server._stop()   # the next test's forkserver preloads what it needs
+    assert "KeyboardInterrupt" not in capfd.readouterr().err
 
 
 def test_text_in_a_rate_cell_is_named_as_a_damaged_results_file(tmp_path, capsys):
