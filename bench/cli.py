@@ -259,9 +259,9 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                         "batches, which the pipeline splits (default: %(default)s)")
     p.add_argument("--encoding", type=_csv_list(ENCODINGS), default=["raw"],
                    help="list; dataloader: raw pixels, or decode the JPEG copy per sample with PIL (default: raw)")
-    p.add_argument("--last-batch", choices=LAST_BATCH, default="drop",
+    p.add_argument("--last-batch", choices=LAST_BATCH, default=PipelineConfig.last_batch,
                    help="drop = every timed step has a full batch; partial = each epoch's last, smaller batch "
-                        "too (default: drop)")
+                        f"too (default: {PipelineConfig.last_batch})")
     p.add_argument("--max-samples", type=_positive(int), help="use only the first N samples of the split "
                    "(default: all on CUDA; 2,048 on a CPU, so an epoch lasts seconds)")
     p.add_argument("--steps", type=_positive(int), help="timed steps per window (default: sized by --min-window-s)")
@@ -596,7 +596,6 @@ def run_stability(args, argv: list[str]) -> int:
         device = resolve_device(args.device)
         config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed,
                                 cache_root=args.cache_dir, device=str(device), max_samples=args.max_samples,
-                                last_batch="drop",
                                 batch_size=args.batch_size or (512 if device.type == "cuda" else 64),
                                 dtype="bfloat16" if device.type == "cuda" else "float32",
                                 channels_last=device.type == "cuda",

@@ -76,7 +76,8 @@ class PipelineConfig:
 
     Last-batch policy, worked on 7 samples with batch_size 3:
       - ``"partial"``: batches of 3, 3, 1 -- every sample once, the last batch smaller;
-      - ``"drop"``:    batches of 3, 3    -- every batch full, the 7th sample skipped this epoch.
+      - ``"drop"``:    batches of 3, 3    -- every batch full, the 7th sample skipped this epoch
+        (the default, as on the command line: a captured training step has one batch shape).
 
     `pin_memory` and `non_blocking` switch the `dataloader` pipeline for the classic ablation;
     `prefetch` always pins and copies asynchronously, `resident` never copies per step.
@@ -96,7 +97,7 @@ class PipelineConfig:
     image_size: int = IMAGE_SIZE  # 32, or a multiple of 32: the set upscaled (bytes-per-image knob)
     shuffle: bool = True
     batch_size: int = 512
-    last_batch: str = "partial"
+    last_batch: str = "drop"      # drop: every batch full (one shape: captured steps); partial: each epoch's last too
     max_samples: int | None = None  # use only the first N samples of the split
     seed: int = 0                 # shuffling and augmentation; epoch e uses (seed, e) (+ rank for augmentation)
     device: str = "auto"          # auto: cuda if available, else cpu

@@ -49,7 +49,8 @@ def make(variant, root, **changes) -> pipelines.Pipeline:
     reason = pipelines.available()[name]
     if reason:
         pytest.skip(reason)
-    common = dict(data_root=str(root), source="cifar10", max_samples=N, batch_size=64, num_workers=2)
+    common = dict(data_root=str(root), source="cifar10", max_samples=N, batch_size=64, num_workers=2,
+                  last_batch="partial")   # every sample, the epoch's last smaller batch too
     config = pipelines.resolve_config(name, PipelineConfig(**{**common, **fixed, **changes}))
     key = (config.data_root, config.encoding, config.split, config.image_size, config.max_samples)
     if key not in SPLITS:
@@ -111,7 +112,7 @@ def test_a_split_of_your_own_arrays_feeds_the_pipelines_that_read_pixels(name, c
     images, labels = indexed_images(0, 100)
     data = sources.Split.from_arrays(images, labels)
     assert (data.source, data.folder, data.jpeg, data.split) == ("arrays", None, None, "train")
-    config = PipelineConfig(batch_size=32, shuffle=False, augment=False, **changes)
+    config = PipelineConfig(batch_size=32, shuffle=False, augment=False, last_batch="partial", **changes)
     with pipelines.build(name, config, data=data) as p:
         batches = [(x.float().cpu(), y.cpu()) for x, y in p]
     assert [len(y) for _, y in batches] == [32, 32, 32, 4]

@@ -114,6 +114,12 @@ def test_ctrl_c_while_the_forkserver_imports_torch_prints_no_traceback(tmp_path,
     assert "KeyboardInterrupt" not in capfd.readouterr().err
 
 
+def test_one_last_batch_default_for_the_library_and_the_command_line():
+    from pipelines.config import PipelineConfig
+    parser = cli.build_parser()
+    assert parser.parse_args(["compare"]).last_batch == PipelineConfig().last_batch == "drop"
+
+
 def test_text_in_a_rate_cell_is_named_as_a_damaged_results_file(tmp_path, capsys):
     rows = processes("loader", "p", [[100, 110], [120, 130]])
     rows[1]["img_per_s"] = "fast"
