@@ -1,10 +1,13 @@
 """A wheel built from the repository works on its own: every module it should ship is in it, and the
 `pipebench` command runs from a fresh virtual environment (its dependencies taken from this one)
 outside the source tree. Catches a subpackage missing from the packaging, which an editable install
-(what CI uses) never notices."""
+(what CI uses) never notices. And the scripts kept with results still import what they use."""
 from __future__ import annotations
 
+import ast
+import importlib
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -65,3 +68,31 @@ def test_the_installed_command_runs_from_a_fresh_environment(wheel, tmp_path, sy
     imported = subprocess.run([python, "-c", "import bench.cli, pipelines; print(pipelines.__file__)"], cwd=outside,
                               env=environ, capture_output=True, text=True, check=True).stdout
     assert str(env_dir) in imported   # the wheel's copy, not the source tree
+
+
+PINNED = re.compile(r"^# runs at commit [0-9a-f]{12,40}$", re.M)   # a probe that runs only at its own commit
+
+
+def _missing_imports(path: Path) -> list[str]:
+    """What the script imports from `pipelines` or `bench` that this tree does not have."""
+    missing = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in ("pipelines", "bench"):
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                if not hasattr(module, alias.name):
+                    try:
+                        importlib.import_module(f"{node.module}.{alias.name}")
+                    except ImportError:
+                        missing.append(f"{node.module}.{alias.name}")
+    return missing
+
+
+def test_every_script_under_results_imports_what_exists_or_names_its_commit():
+    """A probe whose imports are gone (a DALI probe imported three helpers `pipelines.base` no longer
+    has) cannot be rerun from this tree: it names the commit it runs at, or it imports what exists."""
+    scripts = sorted((ROOT / "results").rglob("*.py"))
+    assert scripts
+    broken = {str(p.relative_to(ROOT)): m for p in scripts if not PINNED.search(p.read_text())
+              for m in [_missing_imports(p)] if m}
+    assert broken == {}

@@ -1,5 +1,9 @@
 """Exploratory probe (not part of the project): what limits DALI at 32 px, and which structure is faster.
 
+# runs at commit 386759ed566a
+It imports helpers that `pipelines.base` had at that commit (crop_grid, gather_crops, pad_images);
+run it from a checkout of it: `git worktree add /tmp/probe 386759ed566a`, then from /tmp/probe.
+
 Loader-only img/s of DALI graph variants on the synthetic train split's JPEG copy, contract batch 512.
 """
 import argparse
