@@ -11,6 +11,10 @@ its setup, left out of the summary's CPU cost). Variants, each a change inside t
   numpy     the gather split over `--gather-threads` Python threads, each `np.take` of a share of the
             rows (numpy releases the GIL; no OpenMP at all)
   spin      CUDA's default waits (spin) instead of the harness's blocking waits
+  active    OpenMP's threads spin between parallel regions (OMP_WAIT_POLICY=ACTIVE) instead of
+            sleeping (bench sets PASSIVE unless the variable is set)
+  pin       the producer thread, and so the OpenMP team its gather starts, pinned to the budget's
+            last GATHER_THREADS cores
   gN        the committed gather with N intra-op threads instead of GATHER_THREADS
 
     PYTHONPATH=. python results/2026-11-26-h100-prefetch-cores/probe.py --cells 16:base,4:base --processes 5
@@ -67,14 +71,22 @@ def numpy_gather(count: int):
 
 
 def one(cpus: int, variant: str, seconds: float, samples: int, gather_threads: int, device: str) -> None:
-    import torch
-    from bench import harness, machine
+    if variant == "active":
+        os.environ["OMP_WAIT_POLICY"] = "ACTIVE"
+    from bench import harness, machine   # first: bench sets OMP_WAIT_POLICY before torch loads OpenMP
     from pipelines import prefetch
     from pipelines.config import PipelineConfig
     if variant == "numpy":
         prefetch.PrefetchPipeline._gather = numpy_gather(gather_threads)
     if variant.startswith("g") and variant[1:].isdigit():
         prefetch.GATHER_THREADS = int(variant[1:])
+    if variant == "pin":
+        bound = prefetch.bound_gather_threads
+
+        def pinned(pool):
+            bound(pool)
+            pool.submit(os.sched_setaffinity, 0, sorted(os.sched_getaffinity(0))[-prefetch.GATHER_THREADS:]).result()
+        prefetch.bound_gather_threads = pinned
     if variant == "spin":
         machine.blocking_waits = lambda device: False
     config = PipelineConfig(image_size=224, batch_size=256, max_samples=samples, device=device, dtype="bfloat16")
@@ -89,9 +101,9 @@ def one(cpus: int, variant: str, seconds: float, samples: int, gather_threads: i
         print("window " + json.dumps({"cpus": cpus, "variant": variant, "busy_ms": window.busy_ms,
                                       "img_per_s": round(window.images / window.seconds),
                                       "seconds": round(window.seconds, 3), "cpu_s": round(sum(u[0] for u in used), 2),
-                                      "blocking_waits": facts["blocking_waits"], "first": count == 0, "threads": busiest}),
+                                      "blocking_waits": facts["blocking_waits"],
+                                      "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "first": count == 0, "threads": busiest}),
               flush=True)
-    del torch
 
 
 def topology() -> None:
