@@ -15,6 +15,7 @@ its setup, left out of the summary's CPU cost). Variants, each a change inside t
             sleeping (bench sets PASSIVE unless the variable is set)
   pin       the producer thread, and so the OpenMP team its gather starts, pinned to the budget's
             last GATHER_THREADS cores
+  pinfirst  the same, pinned to the budget's first GATHER_THREADS cores (those a 4-core budget has)
   gN        the committed gather with N intra-op threads instead of GATHER_THREADS
 
     PYTHONPATH=. python results/2026-11-26-h100-prefetch-cores/probe.py --cells 16:base,4:base --processes 5
@@ -70,7 +71,8 @@ def numpy_gather(count: int):
     return gather
 
 
-def one(cpus: int, variant: str, seconds: float, samples: int, gather_threads: int, device: str) -> None:
+def one(cpus: int, variant: str, seconds: float, samples: int, gather_threads: int, device: str,
+        busy: tuple[float, ...]) -> None:
     if variant == "active":
         os.environ["OMP_WAIT_POLICY"] = "ACTIVE"
     from bench import harness, machine   # first: bench sets OMP_WAIT_POLICY before torch loads OpenMP
@@ -80,18 +82,19 @@ def one(cpus: int, variant: str, seconds: float, samples: int, gather_threads: i
         prefetch.PrefetchPipeline._gather = numpy_gather(gather_threads)
     if variant.startswith("g") and variant[1:].isdigit():
         prefetch.GATHER_THREADS = int(variant[1:])
-    if variant == "pin":
-        bound = prefetch.bound_gather_threads
+    if variant in ("pin", "pinfirst"):
+        bound, count = prefetch.bound_gather_threads, prefetch.GATHER_THREADS
 
         def pinned(pool):
             bound(pool)
-            pool.submit(os.sched_setaffinity, 0, sorted(os.sched_getaffinity(0))[-prefetch.GATHER_THREADS:]).result()
+            cores = sorted(os.sched_getaffinity(0))
+            pool.submit(os.sched_setaffinity, 0, cores[-count:] if variant == "pin" else cores[:count]).result()
         prefetch.bound_gather_threads = pinned
     if variant == "spin":
         machine.blocking_waits = lambda device: False
     config = PipelineConfig(image_size=224, batch_size=256, max_samples=samples, device=device, dtype="bfloat16")
     spec = harness.RunSpec("prefetch", "loader", "none", config, warmup=3, repeats=2, min_seconds=seconds,
-                           busy_ms=(0.0,) if variant == "bare" else (0.0, 8.0, 32.0), cpus=cpus)
+                           busy_ms=(0.0,) if variant == "bare" else busy, cpus=cpus)
     before = threads()
     for count, (facts, window) in enumerate(harness.run(spec)):
         after = threads()
@@ -114,6 +117,11 @@ def topology() -> None:
         if siblings.exists():
             print(f"{cpu.name} siblings={siblings.read_text().strip()}")
     print("numa nodes:", " ".join(p.name for p in Path("/sys/devices/system/node").glob("node[0-9]*")), flush=True)
+    for line in Path("/proc/interrupts").read_text().splitlines():   # where the GPU's interrupts land
+        if "nvidia" in line:
+            irq = line.split(":")[0].strip()
+            spread = Path(f"/proc/irq/{irq}/effective_affinity_list")
+            print(f"irq {irq} effective cores {spread.read_text().strip() if spread.exists() else '?'}: {line.strip()[:200]}")
 
 
 def summary(lines: list[str]) -> None:
@@ -135,11 +143,13 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=10_000)
     p.add_argument("--gather-threads", type=int, default=4)
     p.add_argument("--device", default="cuda")
+    p.add_argument("--busy", default="0,8,32", help="busy levels, ms")
     p.add_argument("--one", help="internal: cpus:variant of this process")
     a = p.parse_args()
     if a.one:
         cpus, variant = a.one.split(":")
-        one(int(cpus), variant, a.seconds, a.samples, a.gather_threads, a.device)
+        one(int(cpus), variant, a.seconds, a.samples, a.gather_threads, a.device,
+            tuple(float(b) for b in a.busy.split(",")))
         return
     topology()
     lines = []
@@ -147,7 +157,7 @@ def main() -> None:
         for cell in a.cells.split(","):
             run = subprocess.run([sys.executable, __file__, "--one", cell, "--seconds", str(a.seconds),
                                   "--samples", str(a.samples), "--gather-threads", str(a.gather_threads),
-                                  "--device", a.device],
+                                  "--device", a.device, "--busy", a.busy],
                                  capture_output=True, text=True, check=False)
             print(run.stdout, end="", flush=True)
             if run.returncode:
