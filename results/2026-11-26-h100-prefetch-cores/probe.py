@@ -11,6 +11,8 @@ its setup, left out of the summary's CPU cost). Variants, each a change inside t
   numpy     the gather split over `--gather-threads` Python threads, each `np.take` of a share of the
             rows (numpy releases the GIL; no OpenMP at all)
   spin      CUDA's default waits (spin) instead of the harness's blocking waits
+  default   OpenMP's own default wait (spin a while, then sleep): torch loaded before bench sets
+            OMP_WAIT_POLICY, so the setting comes too late
   active    OpenMP's threads spin between parallel regions (OMP_WAIT_POLICY=ACTIVE) instead of
             sleeping (bench sets PASSIVE unless the variable is set)
   pin       the producer thread, and so the OpenMP team its gather starts, pinned to the budget's
@@ -75,6 +77,8 @@ def one(cpus: int, variant: str, seconds: float, samples: int, gather_threads: i
         busy: tuple[float, ...]) -> None:
     if variant == "active":
         os.environ["OMP_WAIT_POLICY"] = "ACTIVE"
+    if variant == "default":
+        import torch   # noqa: F401  OpenMP reads OMP_WAIT_POLICY when torch loads it, before bench sets it
     from bench import harness, machine   # first: bench sets OMP_WAIT_POLICY before torch loads OpenMP
     from pipelines import prefetch
     from pipelines.config import PipelineConfig
