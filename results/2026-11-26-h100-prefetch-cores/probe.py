@@ -109,7 +109,7 @@ def one(cpus: int, variant: str, seconds: float, samples: int, gather_threads: i
                                       "img_per_s": round(window.images / window.seconds),
                                       "seconds": round(window.seconds, 3), "cpu_s": round(sum(u[0] for u in used), 2),
                                       "blocking_waits": facts["blocking_waits"],
-                                      "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "first": count == 0, "threads": busiest}),
+                                      "omp_wait_policy": "default" if variant == "default" else os.environ.get("OMP_WAIT_POLICY"), "first": count == 0, "threads": busiest}),
               flush=True)
 
 
