@@ -18,11 +18,14 @@ its setup, left out of the summary's CPU cost). Variants, each a change inside t
   pin       the producer thread, and so the OpenMP team its gather starts, pinned to the budget's
             last GATHER_THREADS cores
   pinfirst  the same, pinned to the budget's first GATHER_THREADS cores (those a 4-core budget has)
+  pinspin   pinfirst with OpenMP's default wait (as `default`)
   gN        the committed gather with N intra-op threads instead of GATHER_THREADS
 
     PYTHONPATH=. python results/2026-11-26-h100-prefetch-cores/probe.py --cells 16:base,4:base --processes 5
 
-At the end: per configuration the median [min-max] img/s of every window at each busy level and n.
+    python results/2026-11-26-h100-prefetch-cores/probe.py --summarize probe-4.txt
+
+At the end (or from a saved output): per configuration the median [min-max] img/s of every window at each busy level and n.
 The machine's CPU topology is printed first.
 """
 from __future__ import annotations
@@ -77,7 +80,7 @@ def one(cpus: int, variant: str, seconds: float, samples: int, gather_threads: i
         busy: tuple[float, ...]) -> None:
     if variant == "active":
         os.environ["OMP_WAIT_POLICY"] = "ACTIVE"
-    if variant == "default":
+    if variant in ("default", "pinspin"):
         import torch   # noqa: F401  OpenMP reads OMP_WAIT_POLICY when torch loads it, before bench sets it
     from bench import harness, machine   # first: bench sets OMP_WAIT_POLICY before torch loads OpenMP
     from pipelines import prefetch
@@ -86,7 +89,7 @@ def one(cpus: int, variant: str, seconds: float, samples: int, gather_threads: i
         prefetch.PrefetchPipeline._gather = numpy_gather(gather_threads)
     if variant.startswith("g") and variant[1:].isdigit():
         prefetch.GATHER_THREADS = int(variant[1:])
-    if variant in ("pin", "pinfirst"):
+    if variant in ("pin", "pinfirst", "pinspin"):
         bound, count = prefetch.bound_gather_threads, prefetch.GATHER_THREADS
 
         def pinned(pool):
@@ -109,7 +112,7 @@ def one(cpus: int, variant: str, seconds: float, samples: int, gather_threads: i
                                       "img_per_s": round(window.images / window.seconds),
                                       "seconds": round(window.seconds, 3), "cpu_s": round(sum(u[0] for u in used), 2),
                                       "blocking_waits": facts["blocking_waits"],
-                                      "omp_wait_policy": "default" if variant == "default" else os.environ.get("OMP_WAIT_POLICY"), "first": count == 0, "threads": busiest}),
+                                      "omp_wait_policy": "default" if variant in ("default", "pinspin") else os.environ.get("OMP_WAIT_POLICY"), "first": count == 0, "threads": busiest}),
               flush=True)
 
 
@@ -148,8 +151,12 @@ def main() -> None:
     p.add_argument("--gather-threads", type=int, default=4)
     p.add_argument("--device", default="cuda")
     p.add_argument("--busy", default="0,8,32", help="busy levels, ms")
+    p.add_argument("--summarize", type=Path, help="print the summary of a saved output and stop")
     p.add_argument("--one", help="internal: cpus:variant of this process")
     a = p.parse_args()
+    if a.summarize:
+        summary(a.summarize.read_text().splitlines())
+        return
     if a.one:
         cpus, variant = a.one.split(":")
         one(int(cpus), variant, a.seconds, a.samples, a.gather_threads, a.device,
