@@ -44,7 +44,7 @@ from pipelines.config import (DALI_DECODERS, DALI_READERS, DTYPES, ENCODINGS, IM
 # Light imports only: DataLoader workers and configuration processes import this module again
 # (multiprocessing's start-up runs the main script); claims, report and stability are imported
 # where they are used.
-from . import distributed, harness, plan, results, runner
+from . import distributed, harness, interrupts, plan, results, runner
 
 MAX_PROCESSES = 1000   # --processes: far above any real use (a typo is one line, not minutes of planning)
 MAX_BUSY_MS = 1000.0   # --busy-ms: a second of GPU work per batch is already no training step
@@ -427,7 +427,7 @@ def run_grid(grids: list, argv: list[str]) -> int:
     outcome = runner.Outcome()
     started = time.monotonic()
     try:
-        with runner.folder_lock(out) if lead else contextlib.nullcontext(), runner.signals_as_interrupts():
+        with runner.folder_lock(out) if lead else contextlib.nullcontext(), interrupts.signals_as_interrupts():
             _run_specs(args, argv, specs, device, world, lead, out, outcome)
     except results.WriteFailed as e:   # the disk is full: what resumes the run
         raise _fail(args.command, e, f"{e}; `{resume_command(argv, out)}` resumes") from None
@@ -437,9 +437,9 @@ def run_grid(grids: list, argv: list[str]) -> int:
                     + ": name a folder this user can write") from None
     except ValueError as e:   # the folder is locked, its results.csv is not pipebench's
         raise _fail(args.command, e) from None
-    except (runner.Interrupted, KeyboardInterrupt) as e:
+    except (interrupts.Interrupted, KeyboardInterrupt) as e:
         if isinstance(e, KeyboardInterrupt):
-            e = runner.Interrupted(signal.SIGINT)
+            e = interrupts.Interrupted(signal.SIGINT)
         print(f"pipebench {args.command}: stopped by {e} after {time.monotonic() - started:.0f} s; "
               + interrupted_text(outcome, out, resume_command(argv, out)), file=sys.stderr)
         return e.exit_code
@@ -610,7 +610,7 @@ def run_stability(args, argv: list[str]) -> int:
     rows, stop, name = [], None, ""
     try:
         with tqdm(total=len(names) * args.epochs, unit="epoch", desc="stability") as bar, \
-                runner.signals_as_interrupts():
+                interrupts.signals_as_interrupts():
             for name in names:
                 bar.set_description(name)
                 for row in stability.measure(name, pipelines.resolve_config(name, config), args.epochs):
@@ -618,8 +618,8 @@ def run_stability(args, argv: list[str]) -> int:
                     bar.update(1)
     except OSError as e:   # a missing data root, a folder that cannot be written
         raise _fail("stability", e) from None
-    except (runner.Interrupted, KeyboardInterrupt) as e:   # the epochs measured are written below
-        stop = e if isinstance(e, runner.Interrupted) else runner.Interrupted(signal.SIGINT)
+    except (interrupts.Interrupted, KeyboardInterrupt) as e:   # the epochs measured are written below
+        stop = e if isinstance(e, interrupts.Interrupted) else interrupts.Interrupted(signal.SIGINT)
     if stop is not None:
         rest = names[names.index(name) + 1:] if name else names
         ended = (f"stopped by {stop} after {sum(row['pipeline'] == name for row in rows)} of {args.epochs} epochs "

@@ -93,7 +93,7 @@ from pipelines.base import normalize, shard_size
 from pipelines.sources import open_split
 from pipelines.config import CHANNELS, PipelineConfig
 
-from . import distributed, machine
+from . import distributed, interrupts, machine
 from .busy import FIT_STEPS, BusyStep, rejection
 from .models import build_model
 
@@ -377,7 +377,9 @@ def compile_in_process(module: Callable) -> Callable:
 class endless:
     """The pipeline's batches (or what `one_epoch()` yields) epoch after epoch, calling
     `set_epoch` before each; `epoch` is the epoch of the last batch handed out, so a timer can
-    tell the steps that restarted an epoch (a new iterator: workers, shuffle, first batch)."""
+    tell the steps that restarted an epoch (a new iterator: workers, shuffle, first batch). Each
+    epoch's iterator starts, up to its first batch, with Ctrl-C held back (`interrupts.deferred`):
+    a stop never leaves one half built."""
 
     def __init__(self, pipeline: pipelines.Pipeline, one_epoch: Callable[[], Iterator] | None = None):
         self.pipeline, self.one_epoch = pipeline, one_epoch or pipeline.__iter__
@@ -388,12 +390,15 @@ class endless:
 
     def __next__(self):
         while True:
-            if self.current is None:
-                self.epoch += 1
-                self.pipeline.set_epoch(self.epoch)
-                self.current, self.count = iter(self.one_epoch()), 0
             try:
-                batch = next(self.current)
+                if self.current is None:
+                    with interrupts.deferred():
+                        self.epoch += 1
+                        self.pipeline.set_epoch(self.epoch)
+                        self.current, self.count = iter(self.one_epoch()), 0
+                        batch = next(self.current)
+                else:
+                    batch = next(self.current)
             except StopIteration:
                 if self.count == 0:
                     raise ValueError("the pipeline yields no batch: batch_size is larger than the samples "

@@ -58,14 +58,6 @@ POLL_S = 0.05
 PARENT_POLL_S = 0.5   # how often a child checks that the pipebench process is still there
 
 
-class Interrupted(BaseException):
-    """The run was stopped by a signal (SIGINT: exit code 130, SIGTERM: 143)."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.exit_code = 128 + signum
-
-
 @dataclass
 class Outcome:
     configurations: int = 0
@@ -130,19 +122,6 @@ def folder_lock(out: Path):
             yield
         finally:
             path.unlink(missing_ok=True)   # still held: a process that opened it meanwhile sees it gone
-
-
-@contextlib.contextmanager
-def signals_as_interrupts():
-    """SIGTERM (and SIGINT) raise Interrupted in the main thread for the duration of the block."""
-    def handler(signum, frame):
-        raise Interrupted(signum)
-    saved = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in saved.items():
-            signal.signal(s, h)
 
 
 # Children leave by os._exit (module docstring), so the named semaphores of their DataLoader queues

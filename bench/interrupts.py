@@ -1,0 +1,57 @@
+"""Ctrl-C and SIGTERM as an exception in the main thread, held back while an iterator starts.
+
+`signals_as_interrupts()` makes SIGINT and SIGTERM raise `Interrupted` (a BaseException, so no
+`except Exception` on the way turns a stop into an error). Raised in the middle of a DataLoader
+iterator's construction, it left workers and queues half built, whose clean-up then printed a
+FileNotFoundError traceback (a semaphore already unlinked) after the stop message. So the harness
+starts every pipeline iterator inside `deferred()`: a signal that arrives there is raised when the
+block ends, once the iterator is whole and can be shut down; a second signal meanwhile is raised at
+once, so a pipeline stuck in its start still stops on a second Ctrl-C. Without the handler
+installed, `deferred()` changes nothing.
+"""
+from __future__ import annotations
+
+import contextlib
+import signal
+
+
+class Interrupted(BaseException):
+    """The run was stopped by a signal (SIGINT: exit code 130, SIGTERM: 143)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.exit_code = 128 + signum
+
+
+_held = {"depth": 0, "signum": None}   # deferred blocks entered; the signal held back, if any
+
+
+def _handler(signum, frame):
+    if _held["depth"] and _held["signum"] is None:
+        _held["signum"] = signum
+        return
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def signals_as_interrupts():
+    """SIGTERM and SIGINT raise Interrupted in the main thread for the duration of the block."""
+    saved = {s: signal.signal(s, _handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def deferred():
+    """A signal arriving in the block is raised as Interrupted when the block ends (module docstring)."""
+    _held["depth"] += 1
+    try:
+        yield
+    finally:
+        _held["depth"] -= 1
+        if not _held["depth"] and _held["signum"] is not None:
+            signum, _held["signum"] = _held["signum"], None
+            raise Interrupted(signum)
