@@ -18,11 +18,12 @@ CALIBRATION_UNITS units with the events inside, replayed for WARM_S first so the
 where sustained work holds them, then timed: the GPU never waits for the host between the two
 events, so a host stall (another thread holding the GIL) cannot count as busy time.
 k = round(t / unit_ms). That is the step on a GPU busy with nothing else; the same work runs longer
-on one that idles between steps (its clocks drop: `dataloader` with 2 cores left an H200 idle most
-of the time and its steps ran up to 19 % long) or shares its memory with a pipeline. So before each
-window the harness runs untimed calls beside the running pipeline and `BusyStep.fit` re-sizes k to
-the label at that operating point; the window then checks that it held. A one-thread sleep kernel (`torch.cuda._sleep`) timed by events around its
-launch, the earlier design, busied one SM of 132, moved no memory and counted host stalls as sleep.
+on one that idles between steps (its clocks drop) or shares its memory with a pipeline
+(results/2026-11-26-h100-instrument/h200-before-fit/). So before each window the harness runs
+untimed calls beside the running pipeline and `BusyStep.fit` re-sizes k to the label at that
+operating point; the window then checks that it held. A one-thread sleep kernel
+(`torch.cuda._sleep`) timed by events around its launch, the earlier design, busied one SM of 132,
+moved no memory and counted host stalls as sleep.
 
 The harness rejects a window whose step ran more than TOLERANCE off its label, or that delivered
 more than the step allows (batch / measured step time): such a window is a row with status

@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 import pipelines
 from pipelines import sources
-from pipelines.base import resolve_device
+from pipelines.contract import resolve_device
 from pipelines.config import (DALI_DECODERS, DALI_READERS, DTYPES, ENCODINGS, IMAGE_SIZE, LAST_BATCH, MAX_IMAGE_SIZE,
                               MAXIMUM, PREFETCH_AUGMENT, SOURCES, WORKER_START_METHODS, PipelineConfig,
                               default_cache_root, default_data_root)

@@ -89,7 +89,8 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 import pipelines
-from pipelines.base import normalize, shard_size
+from pipelines.epochs import shard_size
+from pipelines.kernels import normalize
 from pipelines.sources import open_split
 from pipelines.config import CHANNELS, PipelineConfig
 
@@ -252,8 +253,8 @@ class Trainer:
     batch (exactly, for a model without batch statistics), at about 1/k of its activation memory.
     On CUDA it turns on cuDNN autotuning (`cudnn.benchmark`), as most training scripts do, except
     under DataParallel: its replicas run in new threads every step and cuDNN's autotuning cache is
-    per thread, so every step autotuned again (ResNet-18, 2 x H200, 2026-11-22: 1.3k img/s with
-    benchmark on, 16.5k off; results/2026-11-22-h200-multi-gpu/x2/dp-probe.txt). `loss` holds the last step's loss (a device tensor)."""
+    per thread, so every step autotuned again, many times slower
+    (results/2026-11-22-h200-multi-gpu/x2/dp-probe.txt). `loss` holds the last step's loss (a device tensor)."""
 
     def __init__(self, model: str, device: torch.device, precision: str, channels_last: bool,
                  accumulate: int = 1, parallel: str = "none", step: str = "eager"):
@@ -587,7 +588,7 @@ def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
 
 def _run(spec: RunSpec, cores: list[int]) -> Iterator[tuple[dict, Window]]:
     config = spec.config
-    device = pipelines.base.resolve_device(config.device)
+    device = pipelines.contract.resolve_device(config.device)
     facts: dict[str, object] = {"device": str(device), "cpus": len(cores), "cpu_set": machine.cores_text(cores),
                                 "blocking_waits": machine.blocking_waits(device)}
     monitor = machine.GpuMonitor(device)

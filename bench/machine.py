@@ -5,7 +5,7 @@ the GPU's clocks and link while it runs, and what tells one host from another.
   it starts later: DataLoader workers, DALI's and torch's threads) to `cpus` cores of those it may
   use (`os.sched_getaffinity`), rank `slot` of a torchrun job taking the slot-th disjoint set; torch's
   intra-op threads follow the budget. Restored when the block ends. (DataLoader workers also confine
-  themselves to their loader's cores: `pipelines.base.worker_options`.)
+  themselves to their loader's cores: `pipelines.workers.worker_options`.)
 - `cpu_seconds()`: user + system CPU seconds of this process and all its descendants (workers,
   forkservers), from /proc, so a window's CPU cost is the difference of two readings;
   `thread_cpu_seconds()`: the same of one thread (the training thread's share, told apart).

@@ -137,7 +137,7 @@ def _context():
         sys.warnoptions.append(QUIET_TRACKER)
     # torch imported once there; nothing there may initialize CUDA (importing torch._inductor does),
     # or no child forked from it could use the GPU
-    pipelines.base.start_forkserver(["bench.harness"])
+    pipelines.workers.start_forkserver(["bench.harness"])
     return multiprocessing.get_context("forkserver")
 
 
@@ -341,5 +341,5 @@ def run_in_process(spec: harness.RunSpec, world: distributed.World, on_window=No
         print(f"rank {world.rank}: {spec.pipeline} {spec.mode} {spec.model}: {type(e).__name__}: {e}", file=sys.stderr)
         raise
     finally:   # drop what a failed config still references before the next one
-        harness.release(pipelines.base.resolve_device(spec.config.device))
+        harness.release(pipelines.contract.resolve_device(spec.config.device))
     return rows

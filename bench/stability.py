@@ -57,7 +57,7 @@ def descendants(pid: int) -> list[int]:
 
 def measure(name: str, config: PipelineConfig, epochs: int) -> Iterator[dict]:
     """One row per epoch of `name` loader-only, as each epoch ends: img/s, host and GPU memory."""
-    device = pipelines.base.resolve_device(config.device)
+    device = pipelines.contract.resolve_device(config.device)
     cuda = device.type == "cuda"
     with pipelines.build(name, config) as pipeline:
         touch = harness.Touch(device)

@@ -1,4 +1,4 @@
-"""pipebench pipelines: CIFAR-10 input pipelines behind one contract (see `pipelines.base`).
+"""pipebench pipelines: CIFAR-10 input pipelines behind one contract (see `pipelines.contract`).
 
     import pipelines
     cfg = pipelines.PipelineConfig(batch_size=512, dtype="bfloat16", channels_last=True)
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 
-from .base import Pipeline
+from .contract import Pipeline
 from .config import PipelineConfig
 from .sources import Split
 
@@ -27,9 +27,9 @@ _REGISTRY = {
     "dali": ("pipelines.dali", "DaliPipeline"),
     "dali-raw": ("pipelines.dali", "DaliRawPipeline"),
     "tvjpeg": ("pipelines.tvjpeg", "TorchvisionJpegPipeline"),
-    "torchcodec": ("pipelines.torchcodec_jpeg", "TorchcodecJpegPipeline"),
-    "timm": ("pipelines.timm_prefetch", "TimmPrefetchPipeline"),
-    "spdl": ("pipelines.spdl_pipeline", "SpdlPipeline"),
+    "torchcodec": ("pipelines.torchcodec", "TorchcodecJpegPipeline"),
+    "timm": ("pipelines.timm", "TimmPrefetchPipeline"),
+    "spdl": ("pipelines.spdl", "SpdlPipeline"),
 }
 
 __all__ = ["Pipeline", "PipelineConfig", "available", "build", "names", "resolve_config"]

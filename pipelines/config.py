@@ -82,7 +82,7 @@ class PipelineConfig:
     `pin_memory` and `non_blocking` switch the `dataloader` pipeline for the classic ablation;
     `prefetch` always pins and copies asynchronously, `resident` never copies per step.
     `rank` / `world_size` shard every epoch's sample order (sample k goes to rank k % world_size,
-    every rank the same count: see `base.shard_order` for the cut / padding); augmentation draws
+    every rank the same count: see `epochs.shard_order` for the cut / padding); augmentation draws
     come from per-rank seeds derived from `seed`.
     """
 

@@ -10,19 +10,18 @@ follow `num_workers`, the CPU budget, unless `dali_threads` is set) or, with
 `dali_decoder="cpu"`, `device="cpu"` (libjpeg-turbo on DALI's threads) and the pixels copied to the
 GPU; `dali-raw` copies the pixels -> DALI's PyTorch iterator hands over the uint8 N x S x S x 3 batch
 without a copy -> split into the plan's batches, each cropped and flipped with one gather kernel over
-the zero-padded batch (the epoch's offsets and flips, `base.epoch_draws`, as every pipeline draws
+the zero-padded batch (the epoch's offsets and flips, `epochs.epoch_draws`, as every pipeline draws
 them) and normalized into the
 contract's dtype and memory format with one kernel. Labels live on the device; the epoch's order
 goes there once per epoch, pinned and asynchronous.
 
-Why this structure (H100, 2026-11-23, 16 host cores, batch 512; the probe and its output in
-results/2026-11-23-h100-peers/probe/): DALI's per-sample operators (`slice` with per-sample
-starts, `crop_mirror_normalize` with per-sample flips) cost more than the work they do at 32 px:
-the same graph without them, augmenting in torch, ran raw pixels at 240k img/s against 160k, and
-DALI batches of 2048 reached 400k. Decoding is then what limits `dali`: nvJPEG ("mixed") stops near
-90k img/s at 8 threads and gains nothing from 15, the GPU Huffman decoder
-(`hybrid_huffman_threshold=0`) and the hardware engine are slower; libjpeg-turbo on 15 threads
-reached 114-137k, and leaves the GPU to the training step.
+Why this structure (the probe and its measured output: results/2026-11-23-h100-peers/probe/):
+DALI's per-sample operators (`slice` with per-sample starts, `crop_mirror_normalize` with per-sample
+flips) cost more than the work they do at 32 px, so the graph augments in torch instead, and DALI
+batches several training batches at once to share its fixed cost. Decoding is then what limits
+`dali`: nvJPEG ("mixed") stops gaining threads early, the GPU Huffman decoder
+(`hybrid_huffman_threshold=0`) and the hardware engine are slower, and libjpeg-turbo on many
+threads is faster and leaves the GPU to the training step.
 
 `dali_reader="parallel"` runs the external source in `num_workers` spawned processes (DALI's
 parallel external source). `dali_reader="file"` reads the folder-tree copy with `fn.readers.file`
@@ -56,8 +55,10 @@ except ImportError as e:   # the message every caller (build, sweeps) shows
         "drivers) or pip install -e '.[dali-cu13]' (nvidia-dali-cuda130, CUDA 13)") from e
 
 from . import sources
-from .base import (Pipeline, Stages, crop_normalize, epoch_batches, epoch_draws, warm_crop_normalize,
-                   undecodable_jpeg, undecodable_sample)
+from .contract import Pipeline, Stages
+from .epochs import epoch_batches, epoch_draws
+from .jpeg_errors import undecodable_jpeg, undecodable_sample
+from .kernels import crop_normalize, warm_crop_normalize
 
 
 def _groups(plan: list[np.ndarray], multiple: int) -> list[np.ndarray]:
@@ -268,7 +269,7 @@ class DaliPipeline(Pipeline):
 
     def _undecodable(self) -> ValueError | None:
         """After a DALI error: the error naming the first file that does not decode on the CPU
-        (`base.undecodable_jpeg`, see its limits) among those DALI may have been decoding, or None.
+        (`jpeg_errors.undecodable_jpeg`, see its limits) among those DALI may have been decoding, or None.
         External source: the DALI batches from the one due next to the last that DALI can have
         prefetched (dali_queue_depth ahead, plus one). readers.file: its own order, so every file of
         the tree, which holds the same bytes as the packed copy but can be damaged apart from it."""

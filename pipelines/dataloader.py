@@ -12,12 +12,12 @@ Per-sample CPU work bounds it: PIL and torchvision's per-image Python, in as man
 there are workers.
 
 Determinism: the crop offsets and flips come with each sample's key from the batch sampler
-(`base.EpochKeys`: the epoch's shared draws, the same every pipeline uses), so a worker draws
+(`workers.EpochKeys`: the epoch's shared draws, the same every pipeline uses), so a worker draws
 nothing, touches no random state, and the output does not depend on the number of workers. This
 costs a worker less than drawing from a seeded per-worker generator, as user code does, would.
 
 Workers start with config.worker_start (forkserver by default, safe in a threaded process; see
-`base.worker_options`) and receive the arrays through shared memory.
+`workers.worker_options`) and receive the arrays through shared memory.
 """
 from __future__ import annotations
 
@@ -27,7 +27,9 @@ import torch
 from PIL import Image
 from torchvision.transforms import functional as TF
 
-from .base import EpochKeys, Pipeline, SharedArrays, Stages, undecodable_sample, worker_options
+from .contract import Pipeline, Stages
+from .jpeg_errors import undecodable_sample
+from .workers import EpochKeys, SharedArrays, worker_options
 from .config import MEAN, STD
 
 

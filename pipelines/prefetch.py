@@ -5,7 +5,7 @@ Bytes (`prefetch_augment="device"`, the default): uint8 arrays in host memory ->
 thread, a round of `config.round_batches` batches (8 at 32 px) at a time: gathers their whole
 images (contiguous rows) into a pinned staging slot with `torch.index_select(..., out=slot)`, then,
 on the side stream, launches the `non_blocking` host-to-device copy of the slot, crop + flip +
-normalize of every image as one compiled kernel (`base.crop_normalize`, shared with `resident`;
+normalize of every image as one compiled kernel (`kernels.crop_normalize`, shared with `resident`;
 the epoch's draws uploaded once per epoch) and the labels' gather, and records an event -> the
 consumer's stream waits on that event, and the consumer takes the batches as views. The host does
 nothing per image but copy its bytes; every launch is the producer's, off the training thread; a
@@ -16,24 +16,24 @@ first round, so the epoch restart neither plans nor gathers; another epoch is pl
 
 The gather uses at most GATHER_THREADS (4) of torch's intra-op threads, however many cores there
 are: copying rows is memory-bound, and more OpenMP threads, which wait for the slowest at the end of
-every gather, only meet the producer and training threads on the same cores. At 224 px with 16
-cores, 16 threads made `prefetch` about four times slower than 4 threads, and more cores slower
-than fewer (results/2026-11-25-h100-instrument/, its probe).
+every gather, only meet the producer and training threads on the same cores: with one thread per
+core, more cores made `prefetch` slower at 224 px (results/2026-11-25-h100-instrument/, its probe;
+what still sets the gather's rate: results/2026-11-26-h100-prefetch-cores/).
 
 `prefetch_augment="host"`: the older design, kept to show what moving the crop to the GPU buys:
 `num_workers` producer threads crop and flip on the host (numpy fancy indexing over strided window
 views of the zero-padded set, plain and mirrored; numpy releases the GIL) straight into the pinned
 slot, one batch per slot; the GPU only normalizes. Both variants crop and flip every sample alike
-(`base.epoch_draws`), so they yield the same batches. The apex `data_prefetcher` / timm
+(`epochs.epoch_draws`), so they yield the same batches. The apex `data_prefetcher` / timm
 `PrefetchLoader` design, with FFCV's preallocated pinned buffers instead of per-batch pinning.
 
 Measured rates: the results folders (results/README.md lists them), never here.
 
-Labels live on the device and the epoch's order goes there once per epoch (`base.Uploader`): no
+Labels live on the device and the epoch's order goes there once per epoch (`epochs.Uploader`): no
 per-step label copy.
 
 Stream safety: the stream, the events and the pinned slots are created once in `__init__`. One
-iterator at a time owns the slots (`base.Pipeline`): a newer iterator, or `stages()`, ends the
+iterator at a time owns the slots (`contract.Pipeline`): a newer iterator, or `stages()`, ends the
 previous one, whose batches in production are cancelled or awaited first. A
 slot is refilled only after the event recorded right after its copy has completed; outputs are
 allocated on the side stream and `record_stream`-ed to the consumer's stream, so the caching
@@ -50,8 +50,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .base import (EpochPlan, Pipeline, Stages, crop_normalize, crop_windows, normalize, planned_ahead,
-                   warm_crop_normalize)
+from .contract import Pipeline, Stages
+from .epochs import EpochPlan, planned_ahead
+from .kernels import crop_normalize, crop_windows, normalize, warm_crop_normalize
 from .config import CHANNELS
 
 

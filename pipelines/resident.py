@@ -2,11 +2,11 @@
 
 Bytes: uint8 arrays in host memory -> copied to the device once at construction (timed,
 reported as `info["upload_s"]`, not part of any epoch) -> per epoch: the shuffled order and the
-crop offsets and flips (`base.epoch_draws`; drawn on a planner thread while the epoch before runs,
+crop offsets and flips (`epochs.epoch_draws`; drawn on a planner thread while the epoch before runs,
 for the epoch after it, so the restart does not draw them) copied there from reused pinned buffers,
-with no host synchronization and no allocation (`base.Uploader`) -> per round of `config.round_batches`
+with no host synchronization and no allocation (`epochs.Uploader`) -> per round of `config.round_batches`
 batches (8 at 32 px), on a side CUDA stream: crop + flip + normalize of every image of the round
-as one compiled kernel reading the resident images by the epoch's order (`base.crop_normalize`,
+as one compiled kernel reading the resident images by the epoch's order (`kernels.crop_normalize`,
 shared with `prefetch`), the labels' gather, an event. Rounds are launched `prefetch_depth`
 batches or more ahead of the batch the consumer takes, so the consumer's stream waits on an
 event recorded long before and the round's kernel overlaps the training step instead of sitting
@@ -32,7 +32,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from .base import EpochPlan, Pipeline, Stages, crop_normalize, planned_ahead, warm_crop_normalize
+from .contract import Pipeline, Stages
+from .epochs import EpochPlan, planned_ahead
+from .kernels import crop_normalize, warm_crop_normalize
 
 
 class ResidentPipeline(Pipeline):

@@ -4,7 +4,7 @@ Bytes: the packed JPEG copy in host memory, wrapped once as one uint8 tensor per
 -> per batch, `decode_jpeg(list, device="cuda")` (nvJPEG batched decode; the file bytes cross the
 bus inside it) -> stack -> the shared GPU crop/flip gather on the zero-padded batch -> normalize.
 Labels live on the device; the epoch's order and crop grid are copied there once per epoch through
-reused pinned buffers (`base.Uploader`): no blocking copy, not even per epoch.
+reused pinned buffers (`epochs.Uploader`): no blocking copy, not even per epoch.
 Without a GPU the same calls decode on the CPU.
 
 Measured loader ceilings (32 and 224 px) and what they feed: the reference run,
@@ -15,7 +15,9 @@ from __future__ import annotations
 import torch
 from torchvision.io import ImageReadMode, decode_jpeg
 
-from .base import Pipeline, Stages, crop_normalize, undecodable_jpeg, undecodable_sample, warm_crop_normalize
+from .contract import Pipeline, Stages
+from .jpeg_errors import undecodable_jpeg, undecodable_sample
+from .kernels import crop_normalize, warm_crop_normalize
 
 
 class TorchvisionJpegPipeline(Pipeline):

@@ -12,7 +12,7 @@ import torch
 
 import pipelines
 from bench import cli, harness, machine, results
-from pipelines.base import Pipeline
+from pipelines.contract import Pipeline
 from pipelines.config import PipelineConfig
 
 

@@ -24,7 +24,7 @@ import torch
 from PIL import Image
 
 import pipelines
-from pipelines import base, sources
+from pipelines import contract, kernels, sources
 from pipelines.config import MEAN, PAD, STD, PipelineConfig
 
 from conftest import COL0, COL_STEP, DIGIT, LEVEL, indexed_images
@@ -389,11 +389,11 @@ def test_crop_normalize_is_the_padded_crop_mirrored_then_normalized(device, dtyp
     against the definition: pad with zeros, crop at (dy, dx), mirror, normalize; the extreme
     offsets included, in the layout the config asks for; the samples' draws taken from the
     epoch's at their position. On CUDA the compiled kernel is the one that runs."""
-    from pipelines.base import crop_normalize, warm_crop_normalize
+    from pipelines.kernels import crop_normalize, warm_crop_normalize
     config = PipelineConfig(device=device, dtype=dtype, channels_last=channels_last)
     warm_crop_normalize(torch.device(device), config)
     if device == "cuda":
-        assert base._COMPILED["cuda"] is not base._crop_normalize, "crop_normalize fell back to op by op"
+        assert kernels._COMPILED["cuda"] is not kernels._crop_normalize, "crop_normalize fell back to op by op"
     g = torch.Generator().manual_seed(3)
     images = torch.randint(0, 256, (20, 32, 32, 3), dtype=torch.uint8, generator=g)
     for n in (7, 12):   # two batch sizes: one compiled kernel serves both
@@ -418,10 +418,10 @@ def test_crop_normalize_is_the_padded_crop_mirrored_then_normalized(device, dtyp
 def test_compiling_the_kernel_starts_no_compile_worker_process():
     """A pipeline's constructor compiles `crop_normalize` in its own process: inductor's compile
     workers would take the loader's cores while they start (a fresh process: none started yet)."""
-    script = ("import os, torch; from bench import machine; from pipelines import base\n"
+    script = ("import os, torch; from bench import machine; from pipelines import kernels\n"
               "from pipelines.config import PipelineConfig\n"
-              "base.warm_crop_normalize(torch.device('cuda'), PipelineConfig(device='cuda'))\n"
-              "assert base._COMPILED['cuda'] is not base._crop_normalize, 'fell back to op by op'\n"
+              "kernels.warm_crop_normalize(torch.device('cuda'), PipelineConfig(device='cuda'))\n"
+              "assert kernels._COMPILED['cuda'] is not kernels._crop_normalize, 'fell back to op by op'\n"
               "print(len(machine.descendants(os.getpid())))")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHINDUCTOR_COMPILE_THREADS")}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600,
@@ -504,8 +504,8 @@ def test_the_next_epoch_is_planned_during_this_one_and_yields_the_same_batches(v
     epochs in sequence, an epoch skipped, and an epoch after `stages()` still yield exactly what a
     fresh pipeline yields for that epoch."""
     planned = []
-    plan = base.epoch_batches   # every pipeline plans its epochs through Pipeline.batches
-    monkeypatch.setattr(base, "epoch_batches", lambda n, config, e: (planned.append(e), plan(n, config, e))[1])
+    plan = contract.epoch_batches   # every pipeline plans its epochs through Pipeline.batches
+    monkeypatch.setattr(contract, "epoch_batches", lambda n, config, e: (planned.append(e), plan(n, config, e))[1])
     with make(variant, indexed_root, max_samples=300) as p:
         seen = [epoch(p, 0)]
         p.upcoming.result()   # made while the epoch's last batches are consumed

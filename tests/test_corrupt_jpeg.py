@@ -7,7 +7,7 @@ Corruptions: a file cut short inside its entropy-coded data (DALI CPU: "Failed t
 (DALI: "nvImageCodec failure: '#4'", the message of the issue), and a frame header whose height
 was changed (it decodes, to another size: DALI's "Assert on IsDenseTensor() failed"). Garbage written over the
 entropy-coded data is not tested: libjpeg-turbo, DALI's CPU decoder and nvJPEG mostly decode it to
-wrong pixels with a warning only, so there is no error to name (see `base.undecodable_jpeg`).
+wrong pixels with a warning only, so there is no error to name (see `jpeg_errors.undecodable_jpeg`).
 """
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ import pytest
 
 from bench import harness, results
 from pipelines import sources
-from pipelines.base import epoch_batches, undecodable_jpeg
+from pipelines.epochs import epoch_batches
+from pipelines.jpeg_errors import undecodable_jpeg
 from pipelines.config import PipelineConfig
 
 from conftest import indexed_images

@@ -18,7 +18,7 @@ import torch.multiprocessing as mp
 
 import pipelines
 from bench import cli
-from pipelines.base import batch_count, epoch_batches, shard_order
+from pipelines.epochs import batch_count, epoch_batches, shard_order
 from pipelines.config import PipelineConfig
 
 from test_contract import VARIANTS, decode_index, to_pixels

@@ -102,7 +102,7 @@ def test_ctrl_c_while_the_forkserver_imports_torch_prints_no_traceback(tmp_path,
     server = multiprocessing.forkserver._forkserver
     server._stop()
     try:
-        pipelines.base.start_forkserver(["slow_preload"])
+        pipelines.workers.start_forkserver(["slow_preload"])
         time.sleep(1)
         os.kill(server._forkserver_pid, signal.SIGINT)   # mid-import
         child = multiprocessing.get_context("forkserver").Process(target=time.sleep, args=(0,))

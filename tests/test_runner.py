@@ -22,7 +22,7 @@ import torch
 
 import pipelines
 from bench import cli, harness, report, results, runner, stability
-from pipelines.base import Pipeline
+from pipelines.contract import Pipeline
 from pipelines.config import PipelineConfig
 from pipelines.dataloader import _Samples
 from pipelines.sources import JpegSet
@@ -388,7 +388,7 @@ def test_dataloader_workers_start_outside_the_threaded_process_by_default(synthe
 
 
 def test_shared_arrays_travel_as_shared_memory_copied_once():
-    from pipelines.base import SharedArrays
+    from pipelines.workers import SharedArrays
 
     class Holder(SharedArrays):
         def __init__(self):

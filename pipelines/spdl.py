@@ -26,7 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from .base import Pipeline, Stages, crop_windows, normalize
+from .contract import Pipeline, Stages
+from .kernels import crop_windows, normalize
 
 try:
     import spdl.io

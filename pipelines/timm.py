@@ -2,13 +2,13 @@
 
 Bytes: uint8 arrays in host memory -> DataLoader workers (config.num_workers, persistent) crop the
 zero-padded image and flip it per sample in numpy (the offsets and flips come with the sample keys:
-the epoch's shared draws, `base.EpochKeys`) and return C x H x W uint8 ->
+the epoch's shared draws, `workers.EpochKeys`) and return C x H x W uint8 ->
 `timm.data.fast_collate` stacks them into a uint8 batch (no ToTensor: the float conversion happens
 on the GPU) -> the DataLoader's pin-memory thread -> `timm.data.PrefetchLoader` copies the next batch
 `non_blocking` on its side stream and normalizes it there in the contract's dtype, one batch ahead.
 Its output is N x C x H x W contiguous: for `channels_last` one more copy on the consumer's stream
 converts it, counted as part of this pipeline's cost. Workers start with config.worker_start (see
-`base.worker_options`).
+`workers.worker_options`).
 
 Measured loader ceilings per CPU budget and what they feed: the reference run,
 results/2026-11-24-h100-reference/REPORT.md.
@@ -20,7 +20,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .base import EpochKeys, Pipeline, SharedArrays, Stages, rank_seeds, worker_options
+from .contract import Pipeline, Stages
+from .epochs import rank_seeds
+from .workers import EpochKeys, SharedArrays, worker_options
 from .config import MEAN, STD
 
 try:
