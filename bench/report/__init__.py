@@ -1,0 +1,25 @@
+"""Turn result CSVs into REPORT.md, SUMMARY.md and plots, reproducibly (same CSVs -> same bytes); every
+file it writes (the README's block too) is replaced whole (`results.replace_file`): a full disk or
+Ctrl-C leaves the previous one as it was.
+
+What a report never does: pool runs. A run is one results file, one commit and one machine (its
+boot id; the host name for rows that have none). Each run gets its own sections, and the summary
+(and the README block made from it) comes from exactly one run.
+
+One module per concern: `analysis` (rows to numbers and verdicts; its RULES say how, in every
+REPORT.md), `formatting` (numbers as text), `answers` (one line per situation), `plots`,
+`sections` (REPORT.md's per-run sections), `summary` (SUMMARY.md and the README block's text),
+`readme` (finding and replacing that block) and `files` (writing REPORT.md, SUMMARY.md and
+ANSWER.md). What the command line and the tests use is imported here.
+"""
+from .analysis import (TOO_FEW, cells, ceilings, label_variants, levels, load, runs, situations, ties, verdict,
+                       view_of)
+from .answers import answers
+from .files import write, write_answers
+from .formatting import pct, plural, rate
+from .readme import README_END, README_START
+from .summary import speeds
+
+__all__ = ["README_END", "README_START", "TOO_FEW", "answers", "cells", "ceilings", "label_variants", "levels", "load",
+           "pct", "plural", "rate", "runs", "situations", "speeds", "ties", "verdict", "view_of", "write",
+           "write_answers"]

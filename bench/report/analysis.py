@@ -1,0 +1,381 @@
+"""Numbers and verdicts from result rows: reading them (`load`, `runs`, `label_variants`), cells
+(`cells`), loader ceilings (`ceilings`), verdicts (`verdict`, `situations`) and scaling over GPUs
+(`scaling`). RULES states how, as every REPORT.md does.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+
+from .. import results
+from ..plan import MIN_PROCESSES, READS, SPECIFIC
+from .formatting import code, pct, plural, rate
+
+RULES = """\
+How numbers are read (`cells`): a configuration ran in one or more independent processes, each
+timing one or more windows. A rate is the median over all windows, shown with the range of the
+per-process medians, "median [lowest process - highest process] n=windows/processes"; with a
+single process the range is its windows' min-max. Windows whose rate drifted by more than DRIFT
+within one process are listed.
+
+Verdicts (`verdict`), per pipeline, model, step kind, loss reads, image size and CPU budget, on
+medians, each from at least MIN_PROCESSES processes per cell and windows no shorter than the run's
+minimum (else "too few measurements"):
+  - inconclusive (e2e above model-only): e2e's whole range lies above model-only's: the two timings
+    disagree, and nothing is called fed;
+  - fed: e2e is at least FED of model-only;
+  - inconclusive: below that, but the e2e and model-only process ranges overlap, or e2e is above
+    what the pipeline delivered loader-only at the model's step time (`loader_at`; then the loader
+    rows cannot name the cause);
+  - input-bound: not fed, the pipeline fell behind loader-only at the model's step time, and e2e is
+    within what it delivered there (its range between processes, less AT below);
+  - slower than both: not fed and e2e below that (the pipeline's work slows the step, or loader-only
+    kept up there);
+  - not fed, cause not measured: no loader rows at the model's step time.
+A pipeline's headspace curve is its delivered rate against the busy step's measured time t per
+batch (loader mode, `busy_ms`); the step alone allows batch / t. What it delivers at a model's step
+time is read from the curve between the two levels around it (log-linear in t; below the fastest
+level, linear from the idle-GPU rate). Its loader ceiling (`ceilings`) is the rate at which it stops
+keeping up: where its share of batch / t crosses FED between the slowest level at which it fell
+behind and the next (interpolated, so a point more or less at one level moves it a little, never
+past another level); "≥" the rate at the fastest level where it kept up at every level; where it
+fell behind at the slowest, its rate there. Rows with no busy level (a CPU run) read the idle rate.
+Two pipelines tie when their medians differ by less than the larger of their between-process
+ranges."""
+
+FED = 0.95    # e2e / model-only at or above this: the model is kept fed
+AT = 0.95     # e2e at least this share of what loader-only delivered (its range's low end): e2e is at it
+DRIFT = 0.05  # a process whose windows moved more than this (last vs first) is listed
+TOO_FEW = "too few measurements"
+ABOVE = "inconclusive (e2e above model-only)"
+KEY = ["mode", "stage", "payload", "pipeline", "model", "step", "sync_every", "image_size", "batch_size", "dtype", "cpus",
+       "busy_ms"]
+SETTING = ["image_size", "batch_size", "dtype"]
+STEP_ORDER = ["eager", "graph", "compile"]
+# Options whose values make two rows of one pipeline different variants (named in its label): the
+# first always when they vary in a run, the second only when they vary at one CPU budget and size
+# (with --cpus, workers and DALI threads follow the budget).
+VARIANT_ALWAYS = ["encoding", "augment", "channels_last", "pin_memory", "non_blocking", "prefetch_augment",
+                  "worker_start", "dali_reader", "dali_decoder", "dali_hw_decoder_load"]
+VARIANT_WITHIN = ["num_workers", "dali_threads", "prefetch_depth", "dali_queue_depth", "dali_batch_multiple"]
+NUMERIC = {"process": 0, "busy_ms": 0.0, "busy_step_ms": math.nan, "sync_every": 0, "min_window_s": 0.0,
+           "pipeline_cpu_s_per_kimg": math.nan, "train_cpu_s": math.nan, "cpus": math.nan, "steady_img_per_s": math.nan, "cpu_s_per_kimg": math.nan,
+           "test_accuracy": math.nan, "compile_s": math.nan, "restart_ms": math.nan, "image_size": 32, "world_size": 1,
+           "rank": 0, "gpus": math.nan, "peak_gpu_mem_mb_others": math.nan, "world_img_per_s": math.nan,
+           "batch_bytes": math.nan, "sm_mhz": math.nan, "wait_frac": math.nan, "train_epochs": math.nan, "seed": 0}
+TEXT = {"stage": "", "step": "", "payload": "", "copy": "", "device": "", "parallel": "none", "git_commit": "", "boot_id": "",
+        "hostname": "", "run_id": "", "error": "", "gpu": "", "cpu_model": "", "peers": "", "dali": ""}
+
+
+def load(paths: list[str | Path]) -> pd.DataFrame:
+    """Result CSVs (a torn last line left out), with `results_file` and defaults for the columns an
+    older version did not write; one-line ValueError for a file that is not pipebench's."""
+    frames, names = [], {}
+    for p in dict.fromkeys(Path(p).resolve() for p in paths):   # the same file given twice: read once
+        frame = results.read_rows(p, keep_default_na=False, na_values=[""], dtype={c: str for c in TEXT})
+        missing = {"pipeline", "mode", "status", "img_per_s"} - set(frame.columns)
+        if frame.empty or missing:
+            raise ValueError(f"{p}: no pipebench rows in it" + (f" (no column {', '.join(sorted(missing))})"
+                                                               if len(frame.columns) and missing else ""))
+        name = p.parent.name or str(p)   # a run is named by its folder; two files of one name told apart
+        names[name] = names.get(name, 0) + 1
+        frames.append(frame.assign(results_file=name if names[name] == 1 else f"{name} ({names[name]})"))
+    df = pd.concat(frames, ignore_index=True)
+    for column in ("img_per_s", "images", "seconds"):   # numbers, or the file is damaged: one line, not a traceback
+        values = pd.to_numeric(df[column], errors="coerce") if column in df else None
+        if values is not None:
+            bad = df[values.isna() & df[column].notna()]
+            if len(bad):
+                raise ValueError(f"{bad.results_file.iloc[0]}: a row's {column} holds {str(bad[column].iloc[0])!r}, "
+                                 "not a number: a damaged results file")
+            df[column] = values
+    for column, value in {**NUMERIC, **TEXT}.items():
+        df[column] = df[column].fillna(value) if column in df else value
+    df["cpus"] = df.cpus.fillna(df.get("cpu_count", math.nan))
+    df["world_img_per_s"] = df.world_img_per_s.fillna(df.img_per_s)
+    df.loc[df["mode"].isin(["model", "e2e"]) & (df.step == ""), "step"] = "eager"   # before --step existed
+    df["image_size"] = df.image_size.astype(int)
+    df["machine"] = df.boot_id.where(df.boot_id != "", df.hostname)
+    return df
+
+
+def runs(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The runs in the rows (results file x commit x machine), named by their results file (with the
+    commit and machine where one file holds several)."""
+    found = []
+    for file, rows in df.groupby("results_file", sort=True):
+        parts = list(rows.groupby(["git_commit", "machine"], sort=True))
+        for (commit, machine), part in parts:
+            name = file if len(parts) == 1 else f"{file} (commit {commit or '?'}, machine {machine[:8] or '?'})"
+            found.append((name, part))
+    return found
+
+
+def label_variants(df: pd.DataFrame) -> pd.DataFrame:
+    """`pipeline` renamed to include its variant options (VARIANT_ALWAYS, VARIANT_WITHIN): those every
+    pipeline reads, and of those only some read (`plan.SPECIFIC`) the ones this pipeline reads
+    (`plan.READS`; a pipeline it does not list: all)."""
+    df = df.copy()
+    for name, rows in df[df.pipeline != "none"].groupby("pipeline"):
+        listed = READS.get(name, SPECIFIC)
+        reads = [c for c in VARIANT_ALWAYS + VARIANT_WITHIN if c not in SPECIFIC or c in listed]
+        varying = [c for c in VARIANT_ALWAYS if c in reads and c in rows and rows[c].nunique(dropna=False) > 1]
+        varying += [c for c in VARIANT_WITHIN if c in reads and c in rows and
+                    rows.groupby(["cpus", "image_size"])[c].nunique(dropna=False).max() > 1]
+        if varying:
+            df.loc[rows.index, "pipeline"] = [f"{name} ({', '.join(f'{c}={r[c]}' for c in varying)})"
+                                              for _, r in rows.iterrows()]
+    return df
+
+
+def _drift(windows: pd.DataFrame) -> float:
+    """Last window's rate over the first's, minus 1, in one process (0 for one window)."""
+    rates = windows.sort_values("repeat").img_per_s.to_numpy()
+    return rates[-1] / rates[0] - 1 if len(rates) > 1 else 0.0
+
+
+def cells(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per measured cell (KEY) of ok rows: median img/s over its windows, lo/hi (the range of
+    its per-process medians; its windows' range with one process), n windows, p processes, and the
+    medians of the other measurements."""
+    ok = df[(df.status == "ok") & df.img_per_s.notna()].assign(
+        bytes_per_image=lambda d: d.batch_bytes * d.steps / d.images,
+        proc=lambda d: d.run_id + "#" + d.process.astype(str) + "#" + d.seed.astype(str),
+        train_cpu_kimg=lambda d: 1e3 * d.train_cpu_s / d.images, short=lambda d: d.seconds < d.min_window_s)
+    if ok.empty:
+        return pd.DataFrame(columns=[*KEY, "img_per_s", "lo", "hi", "n", "p", "drift", "steady", "restart", "cpu",
+                                     "cpu_pipe", "cpu_train", "busy_step", "short", "wait", "seconds", "compile",
+                                     "accuracy", "sm_mhz", "bytes_per_image", "copy", "device"])
+    by_process = ok.groupby([*KEY, "proc"], sort=True)
+    process = by_process.agg(rate=("img_per_s", "median"), accuracy=("test_accuracy", "median")).reset_index()
+    drift = by_process[["repeat", "img_per_s"]].apply(_drift).rename("drift").reset_index()
+    spans = process.groupby(KEY).agg(p=("proc", "nunique"), plo=("rate", "min"), phi=("rate", "max"),
+                                     acc_lo=("accuracy", "min"), acc_hi=("accuracy", "max"))
+    drifts = drift.groupby(KEY).drift.agg(lambda d: d.loc[d.abs().idxmax()])
+    table = ok.groupby(KEY, sort=True).agg(
+        img_per_s=("img_per_s", "median"), wlo=("img_per_s", "min"), whi=("img_per_s", "max"),
+        n=("img_per_s", "count"), steady=("steady_img_per_s", "median"), restart=("restart_ms", "median"),
+        cpu=("cpu_s_per_kimg", "median"), cpu_pipe=("pipeline_cpu_s_per_kimg", "median"),
+        cpu_train=("train_cpu_kimg", "median"), busy_step=("busy_step_ms", "median"), short=("short", "any"),
+        wait=("wait_frac", "median"), seconds=("seconds", "median"), device=("device", "first"),
+        compile=("compile_s", "median"), accuracy=("test_accuracy", "median"), sm_mhz=("sm_mhz", "median"),
+        bytes_per_image=("bytes_per_image", "median"), copy=("copy", "first")).join(spans).join(drifts)
+    several = table.p > 1
+    table["lo"] = table.plo.where(several, table.wlo)
+    table["hi"] = table.phi.where(several, table.whi)
+    return table.reset_index()
+
+
+def overlaps(a, b) -> bool:
+    return a.lo <= b.hi and b.lo <= a.hi
+
+
+def at_setting(frame: pd.DataFrame, setting: tuple) -> pd.DataFrame:
+    """The rows of `frame` at one setting (SETTING values)."""
+    return frame[(frame[SETTING] == pd.Series(dict(zip(SETTING, setting)))).all(axis=1)]
+
+
+def ties(a, b) -> bool:
+    """Whether two cells' medians differ by less than the larger of their between-process ranges."""
+    return abs(a.img_per_s - b.img_per_s) <= max(a.hi - a.lo, b.hi - b.lo)
+
+
+def levels(group: pd.DataFrame) -> pd.DataFrame:
+    """One pipeline's busy headspace levels (one setting and budget), by the step's measured time
+    `t` (its label where not measured), with what the step alone allows (`cap`, batch / t) and the
+    share of it delivered."""
+    busy = group[group.busy_ms > 0].copy()
+    busy["t"] = busy.busy_step.where(busy.busy_step.notna(), busy.busy_ms)
+    busy["cap"] = busy.batch_size / (busy.t / 1e3)
+    busy["share"] = busy.img_per_s / busy.cap
+    return busy.sort_values("t")
+
+
+def ceiling_of(group: pd.DataFrame) -> pd.Series:
+    """One pipeline's loader ceiling (module docstring) from its loader cells of one setting and
+    budget: the cell's columns, `img_per_s` / `lo` / `hi` / `cpu*` / `restart` from the levels it
+    rests on, `bound` ("≥" where it is a lower bound), `levels` (which, as text), `idle`."""
+    busy, idle = levels(group), group[group.busy_ms == 0]
+    behind = np.flatnonzero((busy.share < FED).to_numpy())   # the levels it fell behind at
+    if busy.empty:
+        used, text, value = idle, "idle GPU only", None
+    elif not len(behind):
+        used, text, value = busy.iloc[:1], f"kept up at every level from {busy.busy_ms.iloc[0]:g} ms", None
+    elif behind[-1] == len(busy) - 1:
+        used, text, value = busy.iloc[-1:], f"behind at the slowest level, {busy.busy_ms.iloc[-1]:g} ms", None
+    else:   # between the slowest level it fell behind at and the next, where it kept up (and at every slower one)
+        j = int(behind[-1]) + 1
+        a, b = busy.iloc[j - 1], busy.iloc[j]
+        f = math.log(FED / a.share) / math.log(b.share / a.share)   # the share, log-linear in log t, crosses FED
+        t = math.exp(math.log(a.t) + f * (math.log(b.t) - math.log(a.t)))
+        used, text, value = busy.iloc[j - 1:j + 1], f"crosses {FED:.0%} between {a.busy_ms:g} and {b.busy_ms:g} ms", \
+            FED * a.batch_size / (t / 1e3)
+    row = used.iloc[0].copy()
+    row["img_per_s"] = used.img_per_s.median() if value is None else value
+    row["lo"], row["hi"] = min(used.lo.min(), row.img_per_s), max(used.hi.max(), row.img_per_s)
+    row["n"], row["p"] = int(used.n.sum()), int(used.p.min())
+    for column in ("cpu", "cpu_pipe", "cpu_train", "restart"):
+        row[column] = used[column].median()
+    row["bound"] = "≥ " if len(busy) and not len(behind) else ""
+    row["levels"] = text
+    row["idle"] = idle.img_per_s.iloc[0] if len(idle) else math.nan
+    return row
+
+
+def ceilings(c: pd.DataFrame) -> pd.DataFrame:
+    """Per pipeline, setting and CPU budget: the loader ceiling (`ceiling_of`)."""
+    loader = c[c["mode"] == "loader"]
+    if loader.empty:
+        return loader.assign(idle=[], levels=[], bound=[])
+    return pd.DataFrame([ceiling_of(group) for _, group in loader.groupby(["pipeline", *SETTING, "cpus"], sort=True)]
+                        ).reset_index(drop=True)
+
+
+def ceiling_text(row) -> str:
+    return row.bound + rate(row)
+
+
+def loader_at(group: pd.DataFrame, step_ms: float) -> SimpleNamespace | None:
+    """What a pipeline delivered loader-only (its cells of one setting and budget) at a step of
+    `step_ms` per batch, read from its headspace curve (module docstring): img_per_s, lo, hi and
+    `kept_up` (at least FED of batch / step_ms); None where the levels do not reach that step time."""
+    busy, idle = levels(group), group[group.busy_ms == 0]
+    batch = group.batch_size.iloc[0]
+    if busy.empty:   # no busy level (a CPU run): the rate alone
+        if idle.empty:
+            return None
+        a = idle.iloc[0]
+        return SimpleNamespace(img_per_s=a.img_per_s, lo=a.lo, hi=a.hi, step_ms=math.nan,
+                               kept_up=a.img_per_s >= FED * batch / (step_ms / 1e3))
+    ts = busy.t.to_numpy()
+    if step_ms > ts[-1]:   # slower than every level: known only if the pipeline kept up at the slowest
+        last = busy.iloc[-1]
+        if last.share < FED:
+            return None
+        return SimpleNamespace(img_per_s=last.img_per_s, lo=last.lo, hi=last.hi, kept_up=True, step_ms=step_ms)
+    if step_ms < ts[0]:    # faster than every level: between the idle GPU (t = 0) and the fastest level
+        if idle.empty:
+            return None
+        a, b, f = idle.iloc[0], busy.iloc[0], step_ms / ts[0]
+        mix = lambda x, y: x + f * (y - x)
+    else:
+        j = min(int(np.searchsorted(ts, step_ms)), len(ts) - 1)
+        a, b = busy.iloc[max(j - 1, 0)], busy.iloc[j]
+        f = 0.0 if a.t == b.t else (math.log(step_ms) - math.log(a.t)) / (math.log(b.t) - math.log(a.t))
+        mix = lambda x, y: math.exp(math.log(x) + f * (math.log(y) - math.log(x)))
+    value = mix(a.img_per_s, b.img_per_s)
+    return SimpleNamespace(img_per_s=value, lo=mix(a.lo, b.lo), hi=mix(a.hi, b.hi), step_ms=step_ms,
+                           kept_up=value >= FED * batch / (step_ms / 1e3))
+
+
+def verdict(e2e, model, loader) -> tuple[str, str]:
+    """(label, reason) for one pipeline and model (module docstring); `loader`: `loader_at` the
+    model's step time, None where not measured."""
+    share = e2e.img_per_s / model.img_per_s
+    if min(e2e.p, model.p) < MIN_PROCESSES or e2e.short or model.short:
+        return TOO_FEW, (f"e2e ran in {plural(int(e2e.p), 'process', 'processes')}, model-only in {int(model.p)}"
+                         f" (a verdict needs {MIN_PROCESSES} each)" if min(e2e.p, model.p) < MIN_PROCESSES
+                         else "a window shorter than the run's minimum")
+    if e2e.lo > model.hi:
+        return ABOVE, f"e2e is {pct(share)} of model-only, its whole range above model-only's: the two timings disagree"
+    if share >= FED:
+        return "fed", f"e2e is {pct(share)} of model-only"
+    if overlaps(e2e, model):
+        return "inconclusive", f"e2e is {pct(share)} of model-only, but their process ranges overlap"
+    if loader is None:
+        return "not fed, cause not measured", (f"e2e is {pct(share)} of model-only; loader-only not measured at its "
+                                               "step time")
+    at = (f"what loader-only delivered alone ({loader.img_per_s:,.0f})" if math.isnan(loader.step_ms) else
+          f"what loader-only delivered at the model's step time ({loader.step_ms:.3g} ms: {loader.img_per_s:,.0f})")
+    if e2e.img_per_s > loader.hi:
+        return "inconclusive", f"e2e ({e2e.img_per_s:,.0f}) is above {at}: the loader-only rows do not hold"
+    if not loader.kept_up and e2e.img_per_s >= AT * loader.lo:
+        return "input-bound", f"e2e ({e2e.img_per_s:,.0f}) is at {at}, below model-only ({model.img_per_s:,.0f})"
+    return "slower than both", (f"e2e ({e2e.img_per_s:,.0f}) is below {at} and model-only ({model.img_per_s:,.0f}): "
+                                "the pipeline's work slows the step")
+
+
+def situations(c: pd.DataFrame) -> pd.DataFrame:
+    """Per e2e cell: its model-only cell (same setting, step kind, loss reads, CPU budget), what the
+    pipeline delivered loader-only at the model's step time, verdict and reason."""
+    models = c[c["mode"] == "model"].set_index(["model", "step", "sync_every", *SETTING, "cpus"])
+    loaders = {key: group for key, group in c[c["mode"] == "loader"].groupby(["pipeline", *SETTING, "cpus"])}
+    rows = []
+    for e in c[c["mode"] == "e2e"].itertuples():
+        at = (e.image_size, e.batch_size, e.dtype, e.cpus)
+        if (e.model, e.step, e.sync_every, *at) not in models.index:
+            continue
+        m = models.loc[(e.model, e.step, e.sync_every, *at)]
+        group = loaders.get((e.pipeline, *at))
+        loader = loader_at(group, e.batch_size / m.img_per_s * 1e3) if group is not None else None
+        label, why = verdict(e, m, loader)
+        above = loader is not None and e.img_per_s > loader.hi
+        rows.append({**e._asdict(), "model_rate": m.img_per_s, "model_text": rate(m), "share": e.img_per_s / m.img_per_s,
+                     "loader_text": "not measured" if loader is None else
+                     f"{loader.img_per_s:,.0f} [{loader.lo:,.0f}–{loader.hi:,.0f}] "
+                     + ("alone" if math.isnan(loader.step_ms) else f"at {loader.step_ms:.3g} ms"),
+                     "above_loader": above, "verdict": label, "why": why, "e2e_text": rate(e), "e2e": e})
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What the tables, the summary and the answers of one run read, made once: its one-GPU rows
+    (a run under torchrun alone: rank 0's) with variant labels, their cells, loader ceilings and
+    situations."""
+    rows: pd.DataFrame
+    cells: pd.DataFrame
+    ceilings: pd.DataFrame
+    situations: pd.DataFrame
+
+
+def view_of(group: pd.DataFrame) -> RunView:
+    single = group[(group.world_size == 1) & (group.parallel == "none")]
+    rows = label_variants(single if len(single) else group[group["rank"] == 0])
+    c = cells(rows)
+    cap = ceilings(c)
+    return RunView(rows, c, cap, situations(c))
+
+
+SCALE_KEY = ["mode", "stage", "payload", "pipeline", "model", "step", "image_size", "batch_size", "dtype"]
+
+
+def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Copies, loader-only, model-only and e2e over several GPUs of one run: per configuration and
+    GPU count the job's img/s, per GPU, against one GPU, and the largest peak GPU memory of any rank;
+    one sentence per GPU count."""
+    ok = df[(df.status == "ok") & df["mode"].isin(["copy", "loader", "model", "e2e"]) & (df.busy_ms == df.groupby(
+        ["mode", "pipeline"]).busy_ms.transform("max"))].copy()
+    ok["gpus_used"] = ok.gpus.where(ok.parallel == "dp", ok.world_size).fillna(1).astype(int)
+    if ok.empty or ok.gpus_used.max() <= 1:
+        return pd.DataFrame(), []
+    keys = [*SCALE_KEY, "parallel", "gpus_used"]
+    lead = ok[ok["rank"] == 0].groupby(keys).agg(
+        job=("world_img_per_s", "median"), lo=("world_img_per_s", "min"), hi=("world_img_per_s", "max"),
+        cores=("cpus", "first")).reset_index()
+    lead = lead.merge(ok.groupby(keys).peak_gpu_mem_mb.max().rename("memory").reset_index(), on=keys, how="left")
+    lead["per_gpu"] = lead.job / lead.gpus_used
+    one = lead[lead.gpus_used == 1].set_index(SCALE_KEY).per_gpu
+    lead["vs_one"] = [r.per_gpu / one.get(tuple(getattr(r, k) for k in SCALE_KEY), math.nan) for r in lead.itertuples()]
+    view = pd.DataFrame({
+        "mode": lead["mode"], "what": [code(r.pipeline) if r.pipeline != "none" else (f"{r.payload} {r.stage}" if r.payload
+                                                                                    else code(r.model)) for r in lead.itertuples()],
+        "px": lead.image_size, "GPUs": lead.gpus_used, "cores / GPU": lead.cores.fillna(0).astype(int),
+        "job img/s": [f"{r.job:,.0f} [{r.lo:,.0f}–{r.hi:,.0f}]" for r in lead.itertuples()],
+        "per GPU": lead.per_gpu.map("{:,.0f}".format),
+        "vs 1 GPU": lead.vs_one.map(lambda v: "—" if pd.isna(v) else f"{v:.0%}"),
+        "peak MB / GPU": lead.memory.map(lambda v: "—" if pd.isna(v) else f"{v:,.0f}")})
+    sentences = []
+    for n, rows in lead[lead.gpus_used > 1].groupby("gpus_used"):
+        rows = rows.dropna(subset=["vs_one"]).sort_values("vs_one")
+        if len(rows):
+            worst = rows.iloc[0]
+            sentences.append(f"- {n} GPUs: per-GPU rate from {worst.vs_one:.0%} ({worst['mode']} "
+                             f"{worst.pipeline if worst.pipeline != 'none' else worst.payload or worst.model}) to "
+                             f"{rows.vs_one.max():.0%} of one GPU's.")
+    return view.sort_values(["mode", "what", "px", "GPUs"]), sentences

@@ -1,0 +1,56 @@
+"""The report's files: REPORT.md, SUMMARY.md and ANSWER.md, each written whole (`write`).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .. import results
+from .analysis import RULES, load, runs, view_of
+from .answers import answers
+from .formatting import code
+from .readme import readme_block, update_readme
+from .sections import TIMERS, run_sections
+from .summary import summary
+
+def write_answers(out: Path, found: list[tuple[str, list[str]]], whole: str) -> None:
+    """OUT/ANSWER.md: each run's answers (`answers`), one line per situation; `whole` says where the
+    whole report is (Markdown)."""
+    lines = ["# Which pipeline keeps the model fed", ""]
+    for name, said in found:
+        lines += [f"From {code(name)} ({whole} for the whole report).", "", *[f"- {a}" for a in said], ""]
+    results.replace_file(out / "ANSWER.md", "\n".join(lines))
+
+
+def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Path:
+    """Write out/REPORT.md (the summary of each run first) and its plots, out/SUMMARY.md and
+    out/ANSWER.md (each run's answers); with `readme`, its summary block too (one run only).
+    Returns the report's path."""
+    df = load(paths)
+    found = runs(df)
+    if readme is not None and len(found) != 1:
+        raise ValueError(f"--readme takes the summary of one run; these rows hold {len(found)}: "
+                         + "; ".join(name for name, _ in found))
+    if readme is not None:
+        readme_block(readme.read_text(), readme)   # a README it cannot update: refused before anything is written
+    out.mkdir(parents=True, exist_ok=True)
+    sections, briefs, said = [], [], []
+    for i, (name, group) in enumerate(found, start=1):
+        plots: dict[str, str] = {}
+        view = view_of(group)
+        sections += run_sections(name, group, view, out, f"run{i}", plots)
+        briefs.append((name, summary(name, group, view, "REPORT.md", plots)))
+        said.append((name, answers(view.cells, view.situations)))
+    results.replace_file(out / "SUMMARY.md", "\n".join(["# Summary", "", *[line for _, brief in briefs
+                                                                           for line in [*brief, ""]]]))
+    if any(a for _, a in said):
+        write_answers(out, [(n, a) for n, a in said if a], "[REPORT.md](REPORT.md)")
+    else:   # no situation measured: no answer, not an older one left beside this report
+        (out / "ANSWER.md").unlink(missing_ok=True)
+    parts = ["# Report", "", "Sources: " + ", ".join(code(Path(p).as_posix()) for p in dict.fromkeys(paths)), "",
+             *[line for _, brief in briefs for line in ["## Summary", "", *brief, ""]],
+             TIMERS, "", RULES, "", *sections]
+    results.replace_file(out / "REPORT.md", "\n".join(parts))
+    if readme is not None:
+        update_readme(readme, briefs[0][1], Path(os.path.relpath(out, readme.resolve().parent)).as_posix())
+    return out / "REPORT.md"

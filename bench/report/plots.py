@@ -1,0 +1,89 @@
+"""The report's plots: delivered rate against CPU cores, and the headspace curves (rate against
+the busy step's time). Same rows, same bytes (no timestamps in the files).
+"""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from .. import results  # noqa: E402
+
+def colour(i: int):
+    """The i-th pipeline's colour: 20 apart before one repeats (matplotlib's default cycle has 10),
+    the strong shades first."""
+    return plt.get_cmap("tab20")((2 * i) % 20 + (i // 10) % 2)
+
+
+def plain_rates(ax) -> None:
+    """Rates on a log axis as plain numbers (12,000, not 1.2×10⁴), the minor ticks unlabelled."""
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
+def save_plot(fig, path: Path) -> None:
+    """A figure as PNG, the same bytes from the same data, written whole or not at all."""
+    data = io.BytesIO()
+    fig.savefig(data, format="png", metadata={"Software": None}, bbox_inches="tight")   # the legend beside it too
+    plt.close(fig)
+    results.replace_file(path, data.getvalue())
+
+
+def cores_plot(cap: pd.DataFrame, models: pd.DataFrame, path: Path, title: str) -> bool:
+    """Loader ceiling against CPU cores per GPU (one setting's), one line per pipeline; the model-only
+    rates as horizontal lines."""
+    if cap.cpus.nunique() < 2:
+        return False
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
+    for i, (name, rows) in enumerate(cap.groupby("pipeline")):
+        rows = rows.sort_values("cpus")
+        ax.errorbar(rows.cpus, rows.img_per_s, yerr=[rows.img_per_s - rows.lo, rows.hi - rows.img_per_s],
+                    fmt="o-", color=colour(i), ms=4, capsize=2, label=name)
+    for j, ((model, step), rows) in enumerate(models.groupby(["model", "step"])):
+        speed = rows.img_per_s.max()
+        ax.axhline(speed, color="black", linestyle=[":", "--", "-."][j % 3], lw=0.8)
+        ax.annotate(f"{model} {step} ({speed:,.0f})", (cap.cpus.min(), speed), fontsize=7, va="bottom")
+    ax.set(xscale="log", yscale="log", xlabel="CPU cores per GPU", ylabel="loader ceiling, img/s")
+    ax.set_xticks(sorted(cap.cpus.unique()), [f"{int(k)}" for k in sorted(cap.cpus.unique())])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())   # cores as plain numbers, no "3×10⁰"
+    plain_rates(ax)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))   # beside the data, never over it
+    fig.tight_layout()
+    save_plot(fig, path)
+    return True
+
+
+def headspace_plot(loader: pd.DataFrame, batch: int, models: pd.DataFrame, path: Path, title: str) -> None:
+    """Delivered img/s against the synthetic step time per batch, one line per pipeline; the line a
+    pipeline that is never the limit would follow (batch / step time); models' step times."""
+    busy = sorted(b for b in loader.busy_ms.unique() if b > 0)
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
+    if busy:
+        xs = [busy[0] / 1.5, busy[-1] * 1.5]
+        ax.plot(xs, [batch / (x / 1e3) for x in xs], color="grey", lw=3, alpha=0.3, label="the step is the limit")
+    for i, (name, rows) in enumerate(loader.groupby("pipeline")):
+        rows = rows[rows.busy_ms > 0].sort_values("busy_ms")
+        ax.plot(rows.busy_ms, rows.img_per_s, "o-", ms=4, color=colour(i), label=name)
+    for (model, step), rows in models.groupby(["model", "step"]):
+        at = batch / rows.img_per_s.max() * 1e3
+        ax.axvline(at, color="black", lw=0.6, linestyle=":")
+        ax.annotate(f"{model} {step}", (at, ax.get_ylim()[0] if busy else 1), rotation=90, fontsize=6, va="bottom")
+    ax.set(xscale="log", yscale="log", xlabel=f"synthetic training step, ms per batch of {batch}",
+           ylabel="delivered img/s")
+    if busy:
+        ax.set_xticks(busy, [f"{b:g}" for b in busy])   # the levels, as plain numbers
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    plain_rates(ax)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    save_plot(fig, path)

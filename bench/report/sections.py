@@ -1,0 +1,237 @@
+"""The sections of REPORT.md for one run: provenance, bus, CPU cost, headspace, situations,
+stages, accuracy and drift, with the plots they show (`run_sections`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from .analysis import DRIFT, SETTING, RunView, at_setting, ceiling_text, scaling
+from .answers import answer, reads_text
+from .formatting import code, escape, pct, plural, rate, table
+from .plots import cores_plot, headspace_plot
+
+TIMERS = """\
+What each timer includes (`bench/harness.py`): every window starts and ends with a device
+synchronize and covers exactly its steps; warm-up, the run that sizes the windows and pipeline
+construction (including a resident upload) are outside. **loader**: iterate the pipeline with no
+model; the consumer reads each batch (one tiny kernel) and, at a headspace level of t ms, keeps the
+GPU busy t ms per batch with bf16 matrix products and memory copies on every SM (`bench/busy.py`,
+calibrated before the pipeline exists; a window whose step ran more than 5% off t, or delivered
+more than batch / t allows, is rejected and listed): level 0 is an idle GPU; the **loader ceiling**
+is the rate at which the pipeline stops keeping up with a busy GPU (the rule above). **model**: the
+training step on real batches already on the device (the split's images, normalized as e2e gets
+them). **e2e**: the training step on the pipeline's batches, windows of whole epochs (epoch
+restarts included); "loss read every N" rows call `loss.item()` every N steps. **restart**: median
+host wait of the steps that began an epoch. **CPU s / 1k img**: user + system CPU seconds per
+1,000 images of the pipeline (the process tree without the training thread: its threads, workers
+and processes) and, apart, of the training thread (which also runs what a pipeline does inside
+`next()`); CUDA waits block, so waiting costs none. **stage**: one stage of
+a pipeline alone. **copy**: one batch copied host-to-device, back to back. **train**: whole epochs
+timed as one window (the first step, which compiles, before it), then the test split's accuracy."""
+
+SCALING = """\
+DDP: one process per GPU under torchrun, each with its 1/N shard of every epoch, its own workers
+and its own CPU cores (`--cpus`), gradients all-reduced in the step; img/s is the job's (all ranks'
+images over the slowest rank's window) and per GPU. "vs 1 GPU": per-GPU img/s over the same
+configuration's one-GPU img/s in the same run. Copy rows: every rank copies at once."""
+
+
+def provenance(group: pd.DataFrame) -> list[str]:
+    """What a run holds: invocations, commit, machine, versions, window lengths; said, never hidden."""
+    def values(column: str) -> list[str]:
+        found = group[column].dropna() if column in group else []
+        return sorted({f"{v:g}" if isinstance(v, float) else str(v) for v in found if str(v) != ""})
+
+    ok = group[group.status == "ok"]
+    ids = values("run_id")
+    lines = [f"- {plural(len(ids), 'invocation')} ({', '.join(f'`{escape(r)}`' for r in ids)}); commit "
+             f"{', '.join(values('git_commit')) or 'unknown'}; machine: {escape(', '.join(values('gpu')) or 'CPU')}, "
+             f"{escape(', '.join(values('cpu_model')) or 'CPU model not recorded')}, "
+             f"{', '.join(values('cpu_count')) or '?'} cores, host-speed figure "
+             f"{', '.join(values('host_calibration_ms')) or 'not recorded'} ms (lower is faster)."]
+    versions = [f"{c} {escape(' / '.join(values(c)))}" for c in ("torch", "torchvision", "dali", "peers", "driver", "cuda")
+                if values(c)]
+    lines.append("- Versions: " + "; ".join(versions) + ".")
+    if len(ok):
+        lines.append(f"- Windows: {ok.seconds.min():.2f}–{ok.seconds.max():.2f} s, {ok.steps.min():.0f}–"
+                     f"{ok.steps.max():.0f} steps; {plural(int(ok.groupby(['run_id', 'process']).ngroups), 'process', 'processes')}.")
+    mixed = [f"{c} {' / '.join(values(c))}" for c in ("warmup", "max_samples", "seed", "last_batch", "torch", "dali",
+                                                      "peers") if len(values(c)) > 1]
+    if mixed:
+        lines.append("- **Mixed settings in this run:** " + "; ".join(escape(m) for m in mixed) + ".")
+    return lines + [""]
+
+
+def bus_table(c: pd.DataFrame) -> pd.DataFrame:
+    copies = c[c["mode"] == "copy"]
+    rows = [{"px": r.image_size, "payload": r.payload, "copy": r.stage.removeprefix("h2d-"), "batch": r.batch_size,
+             "img/s": rate(r), "GB/s": f"{r.img_per_s * r.bytes_per_image / 1e9:.1f}"}
+            for r in copies.sort_values(["image_size", "payload", "stage"]).itertuples()]
+    return pd.DataFrame(rows)
+
+
+def by_cores(cap: pd.DataFrame, text) -> pd.DataFrame:
+    """Pipeline x CPU budget of loader ceilings (one setting's), each cell `text(ceiling)`."""
+    if cap.empty:
+        return pd.DataFrame()
+    view = cap.assign(text=[text(r) for r in cap.itertuples()]).pivot(index="pipeline", columns="cpus", values="text")
+    view = view[sorted(view.columns, reverse=True)].fillna("—")
+    view.columns = [f"{int(k)} cores" for k in view.columns]
+    return view.reset_index()
+
+
+def cpu_text(r) -> str:
+    """CPU seconds per 1,000 images: the pipeline's and, after "+", the training thread's; the whole
+    process tree's for rows from before the two were told apart."""
+    if pd.isna(r.cpu_pipe):
+        return "—" if pd.isna(r.cpu) else f"{r.cpu:.2g} (all threads)"
+    return f"{r.cpu_pipe:.2g} + {r.cpu_train:.2g}"
+
+
+def cost_text(r) -> str:
+    """A ceiling's CPU seconds per 1,000 images and epoch restart (medians over its levels), and the
+    levels it rests on."""
+    return f"{cpu_text(r)} s, {'—' if pd.isna(r.restart) else f'{r.restart:,.0f} ms'} ({r.levels})"
+
+
+def headspace_table(loader: pd.DataFrame) -> pd.DataFrame:
+    view = loader.assign(text=[rate(r) for r in loader.itertuples()]).pivot(index="pipeline", columns="busy_ms", values="text")
+    view = view[sorted(view.columns)].fillna("—")
+    view.columns = ["idle GPU" if k == 0 else f"{k:g} ms" for k in view.columns]
+    return view.reset_index()
+
+
+def situation_table(s: pd.DataFrame) -> pd.DataFrame:
+    rows = [{"pipeline": r.pipeline, "loader-only at the model's step": r.loader_text, "e2e img/s": r.e2e_text,
+             "e2e / model": pct(r.share), "host wait": pct(r.wait) if not pd.isna(r.wait) else "—",
+             "CPU s / 1k img (pipeline + training thread)": cpu_text(r),
+             "verdict": r.verdict, "because": escape(r.why)}
+            for r in s.sort_values("img_per_s", ascending=False).itertuples()]
+    return pd.DataFrame(rows)
+
+
+def stage_table(c: pd.DataFrame) -> pd.DataFrame:
+    stages = c[c["mode"] == "stage"]
+    rows = []
+    for (pipeline, cpus), group in stages.groupby(["pipeline", "cpus"]):
+        by_stage = group.set_index("stage")
+        row = {"pipeline": pipeline, "cores": int(cpus), "copy": escape(group["copy"].iloc[0]),
+               "bytes / image": f"{group.bytes_per_image.max():,.0f}"}
+        for stage in ("host", "pin", "h2d-pageable", "h2d-pinned", "device"):
+            row[stage] = rate(by_stage.loc[stage]) if stage in by_stage.index else "—"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def trained(df: pd.DataFrame) -> pd.DataFrame:
+    """Train rows (one per training run: pipeline, seed, process), fastest first."""
+    ok = df[(df.status == "ok") & (df["mode"] == "train")]
+    return ok.sort_values(["seconds", "pipeline", "seed"], kind="stable")
+
+
+def accuracy_table(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """One row per training run, and a sentence comparing the spread across pipelines with the
+    spread of one pipeline's runs (seeds)."""
+    runs = trained(df)
+    if runs.empty:
+        return pd.DataFrame(), ""
+    view = pd.DataFrame({"pipeline": runs.pipeline, "model": runs.model, "step": runs.step,
+                         "cores": runs.cpus.astype(int), "seed": runs.seed.astype(int),
+                         "epochs": runs.train_epochs.map(lambda e: "—" if pd.isna(e) else f"{e:.0f}"),
+                         "wall s": runs.seconds.map("{:.2f}".format),
+                         "img/s": runs.img_per_s.map("{:,.0f}".format),
+                         "test accuracy": runs.test_accuracy.map(lambda a: f"{100 * a:.2f}%")})
+    by = runs.groupby("pipeline").test_accuracy
+    spread = runs.test_accuracy.max() - runs.test_accuracy.min()
+    seeds = (by.max() - by.min())[by.count() > 1]
+    note = (f"Test accuracy spans {100 * runs.test_accuracy.min():.2f}–{100 * runs.test_accuracy.max():.2f}% over every "
+            f"run ({100 * spread:.2f} points)" + (", and one pipeline's runs with other seeds span up to "
+                                                   f"{100 * seeds.max():.2f} points ({', '.join(code(p) for p in seeds.index)})"
+                                                   if len(seeds) else "") + ".")
+    return view, note
+
+
+def drift_lines(c: pd.DataFrame) -> list[str]:
+    moved = c[c.drift.abs() > DRIFT]
+    what = [r["pipeline"] if r["pipeline"] != "none" else f"{r['payload']} {r['stage']}".strip() or r["model"]
+            for _, r in moved.iterrows()]
+    return [f"- {r['mode']} {code(name)}{f' {code(r.model)}' if r.model != 'none' and r['pipeline'] != 'none' else ''}"
+            f" at {r.image_size} px, {int(r.cpus)} cores{f', {r.busy_ms:g} ms busy' if r['mode'] == 'loader' else ''}: "
+            f"{r.drift:+.1%} from first to last window"
+            for name, (_, r) in zip(what, moved.iterrows())]
+
+
+def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slug: str,
+                 plots: dict[str, str]) -> list[str]:
+    """The sections of one run; `plots` gets the file name of its main plot ("cores")."""
+    single, c = view.rows, view.cells
+    parts = [f"## Run {escape(name)}", "", *provenance(group)]
+    bus = bus_table(c)
+    if len(bus):
+        parts += ["### Host-to-device copies (the bus alone)", "", table(bus), ""]
+    settings = sorted({tuple(r) for r in c[SETTING].itertuples(index=False)})
+    for setting in settings:
+        size, batch, dtype = setting
+        at, cap = at_setting(c, setting), at_setting(view.ceilings, setting)
+        here = f"{size} px, batch {batch}, {dtype}"
+        models = at[at["mode"] == "model"]
+        if len(cap):
+            parts += [f"### Loader ceilings by CPU cores per GPU — {here}", "",
+                      "The loader ceiling (img/s; the rule above), per pipeline and CPU budget:", "",
+                      table(by_cores(cap, ceiling_text)), "",
+                      "CPU seconds per 1,000 images (the pipeline's + the training thread's) and epoch restart, "
+                      "medians over the levels the ceiling rests on (in brackets):",
+                      "", table(by_cores(cap, cost_text)), ""]
+            plot = out / f"cores-{slug}-{size}px.png"
+            if cores_plot(cap, models, plot, f"{name}: loader ceiling by CPU cores, {here}"):
+                parts += [f"![loader ceiling by cores]({plot.name})", ""]
+                plots.setdefault("cores", plot.name)
+        for cpus in sorted(at[at["mode"] == "loader"].cpus.unique(), reverse=True):
+            loader = at[(at["mode"] == "loader") & (at.cpus == cpus)]
+            if loader.busy_ms.nunique() < 2:
+                continue
+            plot = out / f"headspace-{slug}-{size}px-{int(cpus)}cores.png"
+            headspace_plot(loader, batch, models[models.cpus == cpus], plot, f"{name}: headspace, {here}, {int(cpus)} cores")
+            parts += [f"### Headspace curves — {here}, {plural(int(cpus), 'core')}", "",
+                      "Delivered img/s while the GPU is kept busy the given ms per batch:", "",
+                      table(headspace_table(loader)), "", f"![headspace]({plot.name})", ""]
+        s = at_setting(view.situations, setting) if len(view.situations) else view.situations
+        for (step, every, cpus), rows in (s.groupby(["step", "sync_every", "cpus"], sort=False) if len(s) else []):
+            parts += [f"### {step.capitalize()} step{reads_text(every)} — {here}, {plural(int(cpus), 'core')}", ""]
+            for model, by_model in rows.groupby("model", sort=True):
+                parts += [f"{code(model)}: model-only {by_model.model_text.iloc[0]}.", "",
+                          table(situation_table(by_model)), "", answer(by_model), ""]
+                above = by_model[by_model.above_loader]
+                if len(above):
+                    parts += ["**Loader-only does not hold here:** " + "; ".join(
+                        f"{code(r.pipeline)} e2e {r.img_per_s:,.0f} > loader-only {r.loader_text}" for r in above.itertuples())
+                        + ".", ""]
+        stages = stage_table(at)
+        if len(stages):
+            parts += [f"### Stage ceilings (img/s) — {here}", "", table(stages), ""]
+    accuracy, note = accuracy_table(single)
+    if len(accuracy):
+        parts += ["### Time to accuracy", "", table(accuracy), "", note, ""]
+    drift = drift_lines(c)
+    if drift:
+        parts += [f"### Windows that drifted more than {DRIFT:.0%} within a process", "", *drift, ""]
+    rejected = group[group.status == "rejected"]
+    if len(rejected):
+        busy = group[(group["mode"] == "loader") & (group.busy_ms > 0) & group.status.isin(["ok", "rejected"])]
+        parts += [f"### Rejected windows ({len(rejected)} of {len(busy)} busy windows)", "",
+                  "Windows left out of every number above because their busy step ran off its label or they "
+                  "delivered more than it allows:", ""] + [
+            f"- {code(r.pipeline)} {int(r.cpus)} cores, {r.busy_ms:g} ms, process {int(r.process)}, window "
+            f"{int(r.repeat)}: {escape(r.error)}" for r in rejected.itertuples()] + [""]
+    failed = group[~group.status.isin(["ok", "not-applicable", "rejected"])].drop_duplicates(
+        ["pipeline", "mode", "stage", "model", "status", "error"])
+    if len(failed):
+        parts += ["### Not measured", ""] + [
+            f"- {code(r.pipeline)} {r.stage or r.mode} {escape(r.model)}: {r.status} — {escape(r.error)}"
+            for r in failed.itertuples()] + [""]
+    table_, sentences = scaling(group)
+    if len(table_):
+        parts += ["### Several GPUs", "", SCALING, "", table(table_), "", *sentences, ""]
+    return parts

@@ -1,0 +1,199 @@
+"""The summary of one run (SUMMARY.md, the top of REPORT.md and the README block): the bus,
+several GPUs, which pipeline keeps which model speed fed at which CPU budget, large JPEG images
+and time to accuracy.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from .analysis import FED, SETTING, RunView, at_setting
+from .answers import baseline
+from .formatting import code, escape, pct, plural, table
+from .sections import trained
+
+LADDER = (2_000_000, 1_000_000, 500_000, 250_000, 100_000, 50_000, 25_000, 10_000, 5_000, 2_500, 1_000, 500, 250,
+          100)   # model step speeds (img/s) the summary's table may be keyed by
+ROWS = (4, 7)    # the fewest and most rows of that table
+SHOWN = 3   # pipelines named per cell of the summary's table (the cheapest in CPU time first)
+
+
+def speed_text(v: float) -> str:
+    """A rate in three significant digits: 14.1M, 332k, 3.96k."""
+    return f"{v / 1e6:.3g}M" if v >= 1e6 else f"{v / 1e3:.3g}k"
+
+
+def short(label: str) -> str:
+    """A pipeline label with option values only: "prefetch (prefetch_augment=host)" -> "prefetch (host)"."""
+    name, _, options = label.partition(" (")
+    if not options:
+        return label
+    return f"{name} ({', '.join(part.split('=', 1)[-1] for part in options.rstrip(')').split(', '))})"
+
+
+def bus_sentence(c: pd.DataFrame) -> str | None:
+    """Where host transfer binds: the measured copy rates by image size and payload against the
+    fastest model step measured at that size."""
+    copies = c[c["mode"] == "copy"]
+    models = c[c["mode"] == "model"]
+    if copies.empty or models.empty:
+        return None
+    parts, binds = [], []
+    for size, rows in copies.groupby("image_size"):
+        rates = ", ".join(f"{r.payload} {speed_text(r.img_per_s)} ({r.stage.removeprefix('h2d-')})"
+                          for r in rows.sort_values(["payload", "stage"], ascending=[False, False]).itertuples())
+        fast = models[models.image_size == size]
+        if fast.empty:
+            parts.append(f"{size} px: {rates} img/s")
+            continue
+        top = fast.loc[fast.img_per_s.idxmax()]
+        slower = rows[rows.img_per_s < top.img_per_s]
+        binds += [f"{r.payload} {r.stage.removeprefix('h2d-')} at {size} px" for r in slower.itertuples()]
+        parts.append(f"{size} px: {rates} img/s, against the fastest step measured there, {code(top.model)} "
+                     f"{top.step} at {speed_text(top.img_per_s)} img/s")
+    verdict = ("it binds only for " + ", ".join(binds) if binds else
+               "it binds nowhere measured: every copy is faster than every model step at its size")
+    return ("**Host transfer**: one GPU's host-to-device copies (the bus alone) move " + "; ".join(parts)
+            + f" — {verdict}.")
+
+
+def gpus_sentence(group: pd.DataFrame, c: pd.DataFrame) -> str | None:
+    """Where the host's bus binds with several GPUs copying at once: per payload, copy kind and image
+    size, the per-GPU copy rate at each GPU count (the job's rate over its GPUs, median of windows),
+    and the fewest GPUs at which it falls below the fastest model step measured at that size."""
+    copies = group[(group.status == "ok") & (group["mode"] == "copy") & (group["rank"] == 0)]
+    if copies.empty or copies.world_size.max() <= 1:
+        return None
+    copies = copies.assign(per_gpu=copies.world_img_per_s / copies.world_size)   # load(): the rank's rate alone
+    models = c[c["mode"] == "model"]
+    parts, binds = [], []
+    for (size, payload, stage), rows in copies.groupby(["image_size", "payload", "stage"], sort=True):
+        per = rows.groupby("world_size").per_gpu.median()
+        parts.append(f"{payload} {stage.removeprefix('h2d-')} {size} px "
+                     + ", ".join(f"{speed_text(v)} ({plural(int(n), 'GPU')})" for n, v in per.items()))
+        fast = models[models.image_size == size]
+        if len(fast):
+            top = fast.img_per_s.max()
+            short_of = per[per < top]
+            if len(short_of):
+                binds.append(f"{payload} {stage.removeprefix('h2d-')} at {size} px from {plural(int(short_of.index[0]), 'GPU')}")
+    verdict = ("it binds for " + ", ".join(binds) if binds else
+               "it binds nowhere measured: every per-GPU copy rate stays above the fastest model step at its size")
+    return ("**Several GPUs of one host** copying at once, per GPU (img/s): " + "; ".join(parts)
+            + f" — {verdict}.")
+
+
+def fed_at(cap: pd.DataFrame, speed: float) -> pd.DataFrame:
+    """The pipelines whose loader ceiling keeps a model of `speed` img/s fed (at least FED of it)."""
+    return cap[cap.img_per_s >= FED * speed]
+
+
+def speeds(cap: pd.DataFrame, models: pd.DataFrame) -> list[float]:
+    """The table's rows: LADDER speeds from one step above the fastest model measured down to the
+    first speed `dataloader` keeps fed at every CPU budget, at least ROWS[0] (extended upwards), at
+    most ROWS[1]."""
+    top = models.img_per_s.max() if len(models) else cap.img_per_s.max()
+    start = max([i for i, v in enumerate(LADDER) if v > top] or [0])
+    bases = [baseline(here) for _, here in cap.groupby("cpus")]
+    end = start
+    while end < len(LADDER) - 1 and not all(b is not None and b.img_per_s >= FED * LADDER[end] for b in bases):
+        end += 1
+    end = min(end, start + ROWS[1] - 1)
+    start = max(0, min(start, end - ROWS[0] + 1))
+    return list(LADDER[start:end + 1])
+
+
+def which_table(cap: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
+    """Model step speed x CPU cores per GPU (one setting's ceilings and model-only cells): the
+    pipelines whose loader ceiling keeps that speed fed, the cheapest in CPU time first, and their
+    speed-up over `dataloader` at that speed."""
+    rows = []
+    for speed in speeds(cap, models):
+        row = {"model trains at": f"{speed_text(speed)} img/s"}
+        for cpus in sorted(cap.cpus.unique(), reverse=True):
+            here = cap[cap.cpus == cpus]
+            fed = fed_at(here, speed).assign(cost=lambda d: d.cpu_pipe.fillna(d.cpu)).sort_values("cost")
+            base = baseline(here)
+            if base is not None and base.img_per_s >= FED * speed:
+                cell = "any (`dataloader` too)"
+            elif fed.empty:
+                best = here.loc[here.img_per_s.idxmax()]
+                cell = f"none ({code(short(best.pipeline))} {pct(best.img_per_s / speed)})"
+            else:
+                names = (", ".join(code(short(p)) for p in fed.pipeline[:SHOWN])
+                         + (f" +{len(fed) - SHOWN}" if len(fed) > SHOWN else ""))
+                gain = f" ×{speed / base.img_per_s:.1f}" if base is not None else ""
+                cell = names + gain
+            row[f"{int(cpus)} cores"] = cell
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def jpeg_sentence(c: pd.DataFrame, cap: pd.DataFrame) -> str | None:
+    """The loader ceilings (`cap`) at the largest image size measured (JPEG decoders and raw pixels)
+    against the model measured there."""
+    large = cap[cap.image_size > 32]
+    models = c[(c["mode"] == "model") & (c.image_size > 32)]
+    if large.empty or models.empty:
+        return None
+    size = int(large.image_size.max())
+    model = models[models.image_size == size]
+    if model.empty:
+        return None
+    m = model.loc[model.img_per_s.idxmax()]
+    large = large[large.image_size == size]
+    parts = []
+    for cpus in sorted(large.cpus.unique(), reverse=True):
+        here = large[large.cpus == cpus].sort_values("img_per_s", ascending=False)
+        parts.append(f"with {int(cpus)} cores " + ", ".join(f"{code(short(r.pipeline))} {speed_text(r.img_per_s)}"
+                                                          for r in here.itertuples()))
+    short_of = large[large.img_per_s < FED * m.img_per_s]
+    missing = ", ".join(f"{code(short(r.pipeline))} with {int(r.cpus)} cores ({pct(r.img_per_s / m.img_per_s)})"
+                        for r in short_of.itertuples())
+    verdict = ("all keep it fed" if short_of.empty else "none keeps it fed" if len(short_of) == len(large)
+               else f"all keep it fed except {missing}")
+    return (f"**{size}-px images**: {code(m.model)} ({m.step} step) trains at {speed_text(m.img_per_s)} img/s; "
+            "loader ceilings (img/s) " + "; ".join(parts) + f" — {verdict}.")
+
+
+def accuracy_sentence(df: pd.DataFrame) -> str | None:
+    runs = trained(df)
+    if runs.empty:
+        return None
+    first = runs.iloc[0]
+    by = runs.groupby("pipeline").agg(seconds=("seconds", "median"), runs=("seconds", "count")).sort_values("seconds")
+    times = ", ".join(f"{code(short(p))} {r.seconds:.1f} s" for p, r in by.iterrows())
+    epochs = "" if pd.isna(first.train_epochs) else f"{first.train_epochs:.0f} epochs of "
+    source = first.get("data_source")
+    data = f"the {escape(str(source).split('-')[0])} data's" if isinstance(source, str) and source else "the"
+    return (f"**Time to accuracy** ({epochs}{code(first.model)}, {first.step} step, "
+            f"{first.cpus:.0f} cores; median wall time of the epochs, restarts included): {times}; "
+            f"test accuracy on {data} test split "
+            f"{pct(runs.test_accuracy.min()).rstrip('%')}–{pct(runs.test_accuracy.max())} over all "
+            f"{len(runs)} runs.")
+
+
+def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: dict[str, str]) -> list[str]:
+    """The short answer of one run (Markdown lines, at most about 25), for SUMMARY.md and the README
+    block: host transfer, which pipeline by model speed and cores, large JPEG images, time to
+    accuracy, the bus shared by several GPUs, one plot; each only where the run measured it."""
+    c, cap = view.cells, view.ceilings
+    commit = ", ".join(sorted(set(group.git_commit))) or "?"
+    lines = [f"From one run, {code(name)} (commit {escape(commit)}; {escape(', '.join(sorted(set(group.gpu))) or 'CPU')}); "
+             f"every number is in the [full report]({report})."]
+    sentence = bus_sentence(c)
+    if sentence:
+        lines += ["", sentence]
+    main = cap[cap.image_size == cap.image_size.min()] if len(cap) else cap   # the smallest images: CIFAR's own
+    if len(main):
+        setting = tuple(main.iloc[0][SETTING])
+        lines += ["", f"**Which pipeline keeps a model fed** at {int(setting[0])} px (batch {int(setting[1])}): the pipelines "
+                  "whose loader ceiling "
+                  f"is at least {FED:.0%} of the model's speed, cheapest in CPU time first (+N: N more in the report), "
+                  "and how much faster than `dataloader` the model then trains:", "",
+                  table(which_table(at_setting(cap, setting), at_setting(c[c["mode"] == "model"], setting)))]
+    for sentence in (jpeg_sentence(c, cap), accuracy_sentence(view.rows), gpus_sentence(group, c)):
+        if sentence:
+            lines += ["", sentence]
+    if plots.get("cores"):
+        lines += ["", f"![loader ceiling by CPU cores per GPU]({plots['cores']})"]
+    return lines
