@@ -89,10 +89,11 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 import pipelines
+from pipelines.config import CHANNELS, PipelineConfig
+from pipelines.contract import resolve_device
 from pipelines.epochs import shard_size
 from pipelines.kernels import normalize
 from pipelines.sources import open_split
-from pipelines.config import CHANNELS, PipelineConfig
 
 from . import distributed, interrupts, machine
 from .busy import FIT_STEPS, BusyStep, rejection
@@ -588,7 +589,7 @@ def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
 
 def _run(spec: RunSpec, cores: list[int]) -> Iterator[tuple[dict, Window]]:
     config = spec.config
-    device = pipelines.contract.resolve_device(config.device)
+    device = resolve_device(config.device)
     facts: dict[str, object] = {"device": str(device), "cpus": len(cores), "cpu_set": machine.cores_text(cores),
                                 "blocking_waits": machine.blocking_waits(device)}
     monitor = machine.GpuMonitor(device)

@@ -48,6 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pipelines
+from pipelines.contract import resolve_device
+from pipelines.workers import start_forkserver
 
 from . import distributed, harness, results
 
@@ -137,7 +139,7 @@ def _context():
         sys.warnoptions.append(QUIET_TRACKER)
     # torch imported once there; nothing there may initialize CUDA (importing torch._inductor does),
     # or no child forked from it could use the GPU
-    pipelines.workers.start_forkserver(["bench.harness"])
+    start_forkserver(["bench.harness"])
     return multiprocessing.get_context("forkserver")
 
 
@@ -341,5 +343,5 @@ def run_in_process(spec: harness.RunSpec, world: distributed.World, on_window=No
         print(f"rank {world.rank}: {spec.pipeline} {spec.mode} {spec.model}: {type(e).__name__}: {e}", file=sys.stderr)
         raise
     finally:   # drop what a failed config still references before the next one
-        harness.release(pipelines.contract.resolve_device(spec.config.device))
+        harness.release(resolve_device(spec.config.device))
     return rows

@@ -16,6 +16,7 @@ import torch
 
 from bench import claims, cli, harness, results
 from bench.claims import row
+from bench.cli import claims as claims_command
 from pipelines.config import PipelineConfig
 
 VALID = ("holds", "does not hold")
@@ -629,7 +630,7 @@ def test_cli_claims_second_run_in_the_same_second_replaces_the_first(tmp_path, s
         def now(cls, tz=None):
             return dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=tz)
 
-    monkeypatch.setattr(cli, "dt", types.SimpleNamespace(datetime=Frozen, timezone=dt.timezone))
+    monkeypatch.setattr(claims_command, "dt", types.SimpleNamespace(datetime=Frozen, timezone=dt.timezone))
     out = tmp_path / "claims"
     for _ in range(2):
         claims_cli(out, synthetic_root, "--claims", "1")

@@ -12,7 +12,7 @@ import time
 import pandas as pd
 import pytest
 
-import pipelines
+from pipelines import workers
 from bench import cli, plan, report, results, runner
 from tests.test_report import processes, write
 
@@ -102,7 +102,7 @@ def test_ctrl_c_while_the_forkserver_imports_torch_prints_no_traceback(tmp_path,
     server = multiprocessing.forkserver._forkserver
     server._stop()
     try:
-        pipelines.workers.start_forkserver(["slow_preload"])
+        workers.start_forkserver(["slow_preload"])
         time.sleep(1)
         os.kill(server._forkserver_pid, signal.SIGINT)   # mid-import
         child = multiprocessing.get_context("forkserver").Process(target=time.sleep, args=(0,))

@@ -1,5 +1,23 @@
-"""pipebench: how fast can PyTorch input pipelines feed a training loop? CIFAR-10, measured.
+"""The command line: every command's options, their one-line checks (`build_parser`), and a sweep's
+--config file as options (`config_grids`).
+"""
+from __future__ import annotations
 
+import argparse
+import importlib.metadata
+import json
+import math
+import re
+from pathlib import Path
+
+import pipelines
+from pipelines.config import (DALI_DECODERS, DALI_READERS, DTYPES, ENCODINGS, IMAGE_SIZE, LAST_BATCH, MAX_IMAGE_SIZE,
+                              MAXIMUM, PREFETCH_AUGMENT, SOURCES, WORKER_START_METHODS, PipelineConfig,
+                              default_cache_root, default_data_root)
+
+from .. import harness, plan, runner
+
+COMMANDS = """\
 commands:
     pipebench compare            # every available pipeline, loader / model / e2e, on the default data
     pipebench sweep --out DIR    # a grid (lists or --config FILE.json), resumable in DIR
@@ -12,40 +30,7 @@ commands:
     pipebench env                # the environment every result row records
 
 `pipebench COMMAND --help` for a command's options; errors are one line, --debug shows the traceback.
-"""
-from __future__ import annotations
-
-import argparse
-import contextlib
-import datetime as dt
-import importlib.metadata
-import json
-import math
-import os
-import re
-import shlex
-import signal
-import sys
-import time
-import traceback
-import uuid
-from pathlib import Path
-
-import torch
-from tqdm import tqdm
-
-import pipelines
-from pipelines import sources
-from pipelines.contract import resolve_device
-from pipelines.config import (DALI_DECODERS, DALI_READERS, DTYPES, ENCODINGS, IMAGE_SIZE, LAST_BATCH, MAX_IMAGE_SIZE,
-                              MAXIMUM, PREFETCH_AUGMENT, SOURCES, WORKER_START_METHODS, PipelineConfig,
-                              default_cache_root, default_data_root)
-
-# Light imports only: DataLoader workers and configuration processes import this module again
-# (multiprocessing's start-up runs the main script); claims, report and stability are imported
-# where they are used.
-from . import distributed, harness, interrupts, plan, results, runner
-
+"""   # --help's epilog
 MAX_PROCESSES = 1000   # --processes: far above any real use (a typo is one line, not minutes of planning)
 MAX_BUSY_MS = 1000.0   # --busy-ms: a second of GPU work per batch is already no training step
 
@@ -136,7 +121,7 @@ def _ms_list(text: str) -> list[float]:
 
 
 def _claim_list(text: str) -> list:
-    from . import claims
+    from .. import claims
     try:
         chosen = claims.select(t.strip() for t in text.split(",") if t.strip())
     except ValueError as e:
@@ -292,15 +277,15 @@ def version() -> str:
     try:
         return importlib.metadata.version("pipebench")
     except importlib.metadata.PackageNotFoundError:
-        text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+        text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
         return re.search(r'^version = "(.+)"', text, re.M)[1]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import claims, report, stability
+    from .. import claims, report, stability
     parser = argparse.ArgumentParser(prog="pipebench", description=__doc__.split("\n\n")[0], allow_abbrev=False,
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 1)[1])
+                                     epilog=COMMANDS)
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub, "compare", "time every pipeline loader-only, model-only and end-to-end", RUN_HELP)
@@ -368,314 +353,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def specs_for(grids: list, device: torch.device, world: distributed.World = distributed.World()) -> list[harness.RunSpec]:
-    """Every configuration of the grids (one per --config grid, else the command line's), each in
-    its grid's --processes independent processes, in rounds (`plan.grid`, `plan.rounds`)."""
-    return plan.rounds([(plan.grid(options, device, world), options.processes or plan.PROCESSES[device.type])
-                        for options in grids])
-
-
-def record(out: Path, command: list[str], env: dict | None = None, once: bool = False) -> None:
-    """Append the command that wrote into `out` to its COMMAND.txt (and write environment.json);
-    `once`: not when the file already holds it (a report made again writes the same files)."""
-    if env is not None:
-        (out / "environment.json").write_text(json.dumps(env, indent=2) + "\n")
-    line = shlex.join(command)
-    path = out / "COMMAND.txt"
-    if once and path.is_file() and line in path.read_text().splitlines():
-        return
-    with open(path, "a") as f:
-        f.write(line + "\n")
-
-
-def resume_command(argv: list[str], out: Path) -> str:
-    """The command that resumes this run: `sweep` with the same options into the same folder."""
-    tokens, skip = ["pipebench", "sweep"], False
-    for token in argv[1:]:
-        if skip:
-            skip = False
-        elif token == "--out":
-            skip = True
-        elif not token.startswith("--out="):
-            tokens.append(token)
-    return shlex.join([*tokens, "--out", str(out)])
-
-
-def _fail(command: str, error: BaseException, message: str = "") -> SystemExit:
-    """A user-facing error as one line (`pipebench COMMAND: message`, the error's own by default);
-    with --debug its traceback first."""
-    if os.environ.get("PIPEBENCH_DEBUG"):
-        traceback.print_exception(error)
-    return SystemExit(f"pipebench {command}: {message or error}")
-
-
-def run_grid(grids: list, argv: list[str]) -> int:
-    """Measure the grids (parsed options, each with its own --processes; the first one's run-wide
-    options: output, deadline, device) into OUT/results.csv; the exit code (1 if a configuration failed or timed
-    out). Under torchrun every process runs the same specs on its own GPU, shard and cores; rank 0
-    alone writes files, one row per rank and window."""
-    args = grids[0]
-    try:
-        world, device_name = distributed.setup(args.device)
-        device = resolve_device(device_name)
-        specs = specs_for(grids, device, world)
-    except ValueError as e:
-        raise _fail(args.command, e) from None
-    lead = world.rank == 0
-    out = args.out or Path("runs") / f"{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}-{device.type}"
-    out = distributed.broadcast(out)
-    outcome = runner.Outcome()
-    started = time.monotonic()
-    try:
-        with runner.folder_lock(out) if lead else contextlib.nullcontext(), interrupts.signals_as_interrupts():
-            _run_specs(args, argv, specs, device, world, lead, out, outcome)
-    except results.WriteFailed as e:   # the disk is full: what resumes the run
-        raise _fail(args.command, e, f"{e}; `{resume_command(argv, out)}` resumes") from None
-    except OSError as e:   # --out is a file, under /proc, read-only: nothing was measured
-        raise _fail(args.command, e, f"--out {out}: {e.strerror or e}"
-                    + (f" ({e.filename})" if e.filename and str(e.filename) != str(out) else "")
-                    + ": name a folder this user can write") from None
-    except ValueError as e:   # the folder is locked, its results.csv is not pipebench's
-        raise _fail(args.command, e) from None
-    except (interrupts.Interrupted, KeyboardInterrupt) as e:
-        if isinstance(e, KeyboardInterrupt):
-            e = interrupts.Interrupted(signal.SIGINT)
-        print(f"pipebench {args.command}: stopped by {e} after {time.monotonic() - started:.0f} s; "
-              + interrupted_text(outcome, out, resume_command(argv, out)), file=sys.stderr)
-        return e.exit_code
-    finally:
-        distributed.teardown()
-    if lead:
-        for line in outcome.summary_lines():
-            print(f"pipebench {args.command}: {line}", file=sys.stderr)
-    return 1 if outcome.failed else 0
-
-
-def interrupted_text(outcome: runner.Outcome, out: Path, resume: str) -> str:
-    """What an interrupted run kept: the configurations it wrote, or nothing."""
-    if not outcome.written:
-        return (f"no configuration had finished: nothing of this run was written (the one running was discarded; "
-                f"`{resume}` starts it again)")
-    from .report import plural
-    return (f"the rows of the {plural(outcome.written, 'configuration')} it finished are in {out}/results.csv "
-            f"(the one running was discarded; `{resume}` resumes)")
-
-
-def windows(spec: harness.RunSpec) -> int:
-    """Windows (rows) one process of `spec` measures."""
-    return spec.repeats * len(spec.busy_ms)
-
-
-def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome: runner.Outcome) -> None:
-    """Run `specs` into OUT (`run_grid`), counting them in `outcome` as they finish."""
-    env = results.environment()
-    run_id = distributed.broadcast(f"{out.name}@{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}")
-    writer = results.CsvWriter(out / "results.csv", env, run_id=run_id) if lead else None   # rank 0 writes; one id per invocation
-    todo = list(range(len(specs)))
-    if lead:
-        launcher = ["torchrun", f"--nnodes={world.world_size // world.local_world_size}",
-                    f"--nproc-per-node={world.local_world_size}", "-m", "bench.cli"] if world.distributed else ["pipebench"]
-        record(out, [*launcher, *argv], env)
-        if getattr(args, "config", None) is not None:   # the command names it: keep a copy beside
-            (out / args.config.name).write_text(args.config.read_text())
-        if args.command == "sweep":
-            others = results.other_commits(out / "results.csv", env)
-            if others and not args.resume_other_commit:
-                raise ValueError(f"{out}/results.csv holds rows of commit {', '.join(others)}, this is "
-                                 f"{env['git_commit']}: a reference result is one commit; choose another --out, "
-                                 "or pass --resume-other-commit")
-            done = results.completed(out / "results.csv", env)
-            cut = {(results.config_key(s), s.process) for s in specs
-                   if 0 < done.get((results.config_key(s), s.process), 0) < windows(s)}
-            if cut:   # a block cut short (a crash while writing it): measured again, not added to
-                removed = results.drop_blocks(out / "results.csv", env, cut)
-                done = {block: n for block, n in done.items() if block not in cut}
-                print(f"resume: removed {removed} rows of {len(cut)} configuration processes cut short "
-                      "(a crash while writing them); they run again", file=sys.stderr)
-            todo = [i for i, s in enumerate(specs) if done.get((results.config_key(s), s.process), 0) < windows(s)]
-            print(f"resume: {len(specs) - len(todo)} of {len(specs)} configuration processes already done",
-                  file=sys.stderr)
-    specs = [specs[i] for i in distributed.broadcast(todo)]   # rank 0's choice, the ranks' own configs
-    outcome.configurations = len(specs)
-    if not specs:
-        if lead:
-            print(summary(out))
-        return
-
-    # Data generation and JPEG encoding happen here, outside every timer, only where read, rank 0 first.
-    for turn in (True, False):
-        if lead == turn:
-            try:
-                read = [s for s in specs if s.pipeline != "none"] or specs
-                source, folder = sources.resolve_folder(read[0].config)
-                quality, cache = read[0].config.jpeg_quality, read[0].config.cache_root
-                for size in sorted({s.config.image_size for s in read if s.config.encoding == "jpeg"}):
-                    sources.prepare_jpeg(folder, quality, size, cache)
-                for size in sorted({s.config.image_size for s in read
-                                    if s.pipeline == "dali" and s.config.dali_reader == "file"}):
-                    sources.prepare_jpeg_tree(folder, quality, size, cache)
-            except OSError as e:   # a missing root, a folder that cannot be written: one line, no traceback
-                hint = (" (choose a writable --data-root or $PIPEBENCH_DATA)"
-                        if isinstance(e, PermissionError) else "")
-                raise SystemExit(f"pipebench {args.command}: {e}{hint}") from None
-        distributed.barrier()
-    if lead:
-        ranks = f"; {world.world_size} processes" if world.distributed else ""
-        print(f"data: {source} ({folder}); device: {device}{ranks}; output: {out}/results.csv", file=sys.stderr)
-
-    reasons = pipelines.available()
-    with tqdm(total=sum(windows(s) for s in specs), unit="window", desc=args.command, disable=not lead) as bar:
-        for spec in specs:
-            what = spec.stage or spec.payload or spec.mode
-            bar.set_description(f"{spec.pipeline} {what} {spec.model} {spec.config.image_size}px {spec.cpus} cores "
-                                f"#{spec.process + 1}")
-            start = bar.n
-
-            def on_window(row: dict) -> None:
-                bar.update(1)
-                bar.set_postfix(img_per_s=f"{row['world_img_per_s']:,.0f}")
-
-            skip = reasons.get(spec.pipeline) or harness.step_refusal(spec.step, device)
-            if skip:
-                rows = [results.failed_row(spec, "skipped", skip)]
-            elif world.distributed or not args.isolate:
-                rows = runner.run_in_process(spec, world, on_window)
-            else:
-                rows = runner.run_isolated(spec, args.timeout, out, on_window)
-            bar.update(windows(spec) - (bar.n - start))
-            if lead:
-                writer.write_block(rows)
-            outcome.written += 1
-            cause = outcome.record(spec, rows)
-            if lead and cause:
-                bar.write(cause, file=sys.stderr)
-    if lead:
-        print(summary(out, run_id))
-
-
-def run_claims(args, argv: list[str]) -> Path:
-    """`pipebench claims`: measure the selected claims into OUT/claims.csv, then write OUT/CLAIMS.md."""
-    from . import claims
-    if args.report_only:
-        if args.out is None or not (args.out / "claims.csv").is_file():
-            raise SystemExit("pipebench claims --report-only: needs --out DIR holding claims.csv")
-    else:
-        try:
-            device = resolve_device(args.device)
-            config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed,
-                                    cache_root=args.cache_dir, seed=args.seed, device=str(device),
-                                    **({} if args.workers is None else {"num_workers": args.workers}))
-        except (ValueError, RuntimeError) as e:   # a bad or unavailable --device, bad options
-            raise _fail("claims", e) from None
-        now = dt.datetime.now(dt.timezone.utc)
-        args.out = args.out or Path("runs") / f"claims-{now:%Y%m%d-%H%M%S}-{device.type}"
-        args.out.mkdir(parents=True, exist_ok=True)
-        env = results.environment()
-        record(args.out, ["pipebench", *argv], env)
-        run_id = f"claims-{now:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"   # unique: CLAIMS.md takes the latest
-        writer = results.CsvWriter(args.out / "claims.csv", env, run_id=run_id,
-                                   columns=claims.COLUMNS)
-        context = claims.Context(device, config, claims.Scale.tiny() if args.quick else claims.Scale())
-        print(f"device: {device}; output: {args.out}/claims.csv", file=sys.stderr)
-        with tqdm(total=len(args.claims), unit="claim", desc="claims") as bar:
-            claims.run(args.claims, context, writer.write, bar)
-    path = claims.write_report(args.out / "claims.csv", args.out)
-    if args.report_only:
-        record(args.out, ["pipebench", *argv])
-    found = claims.verdicts(claims.read(args.out / "claims.csv"))
-    print("\n".join(f"{i:>2} {key:22s} {v.verdict}" for i, (key, v) in enumerate(found.items(), 1)))
-    print(path)
-    return path
-
-
-def run_stability(args, argv: list[str]) -> int:
-    """`pipebench stability`: OUT/stability.csv, OUT/stability.png and OUT/STABILITY.md."""
-    from . import stability
-    import pandas as pd
-    try:
-        device = resolve_device(args.device)
-        config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed,
-                                cache_root=args.cache_dir, device=str(device), max_samples=args.max_samples,
-                                batch_size=args.batch_size or (512 if device.type == "cuda" else 64),
-                                dtype="bfloat16" if device.type == "cuda" else "float32",
-                                channels_last=device.type == "cuda",
-                                **({} if args.workers is None else {"num_workers": args.workers}))
-    except (ValueError, RuntimeError) as e:
-        raise _fail("stability", e) from None
-    args.out.mkdir(parents=True, exist_ok=True)
-    env = results.environment()
-    record(args.out, ["pipebench", *argv], env)
-    reasons = pipelines.available()
-    names = [n for n in args.pipelines if not reasons.get(n)]
-    rows, stop, name = [], None, ""
-    try:
-        with tqdm(total=len(names) * args.epochs, unit="epoch", desc="stability") as bar, \
-                interrupts.signals_as_interrupts():
-            for name in names:
-                bar.set_description(name)
-                for row in stability.measure(name, pipelines.resolve_config(name, config), args.epochs):
-                    rows.append(row)
-                    bar.update(1)
-    except OSError as e:   # a missing data root, a folder that cannot be written
-        raise _fail("stability", e) from None
-    except (interrupts.Interrupted, KeyboardInterrupt) as e:   # the epochs measured are written below
-        stop = e if isinstance(e, interrupts.Interrupted) else interrupts.Interrupted(signal.SIGINT)
-    if stop is not None:
-        rest = names[names.index(name) + 1:] if name else names
-        ended = (f"stopped by {stop} after {sum(row['pipeline'] == name for row in rows)} of {args.epochs} epochs "
-                 f"of `{name}`" + (f" (not run: {', '.join(rest)})" if rest else ""))
-        if not rows:
-            print(f"pipebench stability: {ended}; no epoch measured, nothing written", file=sys.stderr)
-            return stop.exit_code
-    df = pd.DataFrame(rows).assign(**{k: env[k] for k in ("gpu", "torch", "cpu_count", "hostname", "git_commit")})
-    df.to_csv(args.out / "stability.csv", index=False)
-    title = f"{env['gpu'] or 'CPU'}, batch {config.batch_size}, {config.num_workers} workers, {args.epochs} epochs"
-    stability.plot(df, args.out / "stability.png", title)
-    table = pd.DataFrame({c: stability.growth(df, c).map(lambda v: "—" if pd.isna(v) else f"{v:+,.1f}")
-                          for c in ("host_rss_mb", "children_rss_mb", "gpu_allocated_mb", "gpu_reserved_mb")})
-    skipped = [f"- `{n}`: {reasons[n]}" for n in args.pipelines if reasons.get(n)]
-    (args.out / "STABILITY.md").write_text("\n".join([
-        "# Stability: memory over epochs", "", f"{title}; generated by `pipebench stability` (COMMAND.txt) from "
-        "stability.csv. Growth in MB from epoch 2 to the last epoch (the first epochs warm caches and start "
-        "workers); flat lines are the pass.", "", *([f"**Interrupted**: {ended}.", ""] if stop else []),
-        table.reset_index().to_markdown(index=False), "",
-        "![memory per epoch](stability.png)", "", *(["Not run:", *skipped, ""] if skipped else [])]))
-    print(args.out / "STABILITY.md")
-    if stop is not None:
-        print(f"pipebench stability: {ended}; the epochs measured are in {args.out}", file=sys.stderr)
-        return stop.exit_code
-    return 0
-
-
-def summary(out: Path, run_id: str | None = None) -> str:
-    """The run's rates per configuration (median [range between processes] n=windows/processes),
-    its failures, and the answer per situation (also written to OUT/ANSWER.md). The run is the one
-    `run_id` belongs to (rows of one commit and machine), else the last in the file."""
-    from . import report
-    try:
-        found = report.runs(report.load([out / "results.csv"]))
-    except (OSError, ValueError):
-        return f"\n{out}/results.csv: no rows"
-    name, group = next(((n, g) for n, g in found if run_id in set(g.run_id)), found[-1])
-    seen = report.view_of(group)
-    c = seen.cells
-    view = [f"{r.mode:7s} {r.stage or r.payload or '':12s} {r.pipeline:28s} {r.model:22s} {r.step or '':8s} "
-            f"{r.sync_every:>5g} {r.cpus:>5.0f} {r.busy_ms:>7g}  {report.rate(r)}" for r in c.itertuples()]
-    header = (f"{'mode':7s} {'stage':12s} {'pipeline':28s} {'model':22s} {'step':8s} {'reads':>5s} {'cores':>5s} "
-              f"{'busy ms':>7s}  img/s median [lowest-highest process] n=windows/processes")
-    lines = [f"\n{out}/results.csv", header, *view] if view else [f"\n{out}/results.csv", "no successful configuration"]
-    for _, row in group[~group.status.isin(["ok", "not-applicable"])].iterrows():
-        lines.append(f"{row.status}: {row.pipeline} {row['mode']} {row.model}: {row.error}")
-    answers = report.answers(c, seen.situations)
-    if answers:
-        report.write_answers(out, [(name, answers)], f"`pipebench report {out} --out {out}`")
-        lines += ["", "The answer (also in ANSWER.md):", *[f"- {a}" for a in answers]]
-    else:
-        lines += ["", "No answer: no e2e configuration ran beside its model-only one (the rows above say what "
-                      "ran, skipped and failed)"]
-    return "\n".join(lines)
-
-
 def config_grids(path: Path, parser: argparse.ArgumentParser) -> list[list[str]]:
     """A sweep --config JSON file as command-line tokens, one list per grid (a key "grids" holds a
     list of objects, each a grid, the other keys shared by all; without it the file is one grid):
@@ -713,77 +390,3 @@ def config_grids(path: Path, parser: argparse.ArgumentParser) -> list[list[str]]
 
     shared = tokens(values)
     return [shared + tokens(grid) for grid in grids]
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.debug:   # the configuration processes inherit it
-        os.environ["PIPEBENCH_DEBUG"] = "1"
-    grids = [args]
-    if getattr(args, "config", None) is not None:   # the file's options first: typed ones win
-        grids = [parser.parse_args([argv[0], *tokens, *argv[1:]]) for tokens in config_grids(args.config, parser)]
-    if args.command in ("compare", "sweep"):
-        return run_grid(grids, argv)
-    elif args.command == "claims":
-        run_claims(args, argv)
-    elif args.command == "report":
-        csvs = [p / "results.csv" if p.is_dir() else p for p in args.csv]
-        missing = [str(p) for p in csvs if not p.is_file()]
-        if missing:
-            raise SystemExit(f"pipebench report: no such file: {', '.join(missing)} (give run folders holding "
-                             "results.csv, or results CSV files)")
-        if args.out.exists() and not args.out.is_dir():
-            raise SystemExit(f"pipebench report: --out {args.out} is a file: name a folder")
-        try:
-            from . import report
-            path = report.write(csvs, args.out, args.readme)
-            record(args.out, ["pipebench", *argv], once=True)
-        except ValueError as e:   # an empty CSV, one that is not pipebench's
-            raise _fail("report", e) from None
-        except OSError as e:   # a folder that cannot be written, a file that cannot be read, a full disk
-            name = Path(e.filename or args.out)
-            new = name.name.startswith(".") and name.name.endswith(".new")   # results.replace_file's new file
-            name = name.with_name(name.name[1:-4]) if new else name
-            read = not new and str(name) in {str(p) for p in [*csvs, args.readme] if p}
-            hints = [] if read else [f"{name} is left as it was"] * name.is_file() + [
-                "choose a writable --out folder"] * (not args.readme or name != args.readme)
-            hint = f": {'; '.join(hints)}" if hints else ""
-            raise _fail("report", e, f"cannot {'read' if read else 'write'} {name} ({e.strerror or e}){hint}") from None
-        except KeyboardInterrupt:
-            print("pipebench report: stopped by SIGINT; every file it had not finished is as it was before",
-                  file=sys.stderr)
-            return 130
-        print(path)
-    elif args.command == "stability":
-        return run_stability(args, argv)
-    elif args.command == "prepare":
-        try:   # bad data, a folder that cannot be written: one line, no traceback
-            config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed,
-                                    cache_root=args.cache_dir)
-            source, folder = sources.resolve_folder(config)
-            for split in ("train", "test"):
-                sources.load_split(folder, split, config.cache_root)   # validates every file and its checksum
-            jpeg = sources.prepare_jpeg(folder, args.jpeg_quality, cache_root=config.cache_root)
-            sizes = sources.load_jpeg(folder, "train", args.jpeg_quality, cache_root=config.cache_root)
-        except (OSError, ValueError) as e:
-            raise SystemExit(f"pipebench prepare: {e}") from None
-        print(f"{source}: {folder} (validated; checksums match {sources.checksum_origin(folder)})\n"
-              f"JPEG q{args.jpeg_quality}: {jpeg} (checksums match JPEG.json; "
-              f"mean {len(sizes.data) / len(sizes):.0f} B per train image)")
-    elif args.command == "download":
-        try:   # no network, a folder that cannot be written: one line, no traceback
-            print(sources.download_cifar10(args.data_root))
-        except OSError as e:
-            raise SystemExit(f"pipebench download: {e}") from None
-    elif args.command == "list":
-        for name, reason in pipelines.available().items():
-            print(f"{name:12s} {'ok' if reason is None else 'unavailable: ' + reason}")
-    elif args.command == "env":
-        print(json.dumps(results.environment(), indent=2))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

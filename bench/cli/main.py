@@ -1,0 +1,89 @@
+"""`pipebench COMMAND`: parse, then hand over to the command's module; the small commands (report,
+prepare, download, list, env) are here.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pipelines
+from pipelines import sources
+from pipelines.config import PipelineConfig
+
+from .. import results
+from .claims import run_claims
+from .common import _fail, record
+from .measure import run_grid
+from .parser import build_parser, config_grids
+from .stability import run_stability
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.debug:   # the configuration processes inherit it
+        os.environ["PIPEBENCH_DEBUG"] = "1"
+    grids = [args]
+    if getattr(args, "config", None) is not None:   # the file's options first: typed ones win
+        grids = [parser.parse_args([argv[0], *tokens, *argv[1:]]) for tokens in config_grids(args.config, parser)]
+    if args.command in ("compare", "sweep"):
+        return run_grid(grids, argv)
+    elif args.command == "claims":
+        run_claims(args, argv)
+    elif args.command == "report":
+        csvs = [p / "results.csv" if p.is_dir() else p for p in args.csv]
+        missing = [str(p) for p in csvs if not p.is_file()]
+        if missing:
+            raise SystemExit(f"pipebench report: no such file: {', '.join(missing)} (give run folders holding "
+                             "results.csv, or results CSV files)")
+        if args.out.exists() and not args.out.is_dir():
+            raise SystemExit(f"pipebench report: --out {args.out} is a file: name a folder")
+        try:
+            from .. import report
+            path = report.write(csvs, args.out, args.readme)
+            record(args.out, ["pipebench", *argv], once=True)
+        except ValueError as e:   # an empty CSV, one that is not pipebench's
+            raise _fail("report", e) from None
+        except OSError as e:   # a folder that cannot be written, a file that cannot be read, a full disk
+            name = Path(e.filename or args.out)
+            new = name.name.startswith(".") and name.name.endswith(".new")   # results.replace_file's new file
+            name = name.with_name(name.name[1:-4]) if new else name
+            read = not new and str(name) in {str(p) for p in [*csvs, args.readme] if p}
+            hints = [] if read else [f"{name} is left as it was"] * name.is_file() + [
+                "choose a writable --out folder"] * (not args.readme or name != args.readme)
+            hint = f": {'; '.join(hints)}" if hints else ""
+            raise _fail("report", e, f"cannot {'read' if read else 'write'} {name} ({e.strerror or e}){hint}") from None
+        except KeyboardInterrupt:
+            print("pipebench report: stopped by SIGINT; every file it had not finished is as it was before",
+                  file=sys.stderr)
+            return 130
+        print(path)
+    elif args.command == "stability":
+        return run_stability(args, argv)
+    elif args.command == "prepare":
+        try:   # bad data, a folder that cannot be written: one line, no traceback
+            config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed,
+                                    cache_root=args.cache_dir)
+            source, folder = sources.resolve_folder(config)
+            for split in ("train", "test"):
+                sources.load_split(folder, split, config.cache_root)   # validates every file and its checksum
+            jpeg = sources.prepare_jpeg(folder, args.jpeg_quality, cache_root=config.cache_root)
+            sizes = sources.load_jpeg(folder, "train", args.jpeg_quality, cache_root=config.cache_root)
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"pipebench prepare: {e}") from None
+        print(f"{source}: {folder} (validated; checksums match {sources.checksum_origin(folder)})\n"
+              f"JPEG q{args.jpeg_quality}: {jpeg} (checksums match JPEG.json; "
+              f"mean {len(sizes.data) / len(sizes):.0f} B per train image)")
+    elif args.command == "download":
+        try:   # no network, a folder that cannot be written: one line, no traceback
+            print(sources.download_cifar10(args.data_root))
+        except OSError as e:
+            raise SystemExit(f"pipebench download: {e}") from None
+    elif args.command == "list":
+        for name, reason in pipelines.available().items():
+            print(f"{name:12s} {'ok' if reason is None else 'unavailable: ' + reason}")
+    elif args.command == "env":
+        print(json.dumps(results.environment(), indent=2))
+    return 0

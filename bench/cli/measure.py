@@ -1,0 +1,215 @@
+"""`pipebench compare` and `pipebench sweep`: the grids' configurations measured into OUT/results.csv
+(`run_grid`), resumable, and the run's rates and answer printed at the end (`summary`).
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import shlex
+import signal
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+import pipelines
+from pipelines import sources
+from pipelines.contract import resolve_device
+
+from .. import distributed, harness, interrupts, plan, results, runner
+from .common import _fail, record
+
+def specs_for(grids: list, device: torch.device, world: distributed.World = distributed.World()) -> list[harness.RunSpec]:
+    """Every configuration of the grids (one per --config grid, else the command line's), each in
+    its grid's --processes independent processes, in rounds (`plan.grid`, `plan.rounds`)."""
+    return plan.rounds([(plan.grid(options, device, world), options.processes or plan.PROCESSES[device.type])
+                        for options in grids])
+
+
+def resume_command(argv: list[str], out: Path) -> str:
+    """The command that resumes this run: `sweep` with the same options into the same folder."""
+    tokens, skip = ["pipebench", "sweep"], False
+    for token in argv[1:]:
+        if skip:
+            skip = False
+        elif token == "--out":
+            skip = True
+        elif not token.startswith("--out="):
+            tokens.append(token)
+    return shlex.join([*tokens, "--out", str(out)])
+
+
+def run_grid(grids: list, argv: list[str]) -> int:
+    """Measure the grids (parsed options, each with its own --processes; the first one's run-wide
+    options: output, deadline, device) into OUT/results.csv; the exit code (1 if a configuration failed or timed
+    out). Under torchrun every process runs the same specs on its own GPU, shard and cores; rank 0
+    alone writes files, one row per rank and window."""
+    args = grids[0]
+    try:
+        world, device_name = distributed.setup(args.device)
+        device = resolve_device(device_name)
+        specs = specs_for(grids, device, world)
+    except ValueError as e:
+        raise _fail(args.command, e) from None
+    lead = world.rank == 0
+    out = args.out or Path("runs") / f"{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}-{device.type}"
+    out = distributed.broadcast(out)
+    outcome = runner.Outcome()
+    started = time.monotonic()
+    try:
+        with runner.folder_lock(out) if lead else contextlib.nullcontext(), interrupts.signals_as_interrupts():
+            _run_specs(args, argv, specs, device, world, lead, out, outcome)
+    except results.WriteFailed as e:   # the disk is full: what resumes the run
+        raise _fail(args.command, e, f"{e}; `{resume_command(argv, out)}` resumes") from None
+    except OSError as e:   # --out is a file, under /proc, read-only: nothing was measured
+        raise _fail(args.command, e, f"--out {out}: {e.strerror or e}"
+                    + (f" ({e.filename})" if e.filename and str(e.filename) != str(out) else "")
+                    + ": name a folder this user can write") from None
+    except ValueError as e:   # the folder is locked, its results.csv is not pipebench's
+        raise _fail(args.command, e) from None
+    except (interrupts.Interrupted, KeyboardInterrupt) as e:
+        if isinstance(e, KeyboardInterrupt):
+            e = interrupts.Interrupted(signal.SIGINT)
+        print(f"pipebench {args.command}: stopped by {e} after {time.monotonic() - started:.0f} s; "
+              + interrupted_text(outcome, out, resume_command(argv, out)), file=sys.stderr)
+        return e.exit_code
+    finally:
+        distributed.teardown()
+    if lead:
+        for line in outcome.summary_lines():
+            print(f"pipebench {args.command}: {line}", file=sys.stderr)
+    return 1 if outcome.failed else 0
+
+
+def interrupted_text(outcome: runner.Outcome, out: Path, resume: str) -> str:
+    """What an interrupted run kept: the configurations it wrote, or nothing."""
+    if not outcome.written:
+        return (f"no configuration had finished: nothing of this run was written (the one running was discarded; "
+                f"`{resume}` starts it again)")
+    from ..report import plural
+    return (f"the rows of the {plural(outcome.written, 'configuration')} it finished are in {out}/results.csv "
+            f"(the one running was discarded; `{resume}` resumes)")
+
+
+def windows(spec: harness.RunSpec) -> int:
+    """Windows (rows) one process of `spec` measures."""
+    return spec.repeats * len(spec.busy_ms)
+
+
+def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome: runner.Outcome) -> None:
+    """Run `specs` into OUT (`run_grid`), counting them in `outcome` as they finish."""
+    env = results.environment()
+    run_id = distributed.broadcast(f"{out.name}@{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}")
+    writer = results.CsvWriter(out / "results.csv", env, run_id=run_id) if lead else None   # rank 0 writes; one id per invocation
+    todo = list(range(len(specs)))
+    if lead:
+        launcher = ["torchrun", f"--nnodes={world.world_size // world.local_world_size}",
+                    f"--nproc-per-node={world.local_world_size}", "-m", "bench.cli"] if world.distributed else ["pipebench"]
+        record(out, [*launcher, *argv], env)
+        if getattr(args, "config", None) is not None:   # the command names it: keep a copy beside
+            (out / args.config.name).write_text(args.config.read_text())
+        if args.command == "sweep":
+            others = results.other_commits(out / "results.csv", env)
+            if others and not args.resume_other_commit:
+                raise ValueError(f"{out}/results.csv holds rows of commit {', '.join(others)}, this is "
+                                 f"{env['git_commit']}: a reference result is one commit; choose another --out, "
+                                 "or pass --resume-other-commit")
+            done = results.completed(out / "results.csv", env)
+            cut = {(results.config_key(s), s.process) for s in specs
+                   if 0 < done.get((results.config_key(s), s.process), 0) < windows(s)}
+            if cut:   # a block cut short (a crash while writing it): measured again, not added to
+                removed = results.drop_blocks(out / "results.csv", env, cut)
+                done = {block: n for block, n in done.items() if block not in cut}
+                print(f"resume: removed {removed} rows of {len(cut)} configuration processes cut short "
+                      "(a crash while writing them); they run again", file=sys.stderr)
+            todo = [i for i, s in enumerate(specs) if done.get((results.config_key(s), s.process), 0) < windows(s)]
+            print(f"resume: {len(specs) - len(todo)} of {len(specs)} configuration processes already done",
+                  file=sys.stderr)
+    specs = [specs[i] for i in distributed.broadcast(todo)]   # rank 0's choice, the ranks' own configs
+    outcome.configurations = len(specs)
+    if not specs:
+        if lead:
+            print(summary(out))
+        return
+
+    # Data generation and JPEG encoding happen here, outside every timer, only where read, rank 0 first.
+    for turn in (True, False):
+        if lead == turn:
+            try:
+                read = [s for s in specs if s.pipeline != "none"] or specs
+                source, folder = sources.resolve_folder(read[0].config)
+                quality, cache = read[0].config.jpeg_quality, read[0].config.cache_root
+                for size in sorted({s.config.image_size for s in read if s.config.encoding == "jpeg"}):
+                    sources.prepare_jpeg(folder, quality, size, cache)
+                for size in sorted({s.config.image_size for s in read
+                                    if s.pipeline == "dali" and s.config.dali_reader == "file"}):
+                    sources.prepare_jpeg_tree(folder, quality, size, cache)
+            except OSError as e:   # a missing root, a folder that cannot be written: one line, no traceback
+                hint = (" (choose a writable --data-root or $PIPEBENCH_DATA)"
+                        if isinstance(e, PermissionError) else "")
+                raise SystemExit(f"pipebench {args.command}: {e}{hint}") from None
+        distributed.barrier()
+    if lead:
+        ranks = f"; {world.world_size} processes" if world.distributed else ""
+        print(f"data: {source} ({folder}); device: {device}{ranks}; output: {out}/results.csv", file=sys.stderr)
+
+    reasons = pipelines.available()
+    with tqdm(total=sum(windows(s) for s in specs), unit="window", desc=args.command, disable=not lead) as bar:
+        for spec in specs:
+            what = spec.stage or spec.payload or spec.mode
+            bar.set_description(f"{spec.pipeline} {what} {spec.model} {spec.config.image_size}px {spec.cpus} cores "
+                                f"#{spec.process + 1}")
+            start = bar.n
+
+            def on_window(row: dict) -> None:
+                bar.update(1)
+                bar.set_postfix(img_per_s=f"{row['world_img_per_s']:,.0f}")
+
+            skip = reasons.get(spec.pipeline) or harness.step_refusal(spec.step, device)
+            if skip:
+                rows = [results.failed_row(spec, "skipped", skip)]
+            elif world.distributed or not args.isolate:
+                rows = runner.run_in_process(spec, world, on_window)
+            else:
+                rows = runner.run_isolated(spec, args.timeout, out, on_window)
+            bar.update(windows(spec) - (bar.n - start))
+            if lead:
+                writer.write_block(rows)
+            outcome.written += 1
+            cause = outcome.record(spec, rows)
+            if lead and cause:
+                bar.write(cause, file=sys.stderr)
+    if lead:
+        print(summary(out, run_id))
+
+
+def summary(out: Path, run_id: str | None = None) -> str:
+    """The run's rates per configuration (median [range between processes] n=windows/processes),
+    its failures, and the answer per situation (also written to OUT/ANSWER.md). The run is the one
+    `run_id` belongs to (rows of one commit and machine), else the last in the file."""
+    from .. import report
+    try:
+        found = report.runs(report.load([out / "results.csv"]))
+    except (OSError, ValueError):
+        return f"\n{out}/results.csv: no rows"
+    name, group = next(((n, g) for n, g in found if run_id in set(g.run_id)), found[-1])
+    seen = report.view_of(group)
+    c = seen.cells
+    view = [f"{r.mode:7s} {r.stage or r.payload or '':12s} {r.pipeline:28s} {r.model:22s} {r.step or '':8s} "
+            f"{r.sync_every:>5g} {r.cpus:>5.0f} {r.busy_ms:>7g}  {report.rate(r)}" for r in c.itertuples()]
+    header = (f"{'mode':7s} {'stage':12s} {'pipeline':28s} {'model':22s} {'step':8s} {'reads':>5s} {'cores':>5s} "
+              f"{'busy ms':>7s}  img/s median [lowest-highest process] n=windows/processes")
+    lines = [f"\n{out}/results.csv", header, *view] if view else [f"\n{out}/results.csv", "no successful configuration"]
+    for _, row in group[~group.status.isin(["ok", "not-applicable"])].iterrows():
+        lines.append(f"{row.status}: {row.pipeline} {row['mode']} {row.model}: {row.error}")
+    answers = report.answers(c, seen.situations)
+    if answers:
+        report.write_answers(out, [(name, answers)], f"`pipebench report {out} --out {out}`")
+        lines += ["", "The answer (also in ANSWER.md):", *[f"- {a}" for a in answers]]
+    else:
+        lines += ["", "No answer: no e2e configuration ran beside its model-only one (the rows above say what "
+                      "ran, skipped and failed)"]
+    return "\n".join(lines)

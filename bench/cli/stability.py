@@ -1,0 +1,65 @@
+"""`pipebench stability`: many epochs per pipeline, host and GPU memory per epoch, into
+OUT/stability.csv (the report: `bench.stability.write_report`).
+"""
+from __future__ import annotations
+
+import signal
+import sys
+
+from tqdm import tqdm
+
+import pipelines
+from pipelines.config import PipelineConfig
+from pipelines.contract import resolve_device
+
+from .. import interrupts, results
+from .common import _fail, record
+
+def run_stability(args, argv: list[str]) -> int:
+    """`pipebench stability`: OUT/stability.csv, OUT/stability.png and OUT/STABILITY.md."""
+    from .. import stability
+    import pandas as pd
+    try:
+        device = resolve_device(args.device)
+        config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed,
+                                cache_root=args.cache_dir, device=str(device), max_samples=args.max_samples,
+                                batch_size=args.batch_size or (512 if device.type == "cuda" else 64),
+                                dtype="bfloat16" if device.type == "cuda" else "float32",
+                                channels_last=device.type == "cuda",
+                                **({} if args.workers is None else {"num_workers": args.workers}))
+    except (ValueError, RuntimeError) as e:
+        raise _fail("stability", e) from None
+    args.out.mkdir(parents=True, exist_ok=True)
+    env = results.environment()
+    record(args.out, ["pipebench", *argv], env)
+    reasons = pipelines.available()
+    names = [n for n in args.pipelines if not reasons.get(n)]
+    rows, stop, name = [], None, ""
+    try:
+        with tqdm(total=len(names) * args.epochs, unit="epoch", desc="stability") as bar, \
+                interrupts.signals_as_interrupts():
+            for name in names:
+                bar.set_description(name)
+                for row in stability.measure(name, pipelines.resolve_config(name, config), args.epochs):
+                    rows.append(row)
+                    bar.update(1)
+    except OSError as e:   # a missing data root, a folder that cannot be written
+        raise _fail("stability", e) from None
+    except (interrupts.Interrupted, KeyboardInterrupt) as e:   # the epochs measured are written below
+        stop = e if isinstance(e, interrupts.Interrupted) else interrupts.Interrupted(signal.SIGINT)
+    if stop is not None:
+        rest = names[names.index(name) + 1:] if name else names
+        ended = (f"stopped by {stop} after {sum(row['pipeline'] == name for row in rows)} of {args.epochs} epochs "
+                 f"of `{name}`" + (f" (not run: {', '.join(rest)})" if rest else ""))
+        if not rows:
+            print(f"pipebench stability: {ended}; no epoch measured, nothing written", file=sys.stderr)
+            return stop.exit_code
+    df = pd.DataFrame(rows).assign(**{k: env[k] for k in ("gpu", "torch", "cpu_count", "hostname", "git_commit")})
+    df.to_csv(args.out / "stability.csv", index=False)
+    title = f"{env['gpu'] or 'CPU'}, batch {config.batch_size}, {config.num_workers} workers, {args.epochs} epochs"
+    skipped = {n: reasons[n] for n in args.pipelines if reasons.get(n)}
+    print(stability.write_report(df, args.out, title, ended if stop else None, skipped))
+    if stop is not None:
+        print(f"pipebench stability: {ended}; the epochs measured are in {args.out}", file=sys.stderr)
+        return stop.exit_code
+    return 0
