@@ -54,16 +54,7 @@ waiting for the GPU costs no CPU. Pipeline construction (`setup_s`, including a 
 is outside every window. `sync_every` = N reads the loss on the host every N steps (`loss.item()`,
 as training loops that log do), which drains the GPU's queue each time; 0 never does.
 
-The training step (`RunSpec.step`, `Trainer(step=...)`), as fast models are trained today:
-  - eager:   the step as written, one kernel launch at a time from Python;
-  - graph:   forward, loss, backward and the optimizer step captured once into one CUDA graph
-             (`torch.cuda.graph`) and replayed; each batch is copied into the graph's static input;
-  - compile: `torch.compile` of the model (default mode, compiled in this process: no pool of
-             compile worker processes, which would take cores inside the timed windows), then the
-             same whole-step capture.
-The first training step of model, e2e and train configs runs alone, synchronized, before the
-warm-up and is recorded as `compile_s`: for graph / compile it includes the side-stream warm-up
-steps, compilation and capture; for eager it is one step with cuDNN autotuning.
+The training step and its kinds (eager, graph, compile): `bench.training`.
 
 Several GPUs (`RunSpec.parallel`): "ddp" = one process per GPU under torchrun (`bench.distributed`),
 each rank timing its own windows, all starting after a barrier, its pipeline sharded by rank and
@@ -74,9 +65,7 @@ windows also record the other GPUs' peak memory.
 """
 from __future__ import annotations
 
-import contextlib
 import gc
-import itertools
 import math
 import threading
 import time
@@ -85,60 +74,27 @@ from typing import Callable, Iterator
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel
 
 import pipelines
-from pipelines.config import CHANNELS, PipelineConfig
+from pipelines.config import PipelineConfig
 from pipelines.contract import resolve_device
 from pipelines.epochs import shard_size
-from pipelines.kernels import normalize
-from pipelines.sources import open_split
 
-from . import distributed, interrupts, machine
+from . import distributed, machine
 from .busy import FIT_STEPS, BusyStep, rejection
-from .models import build_model
+from .training import STEPS, Trainer, evaluate, reading, step_refusal
+from .workloads import copy_workload, endless, real_batches, stage_workload
 
 MODES = ("loader", "model", "e2e", "train", "stage", "copy")
 STAGES = ("host", "pin", "h2d-pageable", "h2d-pinned", "device")
 COPIES = ("h2d-pinned", "h2d-pageable")   # copy mode: from pinned or pageable memory
 PAYLOADS = ("uint8", "float32")           # copy mode: what one image is copied as
 BUSY_MS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0)  # loader mode on CUDA: the headspace curve's step times (ms per batch)
-PRECISIONS = ("float32", "bfloat16", "float16")   # Trainer: no autocast, or autocast to this dtype
 PARALLEL = ("none", "ddp", "dp")   # RunSpec: one GPU, DistributedDataParallel, DataParallel
-STEPS = ("eager", "graph", "compile")   # Trainer: how the training step runs (module docstring)
-WARMUP_BEFORE_CAPTURE = 3   # eager steps on a side stream before capture (cuDNN autotuning, optimizer state)
 MODEL_BLOCK = 50   # model mode, min_seconds: windows are whole blocks of this many steps
 WINDOW_MARGIN = 1.2   # min_seconds: size windows for 20% more, so run-to-run jitter stays above it
 CALIBRATION_S = 0.25   # min_seconds: the untimed run that sizes the windows lasts at least this
 MIN_LOADER_STEPS = 8   # a loader window shorter than an epoch has at least this many steps
-REAL_BATCHES = 8   # model mode: distinct real batches cycled through
-
-
-def step_refusal(step: str, device: torch.device, precision: str = "bfloat16", parallel: str = "none",
-                 last_batch: str = "drop") -> str | None:
-    """Why `step` cannot train here (None if it can): a captured step needs CUDA, one process per
-    GPU without DataParallel / DDP, no GradScaler and one batch shape."""
-    if step not in STEPS:
-        return f"step={step!r}: expected one of {STEPS}"
-    if step == "eager":
-        return None
-    if device.type != "cuda":
-        return f"step={step!r} captures the training step in a CUDA graph: needs a CUDA device"
-    if parallel != "none":
-        return (f"step={step!r} with parallel={parallel!r}: the captured step runs one model on one GPU; "
-                "DataParallel and DistributedDataParallel are refused (use step='eager')")
-    if precision == "float16":
-        return (f"step={step!r} with float16: the GradScaler's inf check reads back to the host, which a "
-                "CUDA graph cannot capture (use bfloat16 or step='eager')")
-    if last_batch == "partial":
-        return (f"step={step!r} with last_batch='partial': a captured step has one batch shape "
-                "(use last_batch='drop' or step='eager')")
-    return None
-
-
-class NotApplicable(Exception):
-    """The measured pipeline has no such stage (or this machine cannot run it)."""
 
 
 @dataclass(frozen=True)
@@ -233,126 +189,6 @@ class Window:
     test_accuracy: float = math.nan   # train mode
 
 
-class Trainer:
-    """A plain training step: forward under optional autocast, cross-entropy, backward, SGD.
-
-    `step` (see STEPS): "eager" runs it as written; "graph" captures the whole step (forward, loss,
-    backward, optimizer step) into one CUDA graph on the first call and replays it on every call,
-    copying each batch into the graph's static inputs; "compile" does the same around
-    `torch.compile(model)`. Before capture, WARMUP_BEFORE_CAPTURE eager steps run on a side stream
-    (cuDNN autotuning, optimizer state, compilation), then the weights, buffers and momentum are
-    put back as they were, so a captured step trains exactly as many steps as an eager one. The
-    capture uses `capture_error_mode="thread_local"` (pipeline threads keep running) and autocast
-    without its weight cache (`cache_enabled=False`, as capture requires). Every later batch must
-    have the first one's shape and dtype (ValueError otherwise). `step_refusal` says what a captured
-    step refuses: no CUDA, DataParallel / DDP, float16's GradScaler.
-    `parallel`: "ddp" wraps the model in DistributedDataParallel (a torchrun job, one process per
-    device), "dp" in DataParallel (one process, the batch scattered over all visible GPUs).
-    `precision`: float32 (no autocast), bfloat16 or float16 autocast (float16 with a GradScaler,
-    as its underflowing gradients need). `accumulate` = k splits each batch into k micro-batches,
-    back-propagates each with loss / k and takes one optimizer step: the gradient of the whole
-    batch (exactly, for a model without batch statistics), at about 1/k of its activation memory.
-    On CUDA it turns on cuDNN autotuning (`cudnn.benchmark`), as most training scripts do, except
-    under DataParallel: its replicas run in new threads every step and cuDNN's autotuning cache is
-    per thread, so every step autotuned again, many times slower
-    (results/2026-11-22-h200-multi-gpu/x2/dp-probe.txt). `loss` holds the last step's loss (a device tensor)."""
-
-    def __init__(self, model: str, device: torch.device, precision: str, channels_last: bool,
-                 accumulate: int = 1, parallel: str = "none", step: str = "eager"):
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision={precision!r}: expected one of {PRECISIONS}")
-        if accumulate < 1:
-            raise ValueError(f"accumulate={accumulate!r}: expected >= 1")
-        refusal = step_refusal(step, device, precision, parallel)
-        if refusal:
-            raise ValueError(refusal)
-        torch.backends.cudnn.benchmark = device.type == "cuda" and parallel != "dp"
-        self.model = build_model(model).to(device)
-        if channels_last:
-            self.model = self.model.to(memory_format=torch.channels_last)
-        self.devices = [device]   # every device the step runs on, `device` first
-        if parallel == "ddp":   # gradients all-reduced across the torchrun job's processes
-            self.model = DistributedDataParallel(self.model, device_ids=[device.index] if device.type == "cuda" else None)
-        elif parallel == "dp":   # one process scatters each batch over every visible GPU
-            if device.type != "cuda":
-                raise ValueError("parallel='dp' (DataParallel) needs CUDA devices")
-            main = device.index if device.index is not None else torch.cuda.current_device()
-            ids = [main, *(i for i in range(torch.cuda.device_count()) if i != main)]
-            self.model = torch.nn.DataParallel(self.model, device_ids=ids)
-            self.devices = [torch.device("cuda", i) for i in ids]
-        self.forward = compile_in_process(self.model) if step == "compile" else self.model
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9,
-                                         nesterov=True, weight_decay=5e-4)
-        self.autocast = torch.autocast(device.type, dtype=getattr(torch, precision),
-                                       enabled=precision != "float32", cache_enabled=step == "eager")
-        self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "float16")
-        self.accumulate = accumulate
-        self.step = step
-        self.device = device
-        self.graph: torch.cuda.CUDAGraph | None = None
-        self.static: tuple[torch.Tensor, torch.Tensor] | None = None
-        self.loss: torch.Tensor | None = None
-
-    def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
-        if self.step == "eager":
-            self.optimizer.zero_grad(set_to_none=True)
-            self._update(images, labels)
-            return
-        if self.graph is None:
-            self._capture(images, labels)
-        static_images, static_labels = self.static
-        if images.shape != static_images.shape or images.dtype != static_images.dtype \
-                or labels.shape != static_labels.shape:
-            raise ValueError(f"step={self.step!r}: a batch of {tuple(images.shape)} {images.dtype}, but the "
-                             f"step was captured for {tuple(static_images.shape)} {static_images.dtype} "
-                             "(a captured step needs one batch shape: last_batch='drop')")
-        static_images.copy_(images, non_blocking=True)
-        static_labels.copy_(labels, non_blocking=True)
-        self.graph.replay()
-
-    def _capture(self, images: torch.Tensor, labels: torch.Tensor) -> None:
-        """Warm up on a side stream, restore the state, capture one whole step (module docstring)."""
-        self.static = (images.clone(), labels.clone())   # clone keeps the memory format
-        saved = {k: v.clone() for k, v in self.model.state_dict().items()}
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(side):
-            for _ in range(WARMUP_BEFORE_CAPTURE):
-                self.optimizer.zero_grad(set_to_none=True)
-                self._update(*self.static)
-        torch.cuda.current_stream(self.device).wait_stream(side)
-        with torch.no_grad():   # undo the warm-up: same weights, buffers, and momentum as at the start
-            for k, v in self.model.state_dict().items():
-                v.copy_(saved[k])
-            for state in self.optimizer.state.values():
-                state["momentum_buffer"].zero_()   # SGD's first step sets it to the gradient: same as zero
-        self.optimizer.zero_grad(set_to_none=True)   # backward in the graph writes fresh gradients
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
-            self._update(*self.static)
-
-    def _update(self, images: torch.Tensor, labels: torch.Tensor) -> None:
-        """Backward of the batch (micro-batch by micro-batch) and one optimizer step; gradients
-        start empty (zeroed by the caller)."""
-        if self.accumulate == 1:
-            self._backward(images, labels, 1.0)
-        else:
-            chunks = list(zip(images.chunk(self.accumulate), labels.chunk(self.accumulate)))
-            for i, (x, y) in enumerate(chunks):
-                last = i == len(chunks) - 1   # DDP: all-reduce the summed gradients once, at the end
-                with self.model.no_sync() if isinstance(self.model, DistributedDataParallel) and not last \
-                        else contextlib.nullcontext():
-                    self._backward(x, y, len(y) / len(labels))
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-
-    def _backward(self, images: torch.Tensor, labels: torch.Tensor, weight: float) -> None:
-        with self.autocast:
-            loss = F.cross_entropy(self.forward(images), labels)
-        self.scaler.scale(loss if weight == 1.0 else loss * weight).backward()
-        self.loss = loss.detach()
-
-
 class Touch:
     """Loader-only consumer: one tiny kernel per batch that reads its images and labels; then the
     synthetic training step `busy` (`bench.busy.BusyStep`), if any: the headspace method."""
@@ -365,62 +201,6 @@ class Touch:
         torch.add(images[-1, -1, -1, -1:], labels[-1:], out=self.acc)
         if self.busy is not None:
             self.busy()
-
-
-def compile_in_process(module: Callable) -> Callable:
-    """`torch.compile(module)` whose compilation runs in this process: inductor's pool of compile
-    worker processes (its default) would hold about a core for seconds after a warm-cache compile,
-    inside the timed windows (results/2026-11-24-h100-compile-workers/)."""
-    import torch._inductor.config as inductor
-    inductor.compile_threads = 1
-    return torch.compile(module)
-
-
-class endless:
-    """The pipeline's batches (or what `one_epoch()` yields) epoch after epoch, calling
-    `set_epoch` before each; `epoch` is the epoch of the last batch handed out, so a timer can
-    tell the steps that restarted an epoch (a new iterator: workers, shuffle, first batch). Each
-    epoch's iterator starts, up to its first batch, with Ctrl-C held back (`interrupts.deferred`):
-    a stop never leaves one half built."""
-
-    def __init__(self, pipeline: pipelines.Pipeline, one_epoch: Callable[[], Iterator] | None = None):
-        self.pipeline, self.one_epoch = pipeline, one_epoch or pipeline.__iter__
-        self.epoch, self.current, self.count = -1, None, 0
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        while True:
-            try:
-                if self.current is None:
-                    with interrupts.deferred():
-                        self.epoch += 1
-                        self.pipeline.set_epoch(self.epoch)
-                        self.current, self.count = iter(self.one_epoch()), 0
-                        batch = next(self.current)
-                else:
-                    batch = next(self.current)
-            except StopIteration:
-                if self.count == 0:
-                    raise ValueError("the pipeline yields no batch: batch_size is larger than the samples "
-                                     "with last_batch='drop'") from None
-                self.current = None
-                continue
-            self.count += 1
-            return batch
-
-
-def real_batches(config: PipelineConfig, device: torch.device, count: int = REAL_BATCHES):
-    """`count` batches of the split's first images (repeated if the split is smaller), normalized as
-    every pipeline's batches are (contract dtype and memory format), on the device, round and round
-    (model-only mode): real pixels, whose arithmetic and power draw are those of e2e's batches."""
-    data = open_split(config.replace(augment=False))
-    index = np.arange(count * config.batch_size) % len(data.labels)
-    images = normalize(torch.from_numpy(data.images[index]).to(device), config)
-    labels = torch.from_numpy(data.labels[index]).to(device)
-    batches = list(zip(images.split(config.batch_size), labels.split(config.batch_size)))
-    yield from itertools.cycle(batches)
 
 
 def sync(device: torch.device) -> None:
@@ -522,64 +302,6 @@ def window_steps(spec: RunSpec, unit: int, step_s: float, busy_ms: float = 0.0) 
     return unit * max(1, math.ceil(target / (unit * per_step)))
 
 
-def stage_workload(spec: RunSpec, pipeline: pipelines.Pipeline, device: torch.device):
-    """(batches, step, facts) that run one stage of `pipeline` alone; see the module docstring."""
-    stages = pipeline.stages()
-    payload = stages.payload
-    facts = {"copy": stages.copy, "batch_bytes": sum(t.nbytes for t in payload)}
-    n = len(pipeline.batches()[0])
-    fixed = itertools.repeat((None, range(n)))   # time_window counts len(labels) images per step
-    name = spec.stage
-    if name == "host":
-        if stages.host is None:
-            raise NotApplicable(f"{spec.pipeline}: no host-side work per step")
-        return endless(pipeline, stages.host), lambda x, y: None, facts
-    if name == "device":   # one call may make several batches (a pipeline's round of launches)
-        per_call = itertools.repeat((None, range(stages.device_images or n)))
-        return per_call, lambda x, y: stages.device(), facts
-    if device.type != "cuda" or not payload:
-        raise NotApplicable(f"{spec.pipeline}: no host-to-device copy per step" if device.type == "cuda"
-                            else "no CUDA device: nothing is copied or pinned")
-    if name == "pin":
-        if not stages.pins:
-            raise NotApplicable(f"{spec.pipeline}: does not pin each batch")
-        return fixed, lambda x, y: [t.pin_memory() for t in payload], facts
-    if name == "h2d-pageable":
-        pageable = [torch.empty(t.shape, dtype=t.dtype).copy_(t) for t in payload]
-        return fixed, lambda x, y: [t.to(device) for t in pageable], facts
-    pinned = [t.pin_memory() for t in payload]
-    return fixed, lambda x, y: [t.to(device, non_blocking=True) for t in pinned], facts
-
-
-def copy_workload(spec: RunSpec, device: torch.device):
-    """(batches, step, facts) that copy one batch of `spec.payload` to the device, back to back."""
-    if device.type != "cuda":
-        raise NotApplicable("no CUDA device: nothing is copied")
-    c = spec.config
-    shape = (c.batch_size, CHANNELS, c.image_size, c.image_size)
-    host = torch.randint(0, 256, shape, dtype=torch.uint8).to(getattr(torch, spec.payload))   # not zeros
-    pinned = spec.stage == "h2d-pinned"
-    if pinned:
-        host = host.pin_memory()
-    target = torch.empty(shape, dtype=host.dtype, device=device)
-    facts = {"copy": "pinned" if pinned else "pageable", "batch_bytes": host.nbytes}
-    return itertools.repeat((None, range(c.batch_size))), lambda x, y: target.copy_(host, non_blocking=pinned), facts
-
-
-def evaluate(model: torch.nn.Module, pipeline: pipelines.Pipeline, precision: str) -> float:
-    """Top-1 accuracy of `model` (eval mode, no gradient, autocast to `precision`) on one epoch."""
-    device = pipeline.device
-    autocast = torch.autocast(device.type, dtype=getattr(torch, precision), enabled=precision != "float32")
-    correct = total = 0
-    model.eval()
-    with torch.no_grad(), autocast:
-        for images, labels in pipeline:
-            correct += (model(images).argmax(1) == labels).sum()
-            total += len(labels)
-    model.train()
-    return float(correct) / total
-
-
 def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
     """Measure one spec, yielding (facts about the run, Window) after each window so the caller
     can persist rows as they come. The pipeline is closed however the generator ends."""
@@ -668,20 +390,6 @@ def fit(batches: Iterator, consumer: Touch) -> None:
     for _ in range(FIT_STEPS):
         consumer(*next(batches))
     consumer.busy.fit()
-
-
-def reading(trainer: Trainer, every: int) -> Callable:
-    """The training step that also reads the loss on the host every `every` steps (0: never), as a
-    loop that logs its loss does: each read waits for the GPU's queue to drain."""
-    if not every:
-        return trainer
-    count = itertools.count(1)
-
-    def step(images: torch.Tensor, labels: torch.Tensor) -> None:
-        trainer(images, labels)
-        if next(count) % every == 0:
-            trainer.loss.item()
-    return step
 
 
 def _train(spec: RunSpec, pipeline: pipelines.Pipeline, trainer: Trainer, batches: Iterator,

@@ -51,7 +51,7 @@ import pipelines
 from pipelines.contract import resolve_device
 from pipelines.workers import start_forkserver
 
-from . import distributed, harness, results
+from . import distributed, harness, results, workloads
 
 DEFAULT_TIMEOUT_S = 1800.0   # per configuration; compilation and a slow DataLoader epoch fit well inside
 STARTUP_S = 120.0   # a child's start (the forkserver importing torch, once) before its deadline runs
@@ -230,7 +230,7 @@ def _child(spec: harness.RunSpec, entry, parent: int, path: list[str], environ: 
         try:
             for repeat, (facts, window) in enumerate(harness.run(spec)):
                 emit({"row": results.measured_row(spec, facts, repeat, window)})
-        except harness.NotApplicable as e:
+        except workloads.NotApplicable as e:
             emit({"status": "not-applicable", "error": str(e)})
         except Exception as e:
             emit({"status": "error", "error": traceback.format_exc() if os.environ.get("PIPEBENCH_DEBUG")
@@ -335,7 +335,7 @@ def run_in_process(spec: harness.RunSpec, world: distributed.World, on_window=No
             rows += [results.measured_row(s, f, repeat, w, world_rate) for s, f, w in ranks]
             if on_window is not None:
                 on_window(rows[-1])
-    except harness.NotApplicable as e:
+    except workloads.NotApplicable as e:
         return [results.failed_row(spec, "not-applicable", str(e))]
     except Exception as e:
         if not world.distributed:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import pipelines
-from bench import cli, harness, machine, results
+from bench import cli, harness, machine, results, workloads
 from pipelines.contract import Pipeline
 from pipelines.config import PipelineConfig
 
@@ -95,7 +95,7 @@ def test_unavailable_pipeline_becomes_a_skipped_row(tmp_path, synthetic_root, mo
 
 def test_window_counts_images_and_steps(synthetic_root):
     config = pipelines.PipelineConfig(data_root=str(synthetic_root), batch_size=8, max_samples=64, device="cpu")
-    batches = harness.real_batches(config, torch.device("cpu"))
+    batches = workloads.real_batches(config, torch.device("cpu"))
     window = harness.time_window(batches, harness.Touch(torch.device("cpu")), 5, torch.device("cpu"))
     assert window.images == 40 and len(window.step_ms) == len(window.wait_ms) == 5 and window.seconds > 0
     assert 0 <= window.train_cpu_s <= window.cpu_s   # the training thread's share of the process tree's
@@ -105,13 +105,13 @@ def test_model_only_trains_on_real_batches_made_as_the_pipelines_make_them(synth
     """Not noise: the split's own images, normalized into the contract's dtype and memory format."""
     config = pipelines.PipelineConfig(data_root=str(synthetic_root), batch_size=8, max_samples=64, device="cpu",
                                       dtype="bfloat16", channels_last=True, augment=False, shuffle=False)
-    real = harness.real_batches(config, torch.device("cpu"))
-    batches = [next(real) for _ in range(harness.REAL_BATCHES + 1)]
+    real = workloads.real_batches(config, torch.device("cpu"))
+    batches = [next(real) for _ in range(workloads.REAL_BATCHES + 1)]
     with pipelines.build("resident", config) as resident:
         images, labels = next(iter(resident))
     assert torch.equal(batches[0][1], labels) and torch.allclose(batches[0][0].float(), images.float())
     assert batches[0][0].dtype == images.dtype and batches[0][0].is_contiguous(memory_format=torch.channels_last)
-    assert batches[harness.REAL_BATCHES][0] is batches[0][0]   # REAL_BATCHES distinct batches, round and round
+    assert batches[workloads.REAL_BATCHES][0] is batches[0][0]   # REAL_BATCHES distinct batches, round and round
     assert not torch.equal(batches[1][0], batches[0][0])
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import pipelines
-from bench import busy, cli, harness, machine, report, results
+from bench import busy, cli, harness, machine, report, results, workloads
 from pipelines import prefetch
 from pipelines.config import PipelineConfig
 
@@ -287,7 +287,7 @@ def test_the_steady_rate_never_counts_a_drained_queue_as_free_time():
             for _ in range(20):
                 yield None, range(64)
 
-    batches = harness.endless(Slow())
+    batches = workloads.endless(Slow())
     window = harness.time_window(batches, lambda x, y: step(), 60, device)
     most = 64 / (step.measured_ms() / 1e3)   # the rate the step allows
     assert window.steady_img_per_s <= most * (1 + busy.TOLERANCE)

@@ -14,7 +14,7 @@ import torch
 
 import pipelines
 
-from .. import harness
+from .. import harness, workloads
 from .framework import Claim, Context, Verdict, median, row, spin
 
 
@@ -43,7 +43,7 @@ def measure_pin_memory_exchange(ctx: Context) -> list[dict]:
             setting = exchange_setting(batch, workers, cpu_work, pin, s.cpu_work_s)
             step = (lambda x, y: spin(s.cpu_work_s * 1e3)) if cpu_work else (lambda x, y: None)
             with pipelines.build("dataloader", config) as pipeline:
-                batches = harness.endless(pipeline)
+                batches = workloads.endless(pipeline)
                 for _ in range(s.warmup):
                     next(batches)
                 for r in range(s.repeats):
@@ -162,7 +162,7 @@ def measure_collate_to_gpu(ctx: Context) -> list[dict]:
             works, note = 0, str(e).strip().splitlines()[-1]
         rows.append(row(f"collate_fn .to(device), {workers} workers ({method})", "works", works, "flag", note=note))
         loader = pipeline.make_loader(pin_memory=False, collate_fn=collate, num_workers=0)
-        batches = harness.endless(pipeline, lambda: iter(loader))
+        batches = workloads.endless(pipeline, lambda: iter(loader))
         for _ in range(s.warmup):
             next(batches)
         touch = harness.Touch(device)

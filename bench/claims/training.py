@@ -13,7 +13,7 @@ import torch
 
 import pipelines
 
-from .. import harness
+from .. import harness, workloads
 from .framework import Claim, Context, Scale, Verdict, combine, explaining, median, row
 
 
@@ -48,7 +48,7 @@ def _train_windows(ctx: Context, trainer: harness.Trainer, batch: int, channels_
     """Synchronized windows of `trainer` on one real float32 batch: yields (Window, peak reserved MB)."""
     s, device = ctx.scale, ctx.device
     config = ctx.config.replace(batch_size=batch, dtype="float32", channels_last=channels_last)
-    batches = harness.real_batches(config, device, count=1)
+    batches = workloads.real_batches(config, device, count=1)
     step = step or trainer
     for _ in range(s.warmup):
         step(*next(batches))
