@@ -5,14 +5,16 @@
 iterator's construction, it left workers and queues half built, whose clean-up then printed a
 FileNotFoundError traceback (a semaphore already unlinked) after the stop message. So the harness
 starts every pipeline iterator inside `deferred()`: a signal that arrives there is raised when the
-block ends, once the iterator is whole and can be shut down; a second signal meanwhile is raised at
-once, so a pipeline stuck in its start still stops on a second Ctrl-C. Without the handler
-installed, `deferred()` changes nothing.
+block ends, once the iterator is whole and can be shut down, or after HOLD_S if the block has not
+ended by then (a pipeline stuck in its start, a blocked read, still stops on one signal); a second
+signal meanwhile is raised at once. Without the handler installed, `deferred()` changes nothing.
 """
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import threading
 
 
 class Interrupted(BaseException):
@@ -23,12 +25,16 @@ class Interrupted(BaseException):
         self.exit_code = 128 + signum
 
 
-_held = {"depth": 0, "signum": None}   # deferred blocks entered; the signal held back, if any
+HOLD_S = 5.0   # the longest a signal is held back (module docstring)
+_held = {"depth": 0, "signum": None, "timer": None}   # deferred blocks entered; the signal held back, if any
 
 
 def _handler(signum, frame):
     if _held["depth"] and _held["signum"] is None:
         _held["signum"] = signum
+        _held["timer"] = threading.Timer(HOLD_S, os.kill, (os.getpid(), signum))   # sent again: then raised
+        _held["timer"].daemon = True
+        _held["timer"].start()
         return
     raise Interrupted(signum)
 
@@ -53,5 +59,6 @@ def deferred():
     finally:
         _held["depth"] -= 1
         if not _held["depth"] and _held["signum"] is not None:
-            signum, _held["signum"] = _held["signum"], None
+            _held["timer"].cancel()
+            signum, _held["signum"], _held["timer"] = _held["signum"], None, None
             raise Interrupted(signum)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import time
 
 import pytest
 import torch.utils.data.dataloader as torch_dataloader
@@ -28,6 +29,18 @@ def test_a_second_signal_inside_deferred_is_raised_at_once():
             os.kill(os.getpid(), signal.SIGINT)
             reached = True
     assert not reached
+
+
+def test_a_signal_is_held_back_no_longer_than_hold_s(monkeypatch):
+    """A block that never ends (a pipeline blocked in its start) still stops on one signal."""
+    monkeypatch.setattr(interrupts, "HOLD_S", 0.2)
+    t0 = time.monotonic()
+    with interrupts.signals_as_interrupts(), pytest.raises(interrupts.Interrupted) as stop:
+        with interrupts.deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            while time.monotonic() - t0 < 30:
+                time.sleep(0.01)
+    assert stop.value.exit_code == 143 and time.monotonic() - t0 < 10
 
 
 def test_without_the_handler_deferred_changes_nothing():
