@@ -26,7 +26,7 @@ Modes (what each timer includes):
       h2d-pinned    `.to(device, non_blocking=True)` of it from pinned memory, back to back;
       device        the device-side work (convert / decode / augment / normalize) on one
                     fixed batch. The model step's ceiling is model mode.
-    A stage a pipeline does not have becomes a `not-applicable` row (NotApplicable).
+    A stage a pipeline does not have becomes a `not-applicable` row (`workloads.NotApplicable`).
   - copy:   the bus alone, no pipeline: one batch of `payload` (uint8 or float32, batch x 3 x S x S)
     copied host-to-device into a preallocated tensor, from pinned memory (`h2d-pinned`,
     `non_blocking`) or pageable memory (`h2d-pageable`), back to back. Under torchrun every rank

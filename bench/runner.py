@@ -20,7 +20,7 @@
   (while still held; whoever locks it checks that the path still names the file it locked); a
   second run into the same folder is refused with the holder's pid.
 - **Honest endings.** Ctrl-C or SIGTERM ends the child's group at once, keeps every finished
-  configuration's rows and raises `Interrupted`, a BaseException like KeyboardInterrupt, so no
+  configuration's rows and raises `interrupts.Interrupted`, a BaseException like KeyboardInterrupt, so no
   `except Exception` on the way (a pipeline's, a data loader's) turns it into an error row; the
   caller exits 130 (143 for SIGTERM). `Outcome` counts the configurations that errored or timed
   out and says why, one line each, and once for all when they share a cause.
