@@ -14,11 +14,11 @@ CPU, which a budget of two cores cannot spare to spinning). After an epoch's las
 producer plans the next epoch (`set_epoch(e + 1)`, as a training loop calls it) and gathers its
 first round, so the epoch restart neither plans nor gathers; another epoch is planned anew.
 
-The gather uses at most GATHER_THREADS (4) of torch's intra-op threads, however many cores there
-are: copying rows is memory-bound, and more OpenMP threads, which wait for the slowest at the end of
-every gather, only meet the producer and training threads on the same cores: with one thread per
-core, more cores made `prefetch` slower at 224 px (results/2026-11-25-h100-instrument/, its probe;
-what still sets the gather's rate: results/2026-11-26-h100-prefetch-cores/).
+The gather is split into GATHER_THREADS (4) contiguous shares of the rows, each one
+`torch.index_select` on its own thread with one intra-op thread: one wake-up per thread per round.
+torch's own parallel gather (an OpenMP team) was slower than a single thread with OpenMP's threads
+sleeping between regions (`OMP_WAIT_POLICY=PASSIVE`) and only fast with them spinning, which depends
+on how many cores the process has (results/2026-11-26-h100-prefetch-cores/).
 
 `prefetch_augment="host"`: the older design, kept to show what moving the crop to the GPU buys:
 `num_workers` producer threads crop and flip on the host (numpy fancy indexing over strided window
@@ -43,6 +43,7 @@ producer runs and does every step on the CPU.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -56,17 +57,39 @@ from .kernels import crop_normalize, crop_windows, normalize, warm_crop_normaliz
 from .config import CHANNELS
 
 
-GATHER_THREADS = 4   # intra-op threads of the producer's gather (module docstring)
+GATHER_THREADS = 4   # threads of the gather, each copying a share of a round's rows (module docstring)
 
 
-def bound_gather_threads(pool: ThreadPoolExecutor) -> None:
-    """The producer thread's gather runs on at most GATHER_THREADS of torch's intra-op (OpenMP)
-    threads, every other thread keeps torch's count. torch's count is per thread once a thread has
-    used it (OpenMP's nthreads is per thread), but `torch.set_num_threads` also sets the count
-    threads start with: set in the producer, then put back from this thread."""
-    count = torch.get_num_threads()
-    pool.submit(lambda: (torch.get_num_threads(), torch.set_num_threads(min(count, GATHER_THREADS)))).result()
-    torch.set_num_threads(count)
+def gather_pool(count: int = GATHER_THREADS) -> ThreadPoolExecutor:
+    """`count` started threads with one intra-op thread each (torch's ops on them never start an
+    OpenMP team); every other thread, and those started later, keep torch's count. A thread takes
+    torch's count at its first op, and `torch.set_num_threads` also sets the count later threads
+    start with: each pool thread reads its count, then sets 1; this thread then puts the count back."""
+    keep = torch.get_num_threads()
+    started = threading.Barrier(count + 1)
+
+    def one_thread():
+        torch.get_num_threads()
+        torch.set_num_threads(1)
+        started.wait()
+
+    pool = ThreadPoolExecutor(count, thread_name_prefix="prefetch-gather", initializer=one_thread)
+    for _ in range(count):   # each waits in the barrier, so every submit starts a thread
+        pool.submit(int)
+    started.wait()
+    torch.set_num_threads(keep)
+    return pool
+
+
+def gather_rows(pool: ThreadPoolExecutor, source: torch.Tensor, index: np.ndarray, out: torch.Tensor,
+                shares: int = GATHER_THREADS) -> None:
+    """out[i] = source[index[i]]: `shares` contiguous shares of the rows, copied on `pool` at once."""
+    rows = torch.from_numpy(index)
+    cuts = np.linspace(0, len(index), shares + 1).astype(int)
+    jobs = [pool.submit(torch.index_select, source, 0, rows[a:b], out=out[a:b])
+            for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+    for job in jobs:
+        job.result()
 
 
 def _stop(futures) -> None:
@@ -117,15 +140,14 @@ class PrefetchPipeline(Pipeline):
         if self.device_crops:
             warm_crop_normalize(self.device, config)
         self.positions = torch.arange(rows, device=self.device)   # a slot's rows, copied to the device
-        # One producer (its gather runs on at most GATHER_THREADS of torch's intra-op threads);
+        # One producer, whose gather runs on GATHER_THREADS threads of one intra-op thread each;
         # num_workers producers when each crops its own batch on the host.
         threads = max(1, config.num_workers) if self.host_crops else 1
         self.slots = [_Slot(torch.empty((rows, size, size, CHANNELS), dtype=torch.uint8, pin_memory=self.cuda),
                             torch.cuda.Event(blocking=True) if self.cuda else None)   # a producer waits off the CPU
                       for _ in range(-(-config.prefetch_depth // self.group) + threads + 1)]
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="prefetch")
-        if not self.host_crops:
-            bound_gather_threads(self.pool)
+        self.gatherers = None if self.host_crops else gather_pool()
         self.active: dict = {}   # the live epoch's batches in production
         self.upcoming = None     # future of the next epoch's plan and first round, made in advance
         self.turn = 0            # the slot of the next epoch's first round: slots are used in turn
@@ -147,7 +169,7 @@ class PrefetchPipeline(Pipeline):
             out[keep] = plain[index[keep], dy[keep], dx[keep]]
             out[flip] = mirrored[index[flip], dy[flip], 2 * pad - dx[flip]]
         else:
-            torch.index_select(self.source, 0, torch.from_numpy(index), out=slot.images[:n])
+            gather_rows(self.gatherers, self.source, index, slot.images[:n])
         return n
 
     def _side(self):
@@ -298,6 +320,9 @@ class PrefetchPipeline(Pipeline):
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
+        if self.gatherers is not None:   # after the producer, the only one that submits to it
+            self.gatherers.shutdown(wait=True)
+            self.gatherers = None
         if self.stream is not None:
             self.stream.synchronize()
         self.slots = []

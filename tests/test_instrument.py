@@ -11,6 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -150,18 +151,37 @@ def test_thread_cpu_seconds_counts_one_thread():
     assert spent["burn"] >= 0.2 and machine.thread_cpu_seconds(me) - before < 0.1   # the burning thread's, not this one's
 
 
-def test_prefetch_gathers_on_a_bounded_number_of_threads_and_leaves_the_rest_alone(synthetic_root):
+def test_prefetch_gathers_in_shares_on_threads_of_one_intra_op_thread_and_leaves_the_rest_alone(synthetic_root, monkeypatch):
     before = torch.get_num_threads()
     torch.set_num_threads(8)
     try:
         config = PipelineConfig(data_root=str(synthetic_root), batch_size=16, max_samples=64, device="cpu")
         with pipelines.build("prefetch", config) as p:
-            assert p.pool.submit(torch.get_num_threads).result() == prefetch.GATHER_THREADS
-            assert torch.get_num_threads() == 8   # this thread's count, and the one new threads start with
-            assert ThreadPoolExecutor(1).submit(torch.get_num_threads).result() == 8
+            seen = []
+            real = torch.index_select
+
+            def spy(source, dim, index, **kwargs):
+                seen.append((threading.current_thread().name, torch.get_num_threads(), len(index)))
+                return real(source, dim, index, **kwargs)
+
+            monkeypatch.setattr(torch, "index_select", spy)   # the module calls it as torch.index_select
             assert sum(len(y) for _, y in p) == 64
+            monkeypatch.undo()
+            assert seen and all(name.startswith("prefetch-gather") and count == 1 for name, count, _ in seen)
+            assert max(rows for *_, rows in seen) <= -(-p.group * 16 // prefetch.GATHER_THREADS)   # shares, not whole rounds
+            assert torch.get_num_threads() == 8   # this thread's count, and the one new threads start with
+            assert p.pool.submit(torch.get_num_threads).result() == 8
     finally:
         torch.set_num_threads(before)
+
+
+def test_gather_rows_copies_the_indexed_rows_in_order():
+    source = torch.arange(50 * 3, dtype=torch.uint8).reshape(50, 3)
+    index = np.array([7, 0, 49, 7, 12, 3, 3])
+    out = torch.empty((len(index), 3), dtype=torch.uint8)
+    with ThreadPoolExecutor(3) as pool:
+        prefetch.gather_rows(pool, source, index, out, shares=3)
+    assert torch.equal(out, source[torch.from_numpy(index)])
 
 
 # --- on a GPU ------------------------------------------------------------------------------------

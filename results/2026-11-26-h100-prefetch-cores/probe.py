@@ -10,6 +10,9 @@ its setup, left out of the summary's CPU cost). Variants, each a change inside t
   bare      no busy step is built (busy level 0 only), so no busy-step memory or graphs exist
   numpy     the gather split over `--gather-threads` Python threads, each `np.take` of a share of the
             rows (numpy releases the GIL; no OpenMP at all)
+  chunks    the gather split over `--gather-threads` Python threads, each `torch.index_select` of a
+            share of the rows with one intra-op thread (no OpenMP team: one wake-up per thread
+            per gather)
   spin      CUDA's default waits (spin) instead of the harness's blocking waits
   default   OpenMP's own default wait (spin a while, then sleep): torch loaded before bench sets
             OMP_WAIT_POLICY, so the setting comes too late
@@ -76,6 +79,26 @@ def numpy_gather(count: int):
     return gather
 
 
+def chunks_gather(count: int):
+    """A replacement for PrefetchPipeline._gather: `torch.index_select` of a share of the rows on
+    each of `count` Python threads, each with one intra-op thread."""
+    import torch
+    pool = ThreadPoolExecutor(count, thread_name_prefix="gather", initializer=torch.set_num_threads, initargs=(1,))
+
+    def gather(self, slot, index, start, draws):
+        if slot.copied is not None:
+            slot.copied.synchronize()
+        n = len(index)
+        rows = torch.from_numpy(index)
+        cuts = np.linspace(0, n, count + 1).astype(int)
+        jobs = [pool.submit(torch.index_select, self.source, 0, rows[a:b], out=slot.images[a:b])
+                for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+        for job in jobs:
+            job.result()
+        return n
+    return gather
+
+
 def one(cpus: int, variant: str, seconds: float, samples: int, gather_threads: int, device: str,
         busy: tuple[float, ...]) -> None:
     if variant == "active":
@@ -87,6 +110,8 @@ def one(cpus: int, variant: str, seconds: float, samples: int, gather_threads: i
     from pipelines.config import PipelineConfig
     if variant == "numpy":
         prefetch.PrefetchPipeline._gather = numpy_gather(gather_threads)
+    if variant == "chunks":
+        prefetch.PrefetchPipeline._gather = chunks_gather(gather_threads)
     if variant.startswith("g") and variant[1:].isdigit():
         prefetch.GATHER_THREADS = int(variant[1:])
     if variant in ("pin", "pinfirst", "pinspin"):
