@@ -4,9 +4,9 @@
 `--config` plan) into RunSpecs: every combination of the listed image sizes, dtypes, batch sizes,
 CPU budgets and worker counts; per such setting the copy configurations, the model-only ones (per
 model and step kind), and per pipeline variant its loader-only, stage, e2e and train
-configurations. Options that only some pipelines read make variants of those pipelines alone
-(READS: `--prefetch-augment device,host` measures two `prefetch` variants and one of everything
-else). A CPU budget sets the default worker count (budget - 1, at least 1), which DALI's
+configurations. The knobs a pipeline declares (`pipelines.options`) make variants of the
+pipelines that read them alone (`--prefetch-augment device,host` measures two `prefetch` variants
+and one of everything else), and rows of the others keep the knob's default. A CPU budget sets the default worker count (budget - 1, at least 1), which DALI's
 threads follow.
 
 `rounds(grids)` runs each grid's configurations in that grid's number of independent processes, in
@@ -27,41 +27,30 @@ from pipelines.config import PipelineConfig
 from . import distributed, harness, machine, runner
 from .models import CHECK_TIMEOUT_S, check_model, runs_user_code
 
-# The options each pipeline reads beyond those every pipeline reads (size, batch, dtype, ...): only
-# these make two of its configurations different variants (a row of another pipeline keeps the
-# default, and the report names only these in a label).
-READS = {
-    "dataloader": ("encoding", "pin_memory", "non_blocking", "worker_start", "num_workers"),
-    "prefetch": ("prefetch_augment", "prefetch_depth", "batches_per_launch", "num_workers"),
-    "resident": ("prefetch_depth", "batches_per_launch"),
-    "dali": ("dali_reader", "dali_decoder", "dali_threads", "dali_queue_depth", "dali_hw_decoder_load",
-             "dali_batch_multiple", "num_workers"),
-    "dali-raw": ("dali_reader", "dali_threads", "dali_queue_depth", "dali_batch_multiple", "num_workers"),
-    "tvjpeg": (), "torchcodec": (),
-    "timm": ("worker_start", "num_workers"),
-    "spdl": ("prefetch_depth", "num_workers"),
-}
-SPECIFIC = tuple(sorted({option for options in READS.values() for option in options}))   # read by some only
-VARIANT_LISTS = ("prefetch_augment", "dali_decoder", "encoding")   # options given as lists: one variant per value
 PROCESSES = {"cuda": 3, "cpu": 2}   # --processes by default: independent processes per configuration
 MIN_PROCESSES = 2   # the fewest a verdict, a tie or "the fastest" may rest on (bench.report)
 CPU_SAMPLES = 2048   # without CUDA and --max-samples: the first 2,048 images, so an epoch (an e2e window) lasts seconds
 
 
-def default(option: str):
-    """PipelineConfig's default value of `option`."""
-    field = {f.name: f for f in dataclasses.fields(PipelineConfig)}[option]
-    return field.default if field.default is not dataclasses.MISSING else field.default_factory()
+def knobs() -> dict[str, pipelines.Option]:
+    """The pipelines' knobs (`pipelines.declared_options`) that are not the worker count: that one
+    the plan sets per CPU budget (`--workers`)."""
+    return {name: option for name, option in pipelines.declared_options().items() if name != "num_workers"}
+
+
+def reads(pipeline: str) -> tuple[str, ...]:
+    """The knobs `pipeline` reads: the registry's, none for "none" (copies and the model alone)."""
+    return () if pipeline == "none" else pipelines.reads(pipeline)
 
 
 def _variants(name: str, o) -> list[dict]:
-    """The option values pipeline `name` runs with, one dict per variant (options it does not read:
-    their defaults, so they never make variants of it)."""
+    """The knob values pipeline `name` runs with, one dict per variant: a knob given as a list makes
+    one variant per value, of the pipelines that read it only (the others keep its default)."""
     found = [{}]
-    for option in VARIANT_LISTS:
-        reads = option in READS.get(name, VARIANT_LISTS)
-        values = getattr(o, option) if reads else [default(option)]
-        found = [{**v, option: value} for v in found for value in values]
+    for option in knobs().values():
+        if option.listed:
+            values = getattr(o, option.name) if option.name in reads(name) else [option.default]
+            found = [{**v, option.name: value} for v in found for value in values]
     return found
 
 
@@ -95,10 +84,8 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
         data_root=o.data_root, source=o.source, data_seed=o.data_seed, cache_root=o.cache_dir,
         last_batch=o.last_batch, max_samples=o.max_samples or (None if cuda else CPU_SAMPLES), device=str(device),
         channels_last=cuda if o.channels_last is None else o.channels_last,
-        pin_memory=o.pin_memory, non_blocking=o.non_blocking, prefetch_depth=o.prefetch_depth,
-        worker_start=o.worker_start, rank=world.rank, world_size=world.world_size,
-        dali_reader=o.dali_reader, dali_queue_depth=o.dali_queue_depth, dali_hw_decoder_load=o.dali_hw_decoder_load,
-        dali_batch_multiple=o.dali_batch_multiple, dali_threads=o.dali_threads)
+        rank=world.rank, world_size=world.world_size,
+        **{name: getattr(o, name) for name, option in knobs().items() if not option.listed})
     timing = dict(steps=o.steps, warmup=o.warmup if o.warmup is not None else (10 if cuda else 2),
                   min_seconds=0.0 if o.steps else o.min_window_s if o.min_window_s is not None else (2.0 if cuda else 0.5))
     repeats = o.repeats or (3 if cuda else 2)
@@ -109,8 +96,8 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
     def spec(pipeline: str, mode: str, model: str, config: PipelineConfig, cpus: int, **extra) -> harness.RunSpec:
         """Rows record, and resume matches, the config a pipeline really runs with: the options it does
         not read at their defaults (so `--workers 1,3` runs `resident` or model-only once)."""
-        unread = [o for o in SPECIFIC if o not in READS.get(pipeline, () if pipeline == "none" else SPECIFIC)]
-        config = config.replace(**{o: default(o) for o in unread})
+        config = config.replace(**{name: PipelineConfig.default(name) for name in pipelines.declared_options()
+                                   if name not in reads(pipeline)})
         if pipeline in reasons and not reasons[pipeline]:
             config = pipelines.resolve_config(pipeline, config)
         if mode in ("model", "e2e") and replicas > 1:   # DataParallel: the whole batch on one GPU

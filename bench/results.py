@@ -32,15 +32,16 @@ import numpy as np
 import pandas as pd
 import torch
 
+import pipelines
+
 from . import machine
 from .harness import RunSpec, Window
 
-CONFIG_COLUMNS = ["pipeline", "mode", "stage", "model", "image_size", "batch_size", "cpus", "num_workers", "dtype",
-                  "channels_last", "pin_memory", "non_blocking", "prefetch_depth", "prefetch_augment", "worker_start",
-                  "encoding", "augment", "split", "last_batch", "max_samples", "seed", "world_size", "rank", "parallel",
-                  "step", "sync_every", "busy_levels", "payload", "train_epochs", "dali_reader", "dali_threads", "dali_queue_depth",
-                  "dali_hw_decoder_load", "dali_decoder", "dali_batch_multiple", "source", "data_seed",
-                  "requested_steps", "min_window_s", "warmup"]
+# A configuration's columns: these, then one per pipeline knob (`config_columns`).
+SETTING_COLUMNS = ["pipeline", "mode", "stage", "model", "image_size", "batch_size", "cpus", "dtype", "channels_last",
+                   "augment", "split", "last_batch", "max_samples", "seed", "world_size", "rank", "parallel", "step",
+                   "sync_every", "busy_levels", "payload", "train_epochs", "source", "data_seed", "requested_steps",
+                   "min_window_s", "warmup"]
 MEASURE_COLUMNS = ["process", "repeat", "busy_ms", "busy_step_ms", "steps", "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
                    "steady_img_per_s", "wait_ms_p50", "wait_ms_p95", "wait_frac", "restart_ms", "step_ms_p50",
                    "step_ms_p95", "cpu_s", "cpu_s_per_kimg", "train_cpu_s", "pipeline_cpu_s_per_kimg", "blocking_waits", "cpu_set", "sm_mhz", "mem_mhz", "pcie", "test_accuracy",
@@ -52,8 +53,18 @@ ENV_COLUMNS = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "peers",
                "cpu_model", "host_calibration_ms", "boot_id", "platform", "hostname", "git_commit"]
 # Columns every pipebench results file has had: a CSV without them is someone else's (refused, untouched).
 REQUIRED = ["run_id", "pipeline", "mode", "status"]
-COLUMNS = (["run_id", "timestamp", *CONFIG_COLUMNS, "device", "gpus", "data_source", "samples",
-            "steps_per_epoch", "copy", "batch_bytes", *MEASURE_COLUMNS, "status", "error", *ENV_COLUMNS])
+
+
+def config_columns() -> list[str]:
+    """A configuration's columns: the settings, then every knob the registered pipelines declare
+    (`pipelines.declared_options`), so a new knob is a new column."""
+    return SETTING_COLUMNS + [name for name in pipelines.declared_options() if name not in SETTING_COLUMNS]
+
+
+def all_columns() -> list[str]:
+    """Every column of a results file, in order."""
+    return ["run_id", "timestamp", *config_columns(), "device", "gpus", "data_source", "samples", "steps_per_epoch",
+            "copy", "batch_bytes", *MEASURE_COLUMNS, "status", "error", *ENV_COLUMNS]
 
 
 def _version(package: str) -> str:
@@ -115,7 +126,7 @@ def environment() -> dict[str, object]:
 
 def _config_fields(spec: RunSpec) -> dict[str, object]:
     c = spec.config
-    fields = {name: getattr(c, name) for name in CONFIG_COLUMNS if hasattr(c, name)}
+    fields = {name: getattr(c, name) for name in config_columns() if hasattr(c, name)}
     fields.update(pipeline=spec.pipeline, mode=spec.mode, stage=spec.stage, model=spec.model, warmup=spec.warmup,
                   parallel=spec.parallel, step=spec.step if spec.mode in ("model", "e2e", "train") else "",
                   sync_every=spec.sync_every,
@@ -128,7 +139,7 @@ def _config_fields(spec: RunSpec) -> dict[str, object]:
 def config_key(spec: RunSpec) -> tuple[str, ...]:
     """A configuration's identity: its config columns, as text (as a CSV holds them: None empty)."""
     fields = _config_fields(spec)
-    return tuple("" if fields[c] is None else str(fields[c]) for c in CONFIG_COLUMNS)
+    return tuple("" if fields[c] is None else str(fields[c]) for c in config_columns())
 
 
 def read_rows(path: str | Path, required: list[str] = REQUIRED, **options) -> pd.DataFrame:
@@ -153,8 +164,8 @@ def read_rows(path: str | Path, required: list[str] = REQUIRED, **options) -> pd
 def _rows(path: Path) -> pd.DataFrame:
     """A results CSV as text, in the current columns (empty if there is none)."""
     if not path.exists() or path.stat().st_size == 0:
-        return pd.DataFrame(columns=COLUMNS)
-    return read_rows(path, dtype=str, keep_default_na=False).reindex(columns=COLUMNS, fill_value="")
+        return pd.DataFrame(columns=all_columns())
+    return read_rows(path, dtype=str, keep_default_na=False).reindex(columns=all_columns(), fill_value="")
 
 
 def other_commits(path: str | Path, env: dict[str, object]) -> list[str]:
@@ -173,7 +184,7 @@ def _blocks(df: pd.DataFrame, env: dict[str, object]) -> tuple[pd.Series, pd.Ser
     trained = df["mode"].isin(["model", "e2e"]) & (df.step == "")
     df.loc[trained, "step"] = "eager"
     mine = (df[SAME_ENVIRONMENT] == pd.Series({k: str(env[k]) for k in SAME_ENVIRONMENT})).all(axis=1)
-    block = pd.Series([(tuple(r[:-1]), int(r[-1])) for r in df[[*CONFIG_COLUMNS, "process"]].itertuples(index=False)],
+    block = pd.Series([(tuple(r[:-1]), int(r[-1])) for r in df[[*config_columns(), "process"]].itertuples(index=False)],
                       index=df.index, dtype=object)
     return block, mine
 
@@ -287,9 +298,9 @@ class CsvWriter:
     """Appends rows to one CSV with a fixed column order, each configuration's rows whole and synced
     to disk; every row carries run id and environment."""
 
-    def __init__(self, path: str | Path, env: dict[str, object], run_id: str, columns: list[str] = COLUMNS):
+    def __init__(self, path: str | Path, env: dict[str, object], run_id: str, columns: list[str] | None = None):
         self.path = Path(path)
-        self.columns = columns
+        self.columns = columns = columns or all_columns()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = self.path.read_bytes() if self.path.exists() else b""
         cut = data.rfind(b"\n") + 1   # the whole lines end here

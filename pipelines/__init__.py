@@ -9,8 +9,13 @@
                 ...
 
 `names()` lists every registered pipeline, `available()` says which can be built here and why
-not. Pipeline modules are imported only when built, so a missing optional dependency (DALI,
-timm, SPDL, torchcodec) affects only its own pipeline.
+not: a pipeline module imports without its optional dependency (DALI, timm, SPDL, torchcodec) and
+says what is missing (`Pipeline.missing`), so it affects only its own pipeline. `reads(name)` and
+`declared_options()` give the knobs the pipelines declare (`pipelines.options`); the command
+line, the sweep plan, the results columns and the report labels are made from them.
+
+Adding a pipeline: its module (a `Pipeline` subclass with `name`, `options`, and `missing` if it
+has an optional dependency) and one line in `_REGISTRY`.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import importlib
 
 from .contract import Pipeline
 from .config import PipelineConfig
+from .options import Option
 from .sources import Split
 
 _REGISTRY = {
@@ -32,35 +38,58 @@ _REGISTRY = {
     "spdl": ("pipelines.spdl", "SpdlPipeline"),
 }
 
-__all__ = ["Pipeline", "PipelineConfig", "available", "build", "names", "resolve_config"]
+__all__ = ["Option", "Pipeline", "PipelineConfig", "available", "build", "copies", "declared_options", "names", "reads",
+           "resolve_config"]
 
 
 def names() -> list[str]:
     return list(_REGISTRY)
 
 
-def _pipeline_class(name: str) -> type[Pipeline]:
+def _declared_class(name: str) -> type[Pipeline]:
+    """The class of pipeline `name`, whether or not it can be built here."""
     if name not in _REGISTRY:
         raise ValueError(f"unknown pipeline {name!r}: expected one of {names()}")
     module, cls = _REGISTRY[name]
     return getattr(importlib.import_module(module), cls)
 
 
+def _pipeline_class(name: str) -> type[Pipeline]:
+    cls = _declared_class(name)
+    if cls.missing:
+        raise ImportError(cls.missing)
+    return cls
+
+
 def available() -> dict[str, str | None]:
     """name -> None if it can be built here, else the reason it cannot."""
-    reasons = {}
+    return {name: _declared_class(name).missing or None for name in _REGISTRY}
+
+
+def reads(name: str) -> tuple[str, ...]:
+    """The knobs pipeline `name` reads beyond those every pipeline reads, in its declared order."""
+    return tuple(option.name for option in _declared_class(name).options)
+
+
+def declared_options() -> dict[str, Option]:
+    """name -> Option of every knob some registered pipeline reads, in registry order; one name is
+    one knob (two pipelines that read it declare the same `Option`)."""
+    found: dict[str, Option] = {}
     for name in _REGISTRY:
-        try:
-            _pipeline_class(name)
-            reasons[name] = None
-        except ImportError as e:
-            reasons[name] = str(e)
-    return reasons
+        for option in _declared_class(name).options:
+            if found.setdefault(option.name, option) != option:
+                raise TypeError(f"pipeline {name!r} declares option {option.name!r} unlike another pipeline")
+    return found
 
 
 def resolve_config(name: str, config: PipelineConfig) -> PipelineConfig:
     """The config pipeline `name` would run with (e.g. the encoding it always reads)."""
     return _pipeline_class(name).resolve(config)
+
+
+def copies(name: str, config: PipelineConfig) -> tuple[str, ...]:
+    """The copies of the data pipeline `name` ("none": no pipeline) reads with `config` (`Pipeline.copies`)."""
+    return (Pipeline if name == "none" else _declared_class(name)).copies(config)
 
 
 def build(name: str, config: PipelineConfig | None = None, data: Split | None = None, **changes) -> Pipeline:

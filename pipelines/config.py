@@ -1,7 +1,8 @@
 """The one configuration every pipeline takes, and the constants all of them share.
 
 `PipelineConfig` is a frozen dataclass validated at construction: a bad value raises
-`ValueError` naming the field and the value. Command-line parsing lives in `bench.cli`;
+`ValueError` naming the field and the value. Its fields are what every pipeline reads; a pipeline's
+own knobs are declared with the pipeline (`pipelines.options`) and given and read like fields. Command-line parsing lives in `bench.cli`;
 nothing here reads `sys.argv`.
 
 The augmentation semantics are fixed here for every pipeline: train = random S x S crop of
@@ -35,14 +36,10 @@ ENCODINGS = ("raw", "jpeg")
 SPLITS = ("train", "test")
 DTYPES = ("float32", "bfloat16")
 LAST_BATCH = ("partial", "drop")
-DALI_READERS = ("external", "parallel", "file")
-DALI_DECODERS = ("mixed", "cpu")
-PREFETCH_AUGMENT = ("device", "host")
 WORKER_START_METHODS = ("forkserver", "spawn", "fork")
 # Upper bounds, far above any real use, so that a typo (a batch of 10^30, a prefetch depth of 10^9)
 # is a one-line error instead of allocating until the OOM killer ends the process.
-MAXIMUM = {"batch_size": 65536, "prefetch_depth": 64, "batches_per_launch": 64, "num_workers": 256, "jpeg_quality": 100,
-           "dali_threads": 256, "dali_queue_depth": 64, "dali_batch_multiple": 64}
+MAXIMUM = {"batch_size": 65536, "num_workers": 256, "jpeg_quality": 100}
 MAX_SAMPLES = 10_000_000
 
 
@@ -70,7 +67,7 @@ def default_num_workers() -> int:
     return max(1, min(16, usable_cores() - 1))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class PipelineConfig:
     """What to load, how to batch it and where to put it.
 
@@ -79,8 +76,9 @@ class PipelineConfig:
       - ``"drop"``:    batches of 3, 3    -- every batch full, the 7th sample skipped this epoch
         (the default, as on the command line: a captured training step has one batch shape).
 
-    `pin_memory` and `non_blocking` switch the `dataloader` pipeline for the classic ablation;
-    `prefetch` always pins and copies asynchronously, `resident` never copies per step.
+    The pipelines' own knobs (`pipelines.options`) are keywords too, e.g. `pin_memory` and
+    `non_blocking`, which switch the `dataloader` pipeline for the classic ablation (`prefetch`
+    always pins and copies asynchronously, `resident` never copies per step).
     `rank` / `world_size` shard every epoch's sample order (sample k goes to rank k % world_size,
     every rank the same count: see `epochs.shard_order` for the cut / padding); augmentation draws
     come from per-rank seeds derived from `seed`.
@@ -104,22 +102,53 @@ class PipelineConfig:
     dtype: str = "float32"
     channels_last: bool = False
     num_workers: int = field(default_factory=default_num_workers)
-    pin_memory: bool = False
-    non_blocking: bool = False
-    prefetch_depth: int = 2       # batches kept in flight ahead of the consumer
-    batches_per_launch: int = 8   # prefetch, resident: at most this many batches per round of launches (`round_batches`)
-    prefetch_augment: str = "device"  # prefetch: crop + flip on the GPU (the host only gathers rows) or on the host
-    worker_start: str = "forkserver"  # how DataLoader workers start (dataloader, timm): see WORKER_START_METHODS
-    # NVIDIA DALI (`dali`, `dali-raw`); defaults from the tuning runs in results/2026-11-21-h100-dali
-    dali_reader: str = "external"     # external / parallel: the epoch plan through external_source,
-                                      # in DALI's thread / in num_workers processes; file: fn.readers.file
-    dali_threads: int | None = None   # DALI CPU threads; None: num_workers (at least 1), so they follow the budget
-    dali_queue_depth: int = 4         # DALI prefetch queue depth (DALI batches)
-    dali_hw_decoder_load: float = 0.0   # share of JPEG decoding sent to the hardware decoder
-    dali_decoder: str = "mixed"       # mixed: nvJPEG (Huffman on DALI's threads, the rest on the GPU); cpu: libjpeg-turbo
-    dali_batch_multiple: int = 4      # external / parallel: DALI batch = this many batches (its fixed cost shared)
     rank: int = 0
     world_size: int = 1
+    # The pipelines' own knobs (`pipelines.options`), those set away from their defaults, as sorted
+    # (name, value) pairs; read as attributes (`config.prefetch_depth`), given as keywords.
+    options: tuple = ()
+
+    def __init__(self, **values) -> None:
+        """Every field and every registered pipeline knob by keyword; a knob's value is checked by
+        its `Option` (`pipelines.options`), an unknown name is a ValueError naming the known ones."""
+        known = {f.name for f in dataclasses.fields(self)}
+        knobs = dict(values.pop("options", ()))
+        knobs.update({name: values.pop(name) for name in list(values) if name not in known})
+        declared = _declared()
+        for f in dataclasses.fields(self):
+            if f.name == "options":
+                continue
+            value = values[f.name] if f.name in values else (
+                f.default if f.default is not dataclasses.MISSING else f.default_factory())
+            object.__setattr__(self, f.name, value)
+        for name, value in knobs.items():
+            if name not in declared:
+                raise ValueError(f"PipelineConfig has no option {name!r}: expected one of "
+                                 f"{sorted((known | set(declared)) - {'options'})}")
+            refusal = declared[name].refusal(value)
+            if refusal:
+                raise ValueError(refusal)
+        object.__setattr__(self, "options", tuple(sorted((k, v) for k, v in knobs.items()
+                                                         if v != declared[k].default)))
+        self.__post_init__()
+
+    def __getattr__(self, name: str):
+        """A pipeline knob: its value here, else its declared default (only names that are no field)."""
+        if name.startswith("__") or name == "options":
+            raise AttributeError(name)
+        declared = _declared()
+        if name not in declared:
+            raise AttributeError(f"PipelineConfig has no attribute or option {name!r}")
+        return dict(self.options).get(name, declared[name].default)
+
+    @classmethod
+    def default(cls, name: str):
+        """The default of field or knob `name` (a field's factory called now)."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        if name in fields:
+            f = fields[name]
+            return f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        return _declared()[name].default
 
     @property
     def round_batches(self) -> int:
@@ -131,20 +160,15 @@ class PipelineConfig:
 
     def __post_init__(self) -> None:
         choices = {"source": SOURCES, "encoding": ENCODINGS, "split": SPLITS,
-                   "dtype": DTYPES, "last_batch": LAST_BATCH, "dali_reader": DALI_READERS,
-                   "dali_decoder": DALI_DECODERS, "prefetch_augment": PREFETCH_AUGMENT,
-                   "worker_start": WORKER_START_METHODS}
+                   "dtype": DTYPES, "last_batch": LAST_BATCH}
         for name, allowed in choices.items():
             value = getattr(self, name)
             if value not in allowed:
                 raise ValueError(f"PipelineConfig.{name}={value!r}: expected one of {allowed}")
-        minimum = {"batch_size": 1, "num_workers": 0, "prefetch_depth": 1, "batches_per_launch": 1, "world_size": 1,
-                   "rank": 0, "jpeg_quality": 1, "seed": 0, "data_seed": 0,
-                   "dali_threads": 1, "dali_queue_depth": 1, "dali_batch_multiple": 1}
+        minimum = {"batch_size": 1, "num_workers": 0, "world_size": 1, "rank": 0, "jpeg_quality": 1, "seed": 0,
+                   "data_seed": 0}
         for name, low in minimum.items():
             value, high = getattr(self, name), MAXIMUM.get(name)
-            if value is None and name == "dali_threads":   # None: DALI's threads follow num_workers
-                continue
             if (isinstance(value, bool) or not isinstance(value, int) or value < low
                     or high is not None and value > high):
                 expected = f"an integer from {low} to {high}" if high is not None else f"an integer >= {low}"
@@ -153,9 +177,6 @@ class PipelineConfig:
                 or self.image_size % IMAGE_SIZE or not IMAGE_SIZE <= self.image_size <= MAX_IMAGE_SIZE):
             raise ValueError(f"PipelineConfig.image_size={self.image_size!r}: expected a multiple of "
                              f"{IMAGE_SIZE} from {IMAGE_SIZE} to {MAX_IMAGE_SIZE}")
-        load = self.dali_hw_decoder_load   # nan and inf fail the range test
-        if isinstance(load, bool) or not isinstance(load, (int, float)) or not 0.0 <= load <= 1.0:
-            raise ValueError(f"PipelineConfig.dali_hw_decoder_load={load!r}: expected 0..1")
         if self.rank >= self.world_size:
             raise ValueError(f"PipelineConfig.rank={self.rank!r}: expected < world_size={self.world_size}")
         if self.max_samples is not None and (isinstance(self.max_samples, bool)
@@ -167,7 +188,7 @@ class PipelineConfig:
             raise ValueError(f"PipelineConfig.device={self.device!r}: expected 'auto', 'cpu', 'cuda' or 'cuda:N'")
         if self.cache_root is not None and (not isinstance(self.cache_root, str) or not self.cache_root):
             raise ValueError(f"PipelineConfig.cache_root={self.cache_root!r}: expected None or a non-empty path")
-        for name in ("augment", "shuffle", "channels_last", "pin_memory", "non_blocking"):
+        for name in ("augment", "shuffle", "channels_last"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"PipelineConfig.{name}={getattr(self, name)!r}: expected True or False")
 
@@ -177,5 +198,12 @@ class PipelineConfig:
         return self.image_size * PAD // IMAGE_SIZE
 
     def replace(self, **changes) -> "PipelineConfig":
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
+        """A copy with some fields or knobs changed (validated again)."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return PipelineConfig(**{**values, **dict(values.pop("options")), **changes})
+
+
+def _declared() -> dict:
+    """name -> Option of every registered pipeline's knobs (`pipelines.options`)."""
+    import pipelines   # the registry imports this module: asked when a config is made, not before
+    return pipelines.declared_options()

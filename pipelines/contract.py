@@ -75,6 +75,8 @@ class Pipeline(abc.ABC):
 
     name: str = ""
     encoding: str | None = None   # what the pipeline reads if fixed ("raw" / "jpeg"), else config's
+    options: tuple = ()   # the knobs it reads beyond those every pipeline reads (`pipelines.options`)
+    missing: str = ""     # why it cannot be built here (its optional dependency is not installed)
 
     def __init__(self, config: PipelineConfig, data: Split | None = None):
         self.config = config = self.resolve(config)
@@ -95,6 +97,12 @@ class Pipeline(abc.ABC):
         self.uploads = Uploader(self.device)   # each epoch's order and draws, to the device
         self._generation = 0        # bumped by every iter(): an older iterator is superseded
         self._live: Iterator[Batch] | None = None   # the newest epoch's generator
+
+    @classmethod
+    def copies(cls, config: PipelineConfig) -> tuple[str, ...]:
+        """The copies of the data this pipeline reads with `config` (a resolved one), made ahead of
+        time outside every timer: "jpeg" (`sources.prepare_jpeg`), "jpeg-tree" (`prepare_jpeg_tree`)."""
+        return ("jpeg",) if config.encoding == "jpeg" else ()
 
     @classmethod
     def resolve(cls, config: PipelineConfig) -> PipelineConfig:

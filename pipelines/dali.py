@@ -49,16 +49,32 @@ try:
     from nvidia.dali import fn, pipeline_def, types
     from nvidia.dali.plugin.base_iterator import LastBatchPolicy
     from nvidia.dali.plugin.pytorch import DALIGenericIterator
-except ImportError as e:   # the message every caller (build, sweeps) shows
-    raise ImportError(
-        "NVIDIA DALI is not installed: pip install -e '.[dali]' (nvidia-dali-cuda120, CUDA 12 "
-        "drivers) or pip install -e '.[dali-cu13]' (nvidia-dali-cuda130, CUDA 13)") from e
+    MISSING = ""
+except ImportError:   # the message every caller (build, sweeps) shows
+    MISSING = ("NVIDIA DALI is not installed: pip install -e '.[dali]' (nvidia-dali-cuda120, CUDA 12 "
+               "drivers) or pip install -e '.[dali-cu13]' (nvidia-dali-cuda130, CUDA 13)")
 
 from . import sources
 from .contract import Pipeline, Stages
 from .epochs import epoch_batches, epoch_draws
 from .jpeg_errors import undecodable_jpeg, undecodable_sample
 from .kernels import crop_normalize, warm_crop_normalize
+from .options import NUM_WORKERS, Option
+
+# The knobs; defaults from the tuning runs in results/2026-11-21-h100-dali.
+READER = Option("dali_reader", "external", "external = fed the same shuffled batches as every other pipeline, read in "
+                "DALI's thread; parallel = the same, read in --workers processes; file = DALI's own file reader over "
+                "a JPEG file tree", kind=str, choices=("external", "parallel", "file"))
+DECODER = Option("dali_decoder", "mixed", "mixed = nvJPEG (GPU decode, Huffman on DALI's threads), cpu = "
+                 "libjpeg-turbo on DALI's threads, then the pixels are copied", kind=str, choices=("mixed", "cpu"),
+                 listed=True)
+THREADS = Option("dali_threads", None, "DALI's CPU threads", low=1, high=256, none="the worker count", within=True)
+QUEUE_DEPTH = Option("dali_queue_depth", 4, "DALI's prefetch queue depth (DALI batches)", low=1, high=64, within=True)
+HW_DECODER_LOAD = Option("dali_hw_decoder_load", 0.0, "share of JPEGs for the hardware decoder", kind=float,
+                         low=0.0, high=1.0)
+BATCH_MULTIPLE = Option("dali_batch_multiple", 4, "external / parallel reader: DALI runs batches of this many "
+                        "training batches, which the pipeline splits (its fixed cost shared)", low=1, high=64,
+                        within=True)
 
 
 def _groups(plan: list[np.ndarray], multiple: int) -> list[np.ndarray]:
@@ -115,6 +131,13 @@ class _Files:
 class DaliPipeline(Pipeline):
     name = "dali"
     encoding = "jpeg"
+    options = (READER, DECODER, THREADS, QUEUE_DEPTH, HW_DECODER_LOAD, BATCH_MULTIPLE, NUM_WORKERS)
+    missing = MISSING
+
+    @classmethod
+    def copies(cls, config):
+        """The JPEG copy, and with `dali_reader="file"` its file tree."""
+        return super().copies(config) + (("jpeg-tree",) if config.dali_reader == "file" else ())
 
     @classmethod
     def resolve(cls, config):
@@ -335,6 +358,7 @@ class DaliPipeline(Pipeline):
 class DaliRawPipeline(DaliPipeline):
     name = "dali-raw"
     encoding = "raw"
+    options = (READER, THREADS, QUEUE_DEPTH, BATCH_MULTIPLE, NUM_WORKERS)
 
     def __init__(self, config, data=None):
         if config.dali_reader == "file":

@@ -31,6 +31,10 @@ from .contract import Pipeline, Stages
 from .jpeg_errors import undecodable_sample
 from .workers import EpochKeys, SharedArrays, worker_options
 from .config import MEAN, STD
+from .options import ENCODING, NUM_WORKERS, WORKER_START, Option
+
+PIN_MEMORY = Option("pin_memory", False, "workers hand over pinned batches (DataLoader pin_memory=True)", kind=bool)
+NON_BLOCKING = Option("non_blocking", False, "copy batches to the device asynchronously (non_blocking=True)", kind=bool)
 
 
 class _Samples(SharedArrays, torch.utils.data.Dataset):
@@ -65,6 +69,7 @@ class _Samples(SharedArrays, torch.utils.data.Dataset):
 
 class DataLoaderPipeline(Pipeline):
     name = "dataloader"
+    options = (ENCODING, PIN_MEMORY, NON_BLOCKING, WORKER_START, NUM_WORKERS)
 
     def __init__(self, config, data=None):
         super().__init__(config, data)

@@ -54,9 +54,12 @@ import torch
 from .contract import Pipeline, Stages
 from .epochs import EpochPlan, planned_ahead
 from .kernels import crop_normalize, crop_windows, normalize, warm_crop_normalize
+from .options import BATCHES_PER_LAUNCH, NUM_WORKERS, PREFETCH_DEPTH, Option
 from .config import CHANNELS
 
 
+AUGMENT = Option("prefetch_augment", "device", "crop and flip on the GPU (the host only gathers whole images) or "
+                 "on the host (num_workers threads)", kind=str, choices=("device", "host"), listed=True)
 GATHER_THREADS = 4   # threads of the gather, each copying a share of a round's rows (module docstring)
 
 
@@ -123,6 +126,7 @@ class _Slot:
 class PrefetchPipeline(Pipeline):
     name = "prefetch"
     encoding = "raw"
+    options = (AUGMENT, PREFETCH_DEPTH, BATCHES_PER_LAUNCH, NUM_WORKERS)
 
     def __init__(self, config, data=None):
         super().__init__(config, data)

@@ -35,11 +35,13 @@ import torch
 from .contract import Pipeline, Stages
 from .epochs import EpochPlan, planned_ahead
 from .kernels import crop_normalize, warm_crop_normalize
+from .options import BATCHES_PER_LAUNCH, PREFETCH_DEPTH
 
 
 class ResidentPipeline(Pipeline):
     name = "resident"
     encoding = "raw"
+    options = (PREFETCH_DEPTH, BATCHES_PER_LAUNCH)
 
     def __init__(self, config, data=None):
         super().__init__(config, data)

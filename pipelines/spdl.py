@@ -28,17 +28,21 @@ import torch
 
 from .contract import Pipeline, Stages
 from .kernels import crop_windows, normalize
+from .options import NUM_WORKERS, PREFETCH_DEPTH
 
 try:
     import spdl.io
     from spdl.pipeline import PipelineBuilder
-except ImportError as e:   # optional peer: pipelines.available() reports this
-    raise ImportError(f"SPDL is not installed: pip install -e '.[peers]' ({e})") from None
+    MISSING = ""
+except ImportError as e:   # optional peer: pipelines.available() reports this, build() raises it
+    MISSING = f"SPDL is not installed: pip install -e '.[peers]' ({e})"
 
 
 class SpdlPipeline(Pipeline):
     name = "spdl"
     encoding = "raw"
+    options = (PREFETCH_DEPTH, NUM_WORKERS)
+    missing = MISSING
 
     def __init__(self, config, data=None):
         super().__init__(config, data)

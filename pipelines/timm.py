@@ -24,11 +24,13 @@ from .contract import Pipeline, Stages
 from .epochs import rank_seeds
 from .workers import EpochKeys, SharedArrays, worker_options
 from .config import MEAN, STD
+from .options import NUM_WORKERS, WORKER_START
 
 try:
     from timm.data.loader import PrefetchLoader, fast_collate
-except ImportError as e:   # optional peer: pipelines.available() reports this
-    raise ImportError(f"timm is not installed: pip install -e '.[peers]' ({e})") from None
+    MISSING = ""
+except ImportError as e:   # optional peer: pipelines.available() reports this, build() raises it
+    MISSING = f"timm is not installed: pip install -e '.[peers]' ({e})"
 
 
 class _Crops(SharedArrays, torch.utils.data.Dataset):
@@ -51,6 +53,8 @@ class _Crops(SharedArrays, torch.utils.data.Dataset):
 class TimmPrefetchPipeline(Pipeline):
     name = "timm"
     encoding = "raw"
+    options = (NUM_WORKERS, WORKER_START)
+    missing = MISSING
 
     def __init__(self, config, data=None):
         super().__init__(config, data)

@@ -21,12 +21,14 @@ from .tvjpeg import TorchvisionJpegPipeline
 
 try:
     from torchcodec.decoders import decode_jpeg
+    MISSING = ""
 except (ImportError, OSError, RuntimeError) as e:   # optional peer; its native library may fail to load
-    raise ImportError(f"torchcodec is not installed or cannot load: pip install -e '.[peers]' ({e})") from None
+    MISSING = f"torchcodec is not installed or cannot load: pip install -e '.[peers]' ({e})"
 
 
 class TorchcodecJpegPipeline(TorchvisionJpegPipeline):
     name = "torchcodec"
+    missing = MISSING
 
     def decode_files(self, files: list[torch.Tensor]) -> list[torch.Tensor]:
         return decode_jpeg(files, mode="RGB", device=self.device)

@@ -47,7 +47,7 @@ def test_compare_writes_tidy_rows_for_every_pipeline_and_mode(tmp_path, syntheti
     """Loader-only, model-only and e2e (stages: test_stage_sweep_measures_each_stage_and_resumes_past_inapplicable_ones
     and tests/test_contract.py)."""
     df = compare(tmp_path, synthetic_root, "--modes", "loader,model,e2e")
-    assert list(df.columns) == results.COLUMNS
+    assert list(df.columns) == results.all_columns()
     expected = {(p, "loader", "none") for p in pipelines.names()} | {("none", "model", "resnet9-w0.25")} \
         | {(p, "e2e", "resnet9-w0.25") for p in pipelines.names()}
     assert set(zip(df.pipeline, df["mode"], df.model)) == expected
@@ -241,7 +241,7 @@ def test_stage_sweep_measures_each_stage_and_resumes_past_inapplicable_ones(tmp_
     assert payload.to_dict() == {32: 32 * 3 * 32 * 32, 64: 32 * 3 * 64 * 64}
     # prefetch's device stage makes a round of batches_per_launch batches per step
     device = ok[(ok.pipeline == "prefetch") & (ok.stage == "device")]
-    assert (device.images == device.steps * PipelineConfig.batches_per_launch * 32).all()
+    assert (device.images == device.steps * PipelineConfig.default("batches_per_launch") * 32).all()
     capsys.readouterr()
     assert len(sweep(tmp_path, synthetic_root, *grid)) == len(df)
     total = 2 * 2 * len(harness.STAGES)
@@ -285,11 +285,11 @@ def test_the_environment_names_each_installed_peer_with_its_version():
 def test_csv_writer_moves_an_older_file_to_the_current_columns(tmp_path):
     """Resuming into a folder written before columns were added keeps one header and every row."""
     path = tmp_path / "results.csv"
-    old_columns = [c for c in results.COLUMNS if c not in ("parallel", "gpus", "world_img_per_s")]
+    old_columns = [c for c in results.all_columns() if c not in ("parallel", "gpus", "world_img_per_s")]
     pd.DataFrame([{"pipeline": "prefetch", "mode": "loader", "status": "ok"}]).reindex(columns=old_columns).to_csv(path, index=False)
     results.CsvWriter(path, {}, run_id="r").write({"pipeline": "resident", "mode": "loader", "status": "ok", "parallel": "none"})
     df = pd.read_csv(path)
-    assert list(df.columns) == results.COLUMNS and list(df.pipeline) == ["prefetch", "resident"]
+    assert list(df.columns) == results.all_columns() and list(df.pipeline) == ["prefetch", "resident"]
     assert df.parallel.isna().tolist() == [True, False]
 
 

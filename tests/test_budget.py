@@ -219,7 +219,7 @@ def answer_of(tmp_path, rates) -> tuple[str, str]:
     """(what `pipebench compare` prints, ANSWER.md) for hand-built rows."""
     out = tmp_path / "run"
     out.mkdir(exist_ok=True)
-    pd.DataFrame(cpu_rows(rates)).reindex(columns=results.COLUMNS).to_csv(out / "results.csv", index=False)
+    pd.DataFrame(cpu_rows(rates)).reindex(columns=results.all_columns()).to_csv(out / "results.csv", index=False)
     return cli.summary(out), (out / "ANSWER.md").read_text()
 
 

@@ -2,7 +2,6 @@
 CPU; on a GPU, that a captured step trains the same model as the eager one."""
 from __future__ import annotations
 
-import math
 from types import SimpleNamespace
 
 import pandas as pd
@@ -190,7 +189,7 @@ def test_report_gives_each_step_kind_its_own_sections_against_the_same_loader_ro
                                       cpus=4, status="ok", error="", wait_frac=0.0)
     frame["repeat"] = frame.groupby(["mode", "step"]).cumcount()
     frame["process"] = frame.repeat % 2   # two processes: enough for a verdict
-    frame.reindex(columns=results.COLUMNS).to_csv(tmp_path / "results.csv", index=False)
+    frame.reindex(columns=results.all_columns()).to_csv(tmp_path / "results.csv", index=False)
     text = report.write([tmp_path / "results.csv"], tmp_path / "out").read_text()
     sections = {s.split("\n")[0]: s for s in text.split("\n### ")[1:]}
     eager, graph = (sections[f"{k} step — 32 px, batch 512, bfloat16, 4 cores"] for k in ("Eager", "Graph"))
@@ -288,5 +287,5 @@ def test_options_a_pipeline_does_not_read_make_no_second_configuration_of_it():
                                              "--models", "resnet9-w0.25", "--workers", "1,3", "--cpus", "1"])
     specs = plan.grid(options, torch.device("cpu"))
     assert sorted((s.pipeline, s.config.num_workers) for s in specs if s.pipeline != "none") == \
-        [("dataloader", 1), ("dataloader", 3), ("resident", plan.default("num_workers"))]
+        [("dataloader", 1), ("dataloader", 3), ("resident", PipelineConfig.default("num_workers"))]
     assert sum(s.mode == "model" for s in specs) == 1   # model-only reads no worker count either

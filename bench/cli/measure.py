@@ -142,11 +142,10 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
                 read = [s for s in specs if s.pipeline != "none"] or specs
                 source, folder = sources.resolve_folder(read[0].config)
                 quality, cache = read[0].config.jpeg_quality, read[0].config.cache_root
-                for size in sorted({s.config.image_size for s in read if s.config.encoding == "jpeg"}):
-                    sources.prepare_jpeg(folder, quality, size, cache)
-                for size in sorted({s.config.image_size for s in read
-                                    if s.pipeline == "dali" and s.config.dali_reader == "file"}):
-                    sources.prepare_jpeg_tree(folder, quality, size, cache)
+                needed = {(copy, s.config.image_size) for s in read for copy in pipelines.copies(s.pipeline, s.config)}
+                for copy, size in sorted(needed):   # "jpeg" before "jpeg-tree"
+                    prepare = sources.prepare_jpeg if copy == "jpeg" else sources.prepare_jpeg_tree
+                    prepare(folder, quality, size, cache)
             except OSError as e:   # a missing root, a folder that cannot be written: one line, no traceback
                 hint = (" (choose a writable --data-root or $PIPEBENCH_DATA)"
                         if isinstance(e, PermissionError) else "")

@@ -11,8 +11,7 @@ import re
 from pathlib import Path
 
 import pipelines
-from pipelines.config import (DALI_DECODERS, DALI_READERS, DTYPES, ENCODINGS, IMAGE_SIZE, LAST_BATCH, MAX_IMAGE_SIZE,
-                              MAXIMUM, PREFETCH_AUGMENT, SOURCES, WORKER_START_METHODS, PipelineConfig,
+from pipelines.config import (DTYPES, IMAGE_SIZE, LAST_BATCH, MAX_IMAGE_SIZE, MAXIMUM, SOURCES, PipelineConfig,
                               default_cache_root, default_data_root)
 
 from .. import harness, plan, runner
@@ -130,6 +129,37 @@ def _claim_list(text: str) -> list:
     return chosen
 
 
+def _knob_type(option: pipelines.Option):
+    """argparse type of a knob's flag: one value, or (a listed knob) a comma-separated list of them."""
+    def one(text: str):
+        try:
+            return option.parse(text.strip())
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    def many(text: str) -> list:
+        items = [one(t) for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list, each {option.expected()}")
+        return _once(text, items)
+    return many if option.listed else one
+
+
+def _add_knobs(p: argparse.ArgumentParser) -> None:
+    """A flag per pipeline knob (`pipelines.options`), its help naming the pipelines that read it."""
+    for name, option in plan.knobs().items():
+        if not option.cli:
+            continue
+        readers = ", ".join(n for n in pipelines.names() if name in pipelines.reads(n))
+        default = option.none if option.default is None else option.default
+        text = f"{'list; ' if option.listed else ''}{readers}: {option.help} (default: {default})"
+        if option.kind is bool:
+            p.add_argument(option.flag, action="store_true", help=text)
+        else:
+            p.add_argument(option.flag, type=_knob_type(option), help=text,
+                           default=[option.default] if option.listed else option.default)
+
+
 def _add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-root", default=default_data_root(),
                    help="folder holding cifar-10-batches-py/ or the synthetic cache (default: %(default)s, "
@@ -210,40 +240,12 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                                                            "bfloat16 on CUDA, float32 on CPU)")
     p.add_argument("--channels-last", action=argparse.BooleanOptionalAction,
                    help="channels_last batches and model (default: on for CUDA)")
-    p.add_argument("--pin-memory", action="store_true", help="dataloader: workers hand over pinned batches "
-                   "(DataLoader pin_memory=True)")
-    p.add_argument("--non-blocking", action="store_true", help="dataloader: copy batches to the device "
-                   "asynchronously (non_blocking=True)")
-    p.add_argument("--prefetch-depth", type=int, default=2, help="prefetch, resident: batches in flight (default: 2)")
-    p.add_argument("--prefetch-augment", type=_csv_list(PREFETCH_AUGMENT), default=["device"],
-                   help="list; prefetch: crop and flip on the GPU (the host only gathers whole images) or on the "
-                        "host; both: two prefetch variants (default: device)")
-    p.add_argument("--worker-start", choices=WORKER_START_METHODS, default=PipelineConfig.worker_start,
-                   help="dataloader, timm: how DataLoader workers start; forkserver and spawn are safe in a "
-                        "process running threads, fork is Linux's default before Python 3.14 (default: %(default)s)")
     p.add_argument("--parallel", choices=("none", "dp"), default="none",
                    help="model and e2e over several GPUs in one process: dp = torch.nn.DataParallel over "
                         "every visible GPU, fed batch-size x GPUs. For DistributedDataParallel launch the "
                         "same command under torchrun (--nproc-per-node N -m bench.cli ...) instead: each "
                         "process takes one GPU and a 1/N shard of every epoch (default: none)")
-    defaults = PipelineConfig
-    p.add_argument("--dali-reader", choices=DALI_READERS, default=defaults.dali_reader,
-                   help="dali: external = fed the same shuffled batches as every other pipeline, read in DALI's "
-                        "thread; parallel = the same, read in --workers processes; file = DALI's own file reader "
-                        "over a JPEG file tree (default: %(default)s)")
-    p.add_argument("--dali-threads", type=_positive(int), help="dali: CPU threads (default: the worker count)")
-    p.add_argument("--dali-queue-depth", type=int, default=defaults.dali_queue_depth,
-                   help="dali: prefetch queue depth (default: %(default)s)")
-    p.add_argument("--dali-hw-decoder-load", type=_fraction, default=defaults.dali_hw_decoder_load,
-                   help="dali: share of JPEGs for the hardware decoder, 0..1 (default: %(default)s)")
-    p.add_argument("--dali-decoder", type=_csv_list(DALI_DECODERS), default=[defaults.dali_decoder],
-                   help="list; dali: mixed = nvJPEG (GPU decode, Huffman on DALI's threads), cpu = libjpeg-turbo on "
-                        "DALI's threads, then the pixels are copied; both: two dali variants (default: mixed)")
-    p.add_argument("--dali-batch-multiple", type=_positive(int), default=defaults.dali_batch_multiple,
-                   help="dali, dali-raw (external / parallel reader): DALI runs batches of this many training "
-                        "batches, which the pipeline splits (default: %(default)s)")
-    p.add_argument("--encoding", type=_csv_list(ENCODINGS), default=["raw"],
-                   help="list; dataloader: raw pixels, or decode the JPEG copy per sample with PIL (default: raw)")
+    _add_knobs(p)
     p.add_argument("--last-batch", choices=LAST_BATCH, default=PipelineConfig.last_batch,
                    help="drop = every timed step has a full batch; partial = each epoch's last, smaller batch "
                         f"too (default: {PipelineConfig.last_batch})")

@@ -12,8 +12,10 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
+import pipelines
+
 from .. import results
-from ..plan import MIN_PROCESSES, READS, SPECIFIC
+from ..plan import MIN_PROCESSES
 from .formatting import code, pct, plural, rate
 
 RULES = """\
@@ -57,12 +59,9 @@ KEY = ["mode", "stage", "payload", "pipeline", "model", "step", "sync_every", "i
        "busy_ms"]
 SETTING = ["image_size", "batch_size", "dtype"]
 STEP_ORDER = ["eager", "graph", "compile"]
-# Options whose values make two rows of one pipeline different variants (named in its label): the
-# first always when they vary in a run, the second only when they vary at one CPU budget and size
-# (with --cpus, workers and DALI threads follow the budget).
-VARIANT_ALWAYS = ["encoding", "augment", "channels_last", "pin_memory", "non_blocking", "prefetch_augment",
-                  "worker_start", "dali_reader", "dali_decoder", "dali_hw_decoder_load"]
-VARIANT_WITHIN = ["num_workers", "dali_threads", "prefetch_depth", "dali_queue_depth", "dali_batch_multiple"]
+# Settings every pipeline reads whose values make two rows of one pipeline different variants (named
+# in its label); the pipelines' own knobs do too (`variant_options`).
+VARIANT_SHARED = ["augment", "channels_last"]
 NUMERIC = {"process": 0, "busy_ms": 0.0, "busy_step_ms": math.nan, "sync_every": 0, "min_window_s": 0.0,
            "pipeline_cpu_s_per_kimg": math.nan, "train_cpu_s": math.nan, "cpus": math.nan, "steady_img_per_s": math.nan, "cpu_s_per_kimg": math.nan,
            "test_accuracy": math.nan, "compile_s": math.nan, "restart_ms": math.nan, "image_size": 32, "world_size": 1,
@@ -70,6 +69,14 @@ NUMERIC = {"process": 0, "busy_ms": 0.0, "busy_step_ms": math.nan, "sync_every":
            "batch_bytes": math.nan, "sm_mhz": math.nan, "wait_frac": math.nan, "train_epochs": math.nan, "seed": 0}
 TEXT = {"stage": "", "step": "", "payload": "", "copy": "", "device": "", "parallel": "none", "git_commit": "", "boot_id": "",
         "hostname": "", "run_id": "", "error": "", "gpu": "", "cpu_model": "", "peers": "", "dali": ""}
+
+
+def variant_options() -> tuple[list[str], list[str]]:
+    """The options that name a variant: those named wherever their values differ within one
+    pipeline's rows, and those (`Option.within`: worker and queue counts, which a sweep sets per CPU
+    budget) named only where they differ at one CPU budget and image size."""
+    knobs = pipelines.declared_options().values()
+    return (VARIANT_SHARED + [o.name for o in knobs if not o.within], [o.name for o in knobs if o.within])
 
 
 def load(paths: list[str | Path]) -> pd.DataFrame:
@@ -117,15 +124,15 @@ def runs(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 
 def label_variants(df: pd.DataFrame) -> pd.DataFrame:
-    """`pipeline` renamed to include its variant options (VARIANT_ALWAYS, VARIANT_WITHIN): those every
-    pipeline reads, and of those only some read (`plan.SPECIFIC`) the ones this pipeline reads
-    (`plan.READS`; a pipeline it does not list: all)."""
+    """`pipeline` renamed to include its variant options (`variant_options`): of the pipelines' own
+    knobs the ones it reads (`pipelines.reads`; a pipeline not registered now: all)."""
     df = df.copy()
+    always, within = variant_options()
     for name, rows in df[df.pipeline != "none"].groupby("pipeline"):
-        listed = READS.get(name, SPECIFIC)
-        reads = [c for c in VARIANT_ALWAYS + VARIANT_WITHIN if c not in SPECIFIC or c in listed]
-        varying = [c for c in VARIANT_ALWAYS if c in reads and c in rows and rows[c].nunique(dropna=False) > 1]
-        varying += [c for c in VARIANT_WITHIN if c in reads and c in rows and
+        listed = pipelines.reads(name) if name in pipelines.names() else list(pipelines.declared_options())
+        reads = [c for c in always + within if c in VARIANT_SHARED or c in listed]
+        varying = [c for c in always if c in reads and c in rows and rows[c].nunique(dropna=False) > 1]
+        varying += [c for c in within if c in reads and c in rows and
                     rows.groupby(["cpus", "image_size"])[c].nunique(dropna=False).max() > 1]
         if varying:
             df.loc[rows.index, "pipeline"] = [f"{name} ({', '.join(f'{c}={r[c]}' for c in varying)})"
