@@ -62,23 +62,45 @@ def _pipeline_class(name: str) -> type[Pipeline]:
 
 
 def available() -> dict[str, str | None]:
-    """name -> None if it can be built here, else the reason it cannot."""
-    return {name: _declared_class(name).missing or None for name in _REGISTRY}
+    """name -> None if it can be built here, else the reason it cannot (its module does not import,
+    or says what it misses)."""
+    reasons = {}
+    for name in _REGISTRY:
+        try:
+            reasons[name] = _declared_class(name).missing or None
+        except ImportError as e:
+            reasons[name] = str(e)
+    return reasons
+
+
+def _importable() -> list[type[Pipeline]]:
+    """The classes of the registered pipelines whose modules import (one that does not reads nothing)."""
+    found = []
+    for name in _REGISTRY:
+        try:
+            found.append(_declared_class(name))
+        except ImportError:
+            continue
+    return found
 
 
 def reads(name: str) -> tuple[str, ...]:
-    """The knobs pipeline `name` reads beyond those every pipeline reads, in its declared order."""
-    return tuple(option.name for option in _declared_class(name).options)
+    """The knobs pipeline `name` reads beyond those every pipeline reads, in its declared order (none
+    if its module does not import: it cannot be built)."""
+    try:
+        return tuple(option.name for option in _declared_class(name).options)
+    except ImportError:
+        return ()
 
 
 def declared_options() -> dict[str, Option]:
     """name -> Option of every knob some registered pipeline reads, in registry order; one name is
     one knob (two pipelines that read it declare the same `Option`)."""
     found: dict[str, Option] = {}
-    for name in _REGISTRY:
-        for option in _declared_class(name).options:
+    for cls in _importable():
+        for option in cls.options:
             if found.setdefault(option.name, option) != option:
-                raise TypeError(f"pipeline {name!r} declares option {option.name!r} unlike another pipeline")
+                raise TypeError(f"pipeline {cls.name!r} declares option {option.name!r} unlike another pipeline")
     return found
 
 
@@ -89,7 +111,11 @@ def resolve_config(name: str, config: PipelineConfig) -> PipelineConfig:
 
 def copies(name: str, config: PipelineConfig) -> tuple[str, ...]:
     """The copies of the data pipeline `name` ("none": no pipeline) reads with `config` (`Pipeline.copies`)."""
-    return (Pipeline if name == "none" else _declared_class(name)).copies(config)
+    try:
+        cls = Pipeline if name == "none" else _declared_class(name)
+    except ImportError:   # it cannot be built: the copies its encoding needs, as any pipeline
+        cls = Pipeline
+    return cls.copies(config)
 
 
 def build(name: str, config: PipelineConfig | None = None, data: Split | None = None, **changes) -> Pipeline:
