@@ -8,8 +8,11 @@ import os
 import sys
 from pathlib import Path
 
+from tqdm import tqdm
+
 import pipelines
 from pipelines import sources
+from pipelines.sources import photos
 from pipelines.config import PipelineConfig
 
 from .. import results
@@ -76,6 +79,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{source}: {folder} (validated; checksums match {sources.checksum_origin(folder)})\n"
               f"JPEG q{args.jpeg_quality}: {jpeg} (checksums match JPEG.json; "
               f"mean {len(sizes.data) / len(sizes):.0f} B per train image)")
+        if args.photos:
+            final = Path(args.data_root) / f"photos-seed{args.data_seed}"
+            try:
+                with tqdm(total=args.photos, unit="photo", desc="photo set") as bar:
+                    meta = photos.make_photos(final, args.photos, args.data_seed, args.photos_from,
+                                              progress=lambda: bar.update())
+            except (OSError, ValueError) as e:
+                raise SystemExit(f"pipebench prepare: {e}") from None
+            print(f"photos: {final} ({meta['count']} JPEGs in {len(meta['sources'])} classes; mean "
+                  f"{meta['bytes_mean']:.0f} B, median side {meta['side_median']:g} px; sources and licences "
+                  f"in {photos.META})")
     elif args.command == "download":
         try:   # no network, a folder that cannot be written: one line, no traceback
             print(sources.download_cifar10(args.data_root))

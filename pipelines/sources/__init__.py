@@ -21,6 +21,8 @@ there to the config's image size; `Split.from_arrays` takes arrays you already h
 - `synthetic`: the deterministic synthetic set (`ensure_synthetic`, `synthesize`).
 - `jpeg`: the JPEG copies, packed (`prepare_jpeg`, `JpegSet`) and as a file tree
   (`prepare_jpeg_tree`); upscaled sets encoded on a thread pool (`encode_jpegs`).
+- `photos`: a set of photographs like ImageNet's, cut deterministically from a few real ones
+  (`make_photos`), in the ImageFolder layout (`pipebench prepare --photos N`).
 - `split`: what a pipeline reads (`Split`, `resolve_folder`, `open_split`) and what it is called in
   result rows (`Split.source`): `cifar10` only for the genuine files, `synthetic-seed<S>`, `custom`
   (another folder pipebench wrote) or `arrays`.

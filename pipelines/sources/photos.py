@@ -1,0 +1,145 @@
+"""A set of photographs like ImageNet's, made offline and deterministically from a few real ones.
+
+CIFAR-10 blown up to 224 px compresses far better and decodes far more cheaply than photographs,
+so its rates say little about the JPEGs users train on. `make_photos` cuts crops at random scales
+and aspect ratios out of real colour photographs, resizes them to an ImageNet-like size
+distribution (short side log-normal around 375 px, sides 200-800), jitters brightness and
+contrast, adds mild per-pixel sensor noise and encodes them at quality 93-97: photographs this
+smooth need both to come near ImageNet's ~110 KB per file (PHOTOS.json records what they came to). The label is the source photograph (a real,
+learnable task). The set is written in the `torchvision.datasets.ImageFolder` layout (a folder per
+class, named after its photograph), with PHOTOS.json recording the sources, their licences, the
+seed and the sizes and bytes of the files made.
+
+The photographs: scikit-image's bundled colour photographs with permissive licences (`CATALOG`; the
+optional extra `photos` installs it; its files are read, scikit-image is not imported), or any
+folder of JPEG / PNG photographs you name (a machine without a package index), one class each.
+"""
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from .cache import writing
+
+META = "PHOTOS.json"
+SHORT_SIDE = (375, 0.3)      # log-normal short side: median (px) and sigma of its log
+SIDES = (200, 800)           # every side within these
+ASPECT = (3 / 4, 4 / 3)      # long / short of a crop, log-uniform
+AREA = (0.1, 1.0)            # share of the photograph a crop covers, uniform
+QUALITY = (93, 97)           # JPEG quality, uniform integer
+NOISE_SIGMA = 6.0            # per-pixel sensor noise, in uint8 levels
+
+
+@dataclass(frozen=True)
+class Photo:
+    name: str          # the class name: the photograph's
+    file: str          # its file in scikit-image's data folder
+    licence: str       # as scikit-image's documentation states it
+    origin: str
+
+
+CATALOG = (
+    Photo("astronaut", "astronaut.png", "public domain (NASA)", "https://flic.kr/p/r9qvLn"),
+    Photo("chelsea", "chelsea.png", "CC0 (Stefan van der Walt)", "scikit-image"),
+    Photo("coffee", "coffee.png", "CC0 (Rachel Michetti)", "scikit-image"),
+    Photo("hubble_deep_field", "hubble_deep_field.jpg", "public domain (NASA)",
+          "http://hubblesite.org/newscenter/archive/releases/2012/37/image/a/"),
+    Photo("immunohistochemistry", "ihc.png", "no known copyright restrictions (CMMI)", "scikit-image"),
+    Photo("retina", "retina.jpg", "CC0 1.0", "https://commons.wikimedia.org/wiki/File:Fundus_photograph_of_normal_left_eye.jpg"),
+    Photo("rocket", "rocket.jpg", "public domain (SpaceX)", "https://www.flickr.com/photos/spacexphotos/16511594820/"),
+)
+SUFFIXES = (".jpg", ".jpeg", ".png")
+
+
+def source_photos(folder: str | Path | None = None) -> list[tuple[Photo, Image.Image]]:
+    """The photographs to cut from: every JPEG / PNG in `folder` (sorted by name, licence unknown:
+    yours), else `CATALOG` from scikit-image's data folder. A missing source is a one-line
+    ValueError saying what to do."""
+    if folder is not None:
+        files = sorted(p for p in Path(folder).iterdir() if p.suffix.lower() in SUFFIXES) if Path(folder).is_dir() else []
+        if not files:
+            raise ValueError(f"{folder}: no .jpg, .jpeg or .png photographs in it")
+        photos = [(Photo(p.stem, p.name, "given by the user", str(p)), p) for p in files]
+    else:
+        spec = importlib.util.find_spec("skimage")
+        if spec is None or not spec.submodule_search_locations:
+            raise ValueError("the photo set is cut from scikit-image's bundled photographs: pip install -e "
+                             "'.[photos]', or name a folder of your own photographs")
+        data = Path(next(iter(spec.submodule_search_locations))) / "data"
+        photos = [(photo, data / photo.file) for photo in CATALOG]
+    found = []
+    for photo, path in photos:
+        try:
+            with Image.open(path) as image:
+                found.append((photo, image.convert("RGB")))
+        except OSError as e:
+            raise ValueError(f"{path}: not a readable photograph ({e})") from None
+    return found
+
+
+def cut(photo: Image.Image, rng: np.random.Generator) -> Image.Image:
+    """One crop of `photo` (area and aspect ratio at random), resized to an ImageNet-like size,
+    maybe mirrored, brightness and contrast jittered."""
+    width, height = photo.size
+    aspect = float(np.exp(rng.uniform(*np.log(ASPECT))))
+    area = rng.uniform(*AREA) * width * height
+    w = int(min(width, round(np.sqrt(area * aspect))))
+    h = int(min(height, round(np.sqrt(area / aspect))))
+    x, y = int(rng.integers(0, width - w + 1)), int(rng.integers(0, height - h + 1))
+    short = float(np.clip(SHORT_SIDE[0] * np.exp(rng.normal(0, SHORT_SIDE[1])), *SIDES))
+    scale = short / min(w, h)
+    size = tuple(int(np.clip(round(side * scale), *SIDES)) for side in (w, h))
+    image = photo.crop((x, y, x + w, y + h)).resize(size, Image.Resampling.BICUBIC)
+    if rng.random() < 0.5:
+        image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    pixels = np.asarray(image, dtype=np.float32)
+    pixels = (pixels - 128) * rng.uniform(0.9, 1.1) + 128 + rng.uniform(-12, 12)
+    return Image.fromarray(pixels.clip(0, 255).astype(np.uint8))
+
+
+def encode(image: Image.Image, rng: np.random.Generator) -> bytes:
+    """`image` with sensor noise, as a JPEG at a quality drawn from QUALITY."""
+    pixels = np.asarray(image, dtype=np.float32) + rng.normal(0, NOISE_SIGMA, (image.height, image.width, 3))
+    out = io.BytesIO()
+    Image.fromarray(pixels.clip(0, 255).astype(np.uint8)).save(out, format="JPEG",
+                                                               quality=int(rng.integers(QUALITY[0], QUALITY[1] + 1)))
+    return out.getvalue()
+
+
+def make_photos(final: str | Path, count: int, seed: int = 0, photos_from: str | Path | None = None,
+                progress=None) -> dict:
+    """Write `count` photographs (the same bytes for the same seed and sources) into `final` in the
+    ImageFolder layout, image k from photograph k mod the number of photographs; returns what
+    PHOTOS.json records. The folder appears whole or not at all (`cache.writing`). `progress`, if
+    given, is called once per image written."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"count={count!r}: expected an integer >= 1")
+    photos = source_photos(photos_from)
+    sizes, sides = [], []
+    with writing(Path(final), "the photo set") as tmp:
+        for photo, _ in photos:
+            (tmp / photo.name).mkdir()
+        for k in range(count):
+            photo, source = photos[k % len(photos)]
+            rng = np.random.default_rng([seed, k])
+            image = cut(source, rng)
+            data = encode(image, rng)
+            (tmp / photo.name / f"{k:07d}.jpg").write_bytes(data)
+            sizes.append(len(data))
+            sides += list(image.size)
+            if progress is not None:
+                progress()
+        meta = {"seed": seed, "count": count, "generator": "pipebench photos v1",
+                "sources": [{"class": p.name, "file": p.file, "licence": p.licence, "origin": p.origin,
+                             "size": list(image.size)} for p, image in photos],
+                "bytes_mean": statistics.fmean(sizes), "bytes_median": statistics.median(sizes),
+                "side_median": statistics.median(sides), "side_min": min(sides), "side_max": max(sides)}
+        (tmp / META).write_text(json.dumps(meta, indent=1))
+    return meta

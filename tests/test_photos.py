@@ -1,0 +1,95 @@
+"""The photo set (`pipelines.sources.photos`): deterministic, in the ImageFolder layout, ImageNet-like
+sizes, its sources and licences recorded, one-line errors for what cannot be used."""
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from pipelines.sources import photos
+
+
+@pytest.fixture
+def own_photos(tmp_path):
+    """Three 'photographs' of your own: smooth colour fields with some texture."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for name in ("beach", "cat", "dog"):
+        small = rng.integers(0, 256, (24, 32, 3), dtype=np.uint8)
+        Image.fromarray(small).resize((640, 480), Image.Resampling.BICUBIC).save(folder / f"{name}.png")
+    (folder / "notes.txt").write_text("not a photograph")
+    return folder
+
+
+def test_the_set_is_an_image_folder_of_jpegs_with_imagenet_like_sizes(own_photos, tmp_path):
+    meta = photos.make_photos(tmp_path / "set", 30, seed=3, photos_from=own_photos)
+    classes = sorted(p.name for p in (tmp_path / "set").iterdir() if p.is_dir())
+    assert classes == ["beach", "cat", "dog"]
+    files = sorted((tmp_path / "set").rglob("*.jpg"))
+    assert len(files) == 30 and all(len(list((tmp_path / "set" / c).glob("*.jpg"))) == 10 for c in classes)
+    for f in files:
+        with Image.open(io.BytesIO(f.read_bytes())) as image:
+            assert image.format == "JPEG" and image.mode == "RGB"
+            assert all(photos.SIDES[0] <= side <= photos.SIDES[1] for side in image.size)
+    recorded = json.loads((tmp_path / "set" / photos.META).read_text())
+    assert recorded == meta and meta["count"] == 30 and meta["seed"] == 3
+    assert [s["licence"] for s in meta["sources"]] == ["given by the user"] * 3
+    assert meta["bytes_mean"] == pytest.approx(np.mean([f.stat().st_size for f in files]))
+    assert photos.SIDES[0] <= meta["side_min"] <= meta["side_median"] <= meta["side_max"] <= photos.SIDES[1]
+
+
+def test_the_same_seed_makes_the_same_bytes_and_another_seed_other_ones(own_photos, tmp_path):
+    def files(folder):
+        return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*.jpg"))}
+    photos.make_photos(tmp_path / "a", 9, seed=1, photos_from=own_photos)
+    photos.make_photos(tmp_path / "b", 9, seed=1, photos_from=own_photos)
+    photos.make_photos(tmp_path / "c", 9, seed=2, photos_from=own_photos)
+    assert files(tmp_path / "a") == files(tmp_path / "b")
+    assert files(tmp_path / "a").keys() == files(tmp_path / "c").keys() and files(tmp_path / "a") != files(tmp_path / "c")
+
+
+def test_crops_vary_in_size_and_aspect_like_imagenet():
+    source = Image.fromarray(np.random.default_rng(0).integers(0, 256, (600, 800, 3), dtype=np.uint8))
+    sizes = [photos.cut(source, np.random.default_rng([0, k])).size for k in range(100)]
+    short = np.array([min(s) for s in sizes])
+    aspect = np.array([max(s) / min(s) for s in sizes])
+    assert 300 <= np.median(short) <= 450 and short.min() >= photos.SIDES[0]
+    assert aspect.min() >= 1.0 and 1.1 <= np.median(aspect) <= 1.34 and aspect.max() > 1.25
+
+
+def test_what_cannot_be_used_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match=r"empty: no \.jpg, \.jpeg or \.png photographs in it$"):
+        photos.make_photos(tmp_path / "set", 3, photos_from=tmp_path / "empty")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "x.jpg").write_bytes(b"not a jpeg")
+    with pytest.raises(ValueError, match=r"x\.jpg: not a readable photograph"):
+        photos.make_photos(tmp_path / "set", 3, photos_from=tmp_path / "bad")
+    with pytest.raises(ValueError, match=r"^count=0: expected an integer >= 1$"):
+        photos.make_photos(tmp_path / "set", 0, photos_from=tmp_path / "bad")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "skimage" else real(name, *a))
+    with pytest.raises(ValueError, match=r"pip install -e '\.\[photos\]'"):
+        photos.source_photos()
+    assert not (tmp_path / "set").exists()   # nothing half-written
+
+
+def test_the_catalog_uses_only_photographs_with_permissive_licences():
+    assert len({p.name for p in photos.CATALOG}) == len(photos.CATALOG) >= 7
+    permissive = ("public domain", "CC0", "no known copyright restrictions")
+    assert all(p.licence.startswith(permissive) for p in photos.CATALOG)
+
+
+def test_prepare_writes_the_photo_set_beside_the_data(own_photos, synthetic_root, capsys):
+    from bench import cli
+    assert cli.main(["prepare", "--data-root", str(synthetic_root), "--photos", "6", "--photos-from",
+                     str(own_photos), "--data-seed", "0"]) in (0, None)
+    out = capsys.readouterr().out
+    folder = synthetic_root / "photos-seed0"
+    assert f"photos: {folder} (6 JPEGs in 3 classes" in out
+    assert len(list(folder.rglob("*.jpg"))) == 6 and (folder / photos.META).is_file()
