@@ -67,10 +67,18 @@ def real_batches(config: PipelineConfig, device: torch.device, count: int = REAL
     """`count` batches of the split's first images (repeated if the split is smaller), normalized as
     every pipeline's batches are (contract dtype and memory format), on the device, round and round
     (model-only mode): real pixels, whose arithmetic and power draw are those of e2e's batches."""
-    data = open_split(config.replace(augment=False))
-    index = np.arange(count * config.batch_size) % len(data.labels)
-    images = normalize(torch.from_numpy(data.images[index]).to(device), config)
-    labels = torch.from_numpy(data.labels[index]).to(device)
+    if config.photos:   # photographs: eval's centre crops, as `dataloader` makes them
+        eval_config = config.replace(augment=False, shuffle=False, last_batch="partial", num_workers=0)
+        with pipelines.build("dataloader", eval_config) as loader:
+            made = [batch for _, batch in zip(range(count), itertools.cycle(loader))]
+        images, labels = torch.cat([b[0] for b in made]).to(device), torch.cat([b[1] for b in made]).to(device)
+        index = torch.arange(count * config.batch_size, device=device) % len(labels)
+        images, labels = images[index], labels[index]
+    else:
+        data = open_split(config.replace(augment=False))
+        index = np.arange(count * config.batch_size) % len(data.labels)
+        images = normalize(torch.from_numpy(data.images[index]).to(device), config)
+        labels = torch.from_numpy(data.labels[index]).to(device)
     batches = list(zip(images.split(config.batch_size), labels.split(config.batch_size)))
     yield from itertools.cycle(batches)
 

@@ -93,6 +93,23 @@ def reads(name: str) -> tuple[str, ...]:
         return ()
 
 
+def source_refusal(name: str, config: PipelineConfig) -> str:
+    """Why pipeline `name` ("none": copies, the model alone) cannot read `config`'s source ("" if it can)."""
+    if name == "none" or not config.photos:
+        return ""
+    try:
+        reads_photos = _declared_class(name).photos
+    except ImportError:
+        return ""   # `available` says why
+    return "" if reads_photos else (f"{name}: reads CIFAR-like images of one size, not photographs (those: "
+                                    f"{', '.join(photo_readers())})")
+
+
+def photo_readers() -> list[str]:
+    """The registered pipelines that read photographs (`imagefolder:PATH`) with ImageNet's crops."""
+    return [cls.name for cls in _importable() if cls.photos]
+
+
 def declared_options() -> dict[str, Option]:
     """name -> Option of every knob some registered pipeline reads, in registry order; one name is
     one knob (two pipelines that read it declare the same `Option`)."""

@@ -31,7 +31,8 @@ FLIP_P = 0.5
 MEAN = (0.4914, 0.4822, 0.4465)
 STD = (0.2470, 0.2435, 0.2616)
 
-SOURCES = ("auto", "cifar10", "synthetic")
+SOURCES = ("auto", "cifar10", "synthetic")   # or IMAGEFOLDER + a path
+IMAGEFOLDER = "imagefolder:"
 ENCODINGS = ("raw", "jpeg")
 SPLITS = ("train", "test")
 DTYPES = ("float32", "bfloat16")
@@ -86,7 +87,8 @@ class PipelineConfig:
 
     data_root: str = field(default_factory=default_data_root)
     cache_root: str | None = field(default_factory=default_cache_root)  # JPEG copies, a synthetic set to generate; None: beside the data
-    source: str = "auto"          # auto: real CIFAR-10 under data_root if present, else synthetic
+    source: str = "auto"          # auto: real CIFAR-10 under data_root if present, else synthetic;
+                                  # imagefolder:PATH: your JPEGs, a folder per class (photos, ImageNet crops)
     data_seed: int = 0            # seed of the synthetic set
     encoding: str = "raw"         # raw uint8 pixels, or the cached JPEG copy (decoded per sample)
     jpeg_quality: int = 90
@@ -161,10 +163,13 @@ class PipelineConfig:
     def __post_init__(self) -> None:
         choices = {"source": SOURCES, "encoding": ENCODINGS, "split": SPLITS,
                    "dtype": DTYPES, "last_batch": LAST_BATCH}
+        if isinstance(self.source, str) and self.source.startswith(IMAGEFOLDER) and len(self.source) > len(IMAGEFOLDER):
+            choices.pop("source")
         for name, allowed in choices.items():
             value = getattr(self, name)
             if value not in allowed:
-                raise ValueError(f"PipelineConfig.{name}={value!r}: expected one of {allowed}")
+                raise ValueError(f"PipelineConfig.{name}={value!r}: expected one of {allowed}"
+                                 + (" or 'imagefolder:PATH'" if name == "source" else ""))
         minimum = {"batch_size": 1, "num_workers": 0, "world_size": 1, "rank": 0, "jpeg_quality": 1, "seed": 0,
                    "data_seed": 0}
         for name, low in minimum.items():
@@ -191,6 +196,11 @@ class PipelineConfig:
         for name in ("augment", "shuffle", "channels_last"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"PipelineConfig.{name}={getattr(self, name)!r}: expected True or False")
+
+    @property
+    def photos(self) -> bool:
+        """The source is a folder of photographs (`imagefolder:PATH`): ImageNet's crops, not CIFAR's."""
+        return self.source.startswith(IMAGEFOLDER)
 
     @property
     def pad(self) -> int:

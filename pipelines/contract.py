@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from .config import PipelineConfig
+from .crops import epoch_boxes
 from .epochs import EpochPlan, Uploader, batch_count, epoch_batches, epoch_draws
 from .sources import Split, open_split
 
@@ -77,19 +78,28 @@ class Pipeline(abc.ABC):
     encoding: str | None = None   # what the pipeline reads if fixed ("raw" / "jpeg"), else config's
     options: tuple = ()   # the knobs it reads beyond those every pipeline reads (`pipelines.options`)
     missing: str = ""     # why it cannot be built here (its optional dependency is not installed)
+    photos: bool = False  # reads photographs (`imagefolder:PATH`) with ImageNet's crops (`pipelines.crops`)
 
     def __init__(self, config: PipelineConfig, data: Split | None = None):
         self.config = config = self.resolve(config)
         self.device = resolve_device(config.device)
         if data is not None and (config.encoding == "jpeg" and data.jpeg is None
-                                 or data.images.shape[1] != config.image_size or data.split != config.split
+                                 or (data.images is None) != config.photos
+                                 or data.images is not None and data.images.shape[1] != config.image_size
+                                 or data.split != config.split
                                  or config.max_samples is not None and len(data) > config.max_samples):
             most = f", at most {config.max_samples} samples" if config.max_samples is not None else ""
+            pixels = "photographs" if data.images is None else f"{data.images.shape[1]} px"
             raise ValueError(f"{self.name}: the data passed is not the split it reads (data: {data.split} "
                              f"split, {len(data)} samples, {'a' if data.jpeg is not None else 'no'} JPEG copy, "
-                             f"{data.images.shape[1]} px; config: {config.split} split{most}, encoding "
+                             f"{pixels}; config: {config.split} split{most}, encoding "
                              f"{config.encoding!r}, {config.image_size} px): pass "
                              "sources.open_split(pipelines.resolve_config(name, config))")
+        if config.photos and not self.photos:
+            import pipelines   # the registry imports this module
+            raise ValueError(f"{self.name}: reads CIFAR-like images of one size, not the photographs of "
+                             f"{config.source} (pipelines that cut ImageNet's crops from them: "
+                             f"{', '.join(pipelines.photo_readers())})")
         self.data = data if data is not None else open_split(config)
         self.epoch = 0
         self.info: dict[str, object] = {}
@@ -123,8 +133,12 @@ class Pipeline(abc.ABC):
 
     def draws(self, batches: list[np.ndarray], epoch: int | None = None) -> tuple[torch.Tensor, ...] | None:
         """Epoch `epoch`'s (None: this epoch's) augmentation draws (`epoch_draws`) for the samples
-        of `batches`."""
-        return epoch_draws(self.config, self.epoch if epoch is None else epoch, sum(len(b) for b in batches))
+        of `batches`; for photographs their crop boxes and flips (`crops.epoch_boxes`), always."""
+        epoch = self.epoch if epoch is None else epoch
+        if self.data.sizes is not None:
+            order = np.concatenate(batches) if batches else np.zeros(0, dtype=np.int64)
+            return tuple(torch.from_numpy(a) for a in epoch_boxes(self.config, epoch, self.data.sizes[order]))
+        return epoch_draws(self.config, epoch, sum(len(b) for b in batches))
 
     def plan(self, epoch: int) -> EpochPlan:
         """Epoch `epoch`'s batches and draws."""

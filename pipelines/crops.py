@@ -20,6 +20,8 @@ import math
 
 import numpy as np
 
+from .epochs import rank_seeds
+
 SCALE = (0.08, 1.0)
 RATIO = (3 / 4, 4 / 3)
 ATTEMPTS = 10
@@ -65,3 +67,14 @@ def center_boxes(heights, widths, resize: int = RESIZE, crop: int = CROP) -> tup
 def flips(n: int, rng: np.random.Generator) -> np.ndarray:
     """Horizontal flips, p = 0.5 each."""
     return rng.random(n) < 0.5
+
+
+def epoch_boxes(config, epoch: int, sizes: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(y, x, h, w, flip) of an epoch's samples in plan order, whose heights and widths are `sizes`
+    (N x 2): RandomResizedCrop's boxes and flips with augmentation, eval's centre boxes and no flips
+    without; one random stream per (seed, epoch, rank), as `epochs.epoch_draws`."""
+    heights, widths = sizes[:, 0], sizes[:, 1]
+    if not config.augment:
+        return (*center_boxes(heights, widths), np.zeros(len(sizes), dtype=bool))
+    rng = np.random.default_rng(rank_seeds(config, epoch, 2))
+    return (*rrc_boxes(heights, widths, rng), flips(len(sizes), rng))

@@ -8,6 +8,10 @@ Bytes: uint8 arrays in host memory -> per sample, in DataLoader worker processes
 DataLoader pinning and asynchronous copies for the classic ablation; bf16 and channels_last are
 applied on the device after the copy.
 
+Photographs (`source="imagefolder:PATH"`): decoded with PIL, the sample's box (`crops`: torchvision's
+`RandomResizedCrop` rule, or eval's resize 256 + centre crop 224) resized to S x S, flipped,
+normalized: the torchvision ImageNet reference example's per-image work.
+
 Per-sample CPU work bounds it: PIL and torchvision's per-image Python, in as many processes as
 there are workers.
 
@@ -39,7 +43,8 @@ NON_BLOCKING = Option("non_blocking", False, "copy batches to the device asynchr
 
 class _Samples(SharedArrays, torch.utils.data.Dataset):
     """Map-style dataset keyed by (index, dy, dx, flip): a PIL image cropped, flipped, to a tensor,
-    normalized."""
+    normalized; for photographs keyed by (index, y, x, h, w, flip): the box resized to S x S
+    (`resized_crop`, as `RandomResizedCrop` and eval's resize + centre crop do), flipped."""
 
     def __init__(self, data, size: int, pad: int | None, split: str):
         self.images = data.images if data.jpeg is None else None   # workers receive only what they read
@@ -51,7 +56,7 @@ class _Samples(SharedArrays, torch.utils.data.Dataset):
         return len(self.labels)
 
     def __getitem__(self, key):
-        index, dy, dx, flip = key
+        index, *box, flip = key
         if self.jpeg is not None:
             try:
                 file = self.jpeg[self.offsets[index]:self.offsets[index + 1]]
@@ -60,16 +65,19 @@ class _Samples(SharedArrays, torch.utils.data.Dataset):
                 raise undecodable_sample(self.split, index, str(e)) from None
         else:
             image = Image.fromarray(self.images[index])
-        if self.pad is not None:   # RandomCrop(size, padding=pad) at (dy, dx), RandomHorizontalFlip
-            image = TF.crop(TF.pad(image, self.pad), dy, dx, self.size, self.size)
-            if flip:
-                image = TF.hflip(image)
+        if len(box) == 4:   # a photograph: RandomResizedCrop's (or eval's) box, resized
+            image = TF.resized_crop(image, *box, [self.size, self.size], antialias=True)
+        elif self.pad is not None:   # RandomCrop(size, padding=pad) at (dy, dx)
+            image = TF.crop(TF.pad(image, self.pad), *box, self.size, self.size)
+        if flip:   # RandomHorizontalFlip
+            image = TF.hflip(image)
         return TF.normalize(TF.to_tensor(image), MEAN, STD), int(self.labels[index])
 
 
 class DataLoaderPipeline(Pipeline):
     name = "dataloader"
     options = (ENCODING, PIN_MEMORY, NON_BLOCKING, WORKER_START, NUM_WORKERS)
+    photos = True
 
     def __init__(self, config, data=None):
         super().__init__(config, data)

@@ -115,7 +115,7 @@ class SharedArrays:
 class EpochKeys(torch.utils.data.Sampler):
     """Batch sampler of the DataLoader-based pipelines: per batch of the pipeline's current epoch, the
     keys `(index, dy, dx, flip)` of its samples (the epoch's shared draws, `epoch_draws`; zeros and
-    False without augmentation), so a worker crops a sample without drawing anything itself and
+    False without augmentation), for photographs `(index, y, x, h, w, flip)` (`crops.epoch_boxes`), so a worker crops a sample without drawing anything itself and
     the output does not depend on the number of workers."""
 
     def __init__(self, pipeline: "Pipeline"):
@@ -125,11 +125,11 @@ class EpochKeys(torch.utils.data.Sampler):
         batches = self.pipeline.batches()
         n = sum(len(b) for b in batches)
         draws = self.pipeline.draws(batches)
-        dy, dx, flip = (t.tolist() for t in draws) if draws is not None else ([0] * n, [0] * n, [False] * n)
+        draws = [t.tolist() for t in draws] if draws is not None else [[0] * n, [0] * n, [False] * n]
         start = 0
         for index in batches:
             stop = start + len(index)
-            yield list(zip(index.tolist(), dy[start:stop], dx[start:stop], flip[start:stop]))
+            yield list(zip(index.tolist(), *(d[start:stop] for d in draws)))
             start = stop
 
     def __len__(self) -> int:

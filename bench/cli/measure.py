@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 import pipelines
 from pipelines import sources
+from pipelines.config import IMAGEFOLDER
 from pipelines.contract import resolve_device
 
 from .. import distributed, harness, interrupts, plan, results, runner
@@ -140,12 +141,16 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
         if lead == turn:
             try:
                 read = [s for s in specs if s.pipeline != "none"] or specs
-                source, folder = sources.resolve_folder(read[0].config)
-                quality, cache = read[0].config.jpeg_quality, read[0].config.cache_root
-                needed = {(copy, s.config.image_size) for s in read for copy in pipelines.copies(s.pipeline, s.config)}
-                for copy, size in sorted(needed):   # "jpeg" before "jpeg-tree"
-                    prepare = sources.prepare_jpeg if copy == "jpeg" else sources.prepare_jpeg_tree
-                    prepare(folder, quality, size, cache)
+                if read[0].config.photos:   # your files, read as they are: nothing to make
+                    source, folder = "imagefolder", read[0].config.source[len(IMAGEFOLDER):]
+                else:
+                    source, folder = sources.resolve_folder(read[0].config)
+                    quality, cache = read[0].config.jpeg_quality, read[0].config.cache_root
+                    needed = {(copy, s.config.image_size) for s in read
+                              for copy in pipelines.copies(s.pipeline, s.config)}
+                    for copy, size in sorted(needed):   # "jpeg" before "jpeg-tree"
+                        prepare = sources.prepare_jpeg if copy == "jpeg" else sources.prepare_jpeg_tree
+                        prepare(folder, quality, size, cache)
             except OSError as e:   # a missing root, a folder that cannot be written: one line, no traceback
                 hint = (" (choose a writable --data-root or $PIPEBENCH_DATA)"
                         if isinstance(e, PermissionError) else "")
@@ -167,7 +172,8 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
                 bar.update(1)
                 bar.set_postfix(img_per_s=f"{row['world_img_per_s']:,.0f}")
 
-            skip = reasons.get(spec.pipeline) or harness.step_refusal(spec.step, device)
+            skip = (reasons.get(spec.pipeline) or pipelines.source_refusal(spec.pipeline, spec.config)
+                    or harness.step_refusal(spec.step, device))
             if skip:
                 rows = [results.failed_row(spec, "skipped", skip)]
             elif world.distributed or not args.isolate:

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pipelines
-from pipelines.config import (DTYPES, IMAGE_SIZE, LAST_BATCH, MAX_IMAGE_SIZE, MAXIMUM, SOURCES, PipelineConfig,
+from pipelines.config import (DTYPES, IMAGE_SIZE, IMAGEFOLDER, LAST_BATCH, MAX_IMAGE_SIZE, MAXIMUM, SOURCES, PipelineConfig,
                               default_cache_root, default_data_root)
 
 from .. import harness, plan, runner
@@ -160,12 +160,21 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
                            default=[option.default] if option.listed else option.default)
 
 
+def _source(text: str) -> str:
+    """argparse type of --source: one of SOURCES, or imagefolder:PATH."""
+    if text in SOURCES or (text.startswith(IMAGEFOLDER) and len(text) > len(IMAGEFOLDER)):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: expected one of {', '.join(SOURCES)} or imagefolder:PATH")
+
+
 def _add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-root", default=default_data_root(),
                    help="folder holding cifar-10-batches-py/ or the synthetic cache (default: %(default)s, "
                         "or $PIPEBENCH_DATA)")
-    p.add_argument("--source", choices=SOURCES, default="auto",
-                   help="auto = real CIFAR-10 under --data-root if present, else synthetic (default: auto)")
+    p.add_argument("--source", type=_source, default="auto",
+                   help="auto = real CIFAR-10 under --data-root if present, else synthetic; imagefolder:PATH = "
+                        "your JPEGs, a folder per class (or train/ and val/ so), read by the pipelines that cut "
+                        "ImageNet's crops from photographs (the others: skipped rows) (default: auto)")
     p.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic set (default: 0)")
     p.add_argument("--cache-dir", default=default_cache_root(),
                    help="where the JPEG copies (and a synthetic set not under --data-root) are written, "

@@ -10,7 +10,8 @@ from arrays a user already has (`Split.from_arrays`).
 that match the md5s torchvision publishes (a folder without CHECKSUMS.json, which `load_split`
 checks against them), `synthetic-seed<S>` for the synthetic set (its SYNTHETIC.json), `custom` for
 any other folder pipebench wrote (CHECKSUMS.json: a user's own set written with `write_split`, the
-tests' sets), `arrays` for `Split.from_arrays`; `@<S>px` appended when upscaled.
+tests' sets), `arrays` for `Split.from_arrays`; `@<S>px` appended when upscaled; `imagefolder` for
+photographs of your own (`sources.imagefolder`), which have no raw pixels, only their files.
 """
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import CHANNELS, IMAGE_SIZE, MAX_IMAGE_SIZE, NUM_CLASSES, SPLITS, PipelineConfig
+from ..config import CHANNELS, IMAGE_SIZE, IMAGEFOLDER, MAX_IMAGE_SIZE, NUM_CLASSES, SPLITS, PipelineConfig
 from .cache import read_json
 from .cifar import load_split, upscale
+from .imagefolder import read_imagefolder
 from .jpeg import JpegSet, load_jpeg
 from .layout import BATCH_FOLDER, CHECKSUMS, SYNTHETIC_META
 from .synthetic import ensure_synthetic
@@ -30,13 +32,14 @@ from .synthetic import ensure_synthetic
 @dataclass(frozen=True)
 class Split:
     """One split in host memory, as every pipeline receives it."""
-    images: np.ndarray            # N x S x S x 3 uint8 (S = config.image_size)
+    images: np.ndarray | None     # N x S x S x 3 uint8 (S = config.image_size); None: photographs
     labels: np.ndarray            # N int64
     source: str                   # what was read (module docstring): "cifar10", "synthetic-seed<S>",
                                   # "custom", "arrays"; "@<S>px" appended if upscaled
     folder: Path | None           # the standard-layout folder it was read from (None: from arrays)
-    jpeg: JpegSet | None = None   # the encoded copy, when config.encoding == "jpeg"
+    jpeg: JpegSet | None = None   # the encoded copy, when config.encoding == "jpeg"; the photographs' files
     split: str = "train"          # which split it is: "train" or "test"
+    sizes: np.ndarray | None = None   # photographs (`imagefolder`): N x 2 heights and widths, else None
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -88,7 +91,11 @@ def resolve_folder(config: PipelineConfig) -> tuple[str, Path]:
 
 def open_split(config: PipelineConfig) -> Split:
     """Load the split the config names (first `max_samples` samples if set, upscaled to
-    config.image_size)."""
+    config.image_size; photographs of an `imagefolder:PATH` source as their files and sizes)."""
+    if config.photos:
+        jpeg, labels, heights, widths, _ = read_imagefolder(config.source[len(IMAGEFOLDER):], config.split,
+                                                            config.max_samples)
+        return Split(None, labels, "imagefolder", None, jpeg, config.split, np.stack([heights, widths], axis=1))
     source, folder = resolve_folder(config)
     images, labels = load_split(folder, config.split, config.cache_root)
     jpeg = None

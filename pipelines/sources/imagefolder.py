@@ -1,0 +1,82 @@
+"""Your own JPEG photographs, in torchvision's `ImageFolder` layout (`source="imagefolder:PATH"`).
+
+PATH holds a folder per class (sorted names: labels 0, 1, ...), each holding JPEG files; or PATH
+holds `train/` and `val/` (or `test/`) in that layout, one per split. A split is read into host memory
+as its files' bytes (`JpegSet`) and each image's height and width (from its header): the pipelines
+that decode JPEGs cut ImageNet's crops from them (`pipelines.crops`). `max_samples` takes the
+first samples in class-interleaved order (the first file of every class, then the second, ...), so
+a small subset still holds every class.
+
+Every file is checked up front, and a folder that cannot be used is a one-line ValueError naming
+the file or folder: no class folders, an empty class, a file that is not a JPEG (by its first
+bytes), a header PIL cannot read, more classes than the models' outputs.
+"""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from ..config import NUM_CLASSES
+from .jpeg import JpegSet
+
+JPEG_MAGIC = b"\xff\xd8\xff"
+VAL_FOLDERS = ("val", "test")
+
+
+def split_folder(root: str | Path, split: str) -> Path:
+    """The folder of `split` under `root` (module docstring)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ValueError(f"imagefolder {root}: no such folder")
+    if (root / "train").is_dir():
+        if split == "train":
+            return root / "train"
+        for name in VAL_FOLDERS:
+            if (root / name).is_dir():
+                return root / name
+        raise ValueError(f"imagefolder {root}: has train/ but no val/ or test/ for the test split")
+    if split == "test":
+        raise ValueError(f"imagefolder {root}: one folder of classes is the train split only; for a test split "
+                         "put the classes under train/ and val/")
+    return root
+
+
+def read_imagefolder(root: str | Path, split: str, max_samples: int | None = None):
+    """(JpegSet, labels int64, heights, widths, class names) of `split` (module docstring)."""
+    folder = split_folder(root, split)
+    classes = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not classes:
+        raise ValueError(f"imagefolder {folder}: no class folders in it (expected {folder}/<class>/<image>.jpg)")
+    if len(classes) > NUM_CLASSES:
+        raise ValueError(f"imagefolder {folder}: {len(classes)} classes; the models here have {NUM_CLASSES} "
+                         f"outputs: use at most {NUM_CLASSES}")
+    files = []
+    for label, cls in enumerate(classes):
+        found = sorted(p for p in cls.iterdir() if p.is_file() and not p.name.startswith("."))
+        if not found:
+            raise ValueError(f"imagefolder {cls}: an empty class (no files in it)")
+        files.append([(path, label) for path in found])
+    order = [item for k in range(max(map(len, files))) for group in files if k < len(group) for item in group[k:k + 1]]
+    if max_samples is not None:
+        order = order[:max_samples]
+    chunks, heights, widths = [], [], []
+    for path, _ in order:
+        data = path.read_bytes()
+        if not data.startswith(JPEG_MAGIC):
+            raise ValueError(f"{path}: not a JPEG file (the pipelines here decode JPEG only)")
+        try:
+            with Image.open(io.BytesIO(data)) as image:
+                width, height = image.size
+        except OSError as e:
+            raise ValueError(f"{path}: an unreadable JPEG ({e})") from None
+        chunks.append(np.frombuffer(data, dtype=np.uint8))
+        heights.append(height)
+        widths.append(width)
+    offsets = np.zeros(len(chunks) + 1, dtype=np.int64)
+    np.cumsum([len(c) for c in chunks], out=offsets[1:])
+    jpeg = JpegSet(np.concatenate(chunks), offsets, 0)   # quality 0: files as given
+    labels = np.array([label for _, label in order], dtype=np.int64)
+    return jpeg, labels, np.array(heights), np.array(widths), [c.name for c in classes]

@@ -1,0 +1,141 @@
+"""Your own photographs (`source="imagefolder:PATH"`): read with one-line errors, cut with ImageNet's
+crops by the pipelines that read photographs, refused by the others, and compared end to end."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from PIL import Image
+from torchvision import transforms
+
+import pipelines
+import pipelines.crops
+from bench import cli
+from pipelines import PipelineConfig
+from pipelines.config import MEAN, STD
+from pipelines.sources import imagefolder, open_split
+
+
+def jpeg(path, size=(300, 200), seed=0) -> None:
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(small).resize(size, Image.Resampling.BICUBIC).save(path, format="JPEG", quality=90)
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """Three classes of 4, 3 and 5 JPEGs of assorted sizes."""
+    root = tmp_path / "mine"
+    for label, (name, count) in enumerate([("cat", 4), ("dog", 3), ("fox", 5)]):
+        for k in range(count):
+            jpeg(root / name / f"{k}.jpg", size=(260 + 40 * k, 230 + 30 * label), seed=10 * label + k)
+    return root
+
+
+def test_a_folder_of_classes_is_read_in_class_interleaved_order(folder):
+    data, labels, heights, widths, classes = imagefolder.read_imagefolder(folder, "train")
+    assert classes == ["cat", "dog", "fox"] and len(data) == len(labels) == 12
+    assert labels[:6].tolist() == [0, 1, 2, 0, 1, 2] and np.bincount(labels).tolist() == [4, 3, 5]
+    assert (heights[0], widths[0]) == (230, 260) and (heights[1], widths[1]) == (260, 260)
+    with Image.open(io.BytesIO(data[2].tobytes())) as image:   # fox/0.jpg, as stored
+        assert image.size == (260, 290)
+    assert imagefolder.read_imagefolder(folder, "train", max_samples=3)[1].tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda root: root.mkdir(), "no class folders in it"),
+    (lambda root: (root / "cat").mkdir(parents=True), "cat: an empty class"),
+    (lambda root: (jpeg(root / "cat" / "a.jpg"), (root / "cat" / "b.png").write_bytes(b"\x89PNG....")),
+     r"b\.png: not a JPEG file"),
+    (lambda root: (root / "cat").mkdir(parents=True) or (root / "cat" / "a.jpg").write_bytes(b"\xff\xd8\xffjunk"),
+     r"a\.jpg: an unreadable JPEG"),
+    (lambda root: [jpeg(root / f"c{k:02d}" / "a.jpg") for k in range(11)], "11 classes; the models here have 10"),
+])
+def test_what_cannot_be_read_is_one_line_naming_it(tmp_path, make, message):
+    root = tmp_path / "bad"
+    make(root)
+    with pytest.raises(ValueError, match=message):
+        imagefolder.read_imagefolder(root, "train")
+
+
+def test_a_test_split_needs_train_and_val_folders(folder, tmp_path):
+    with pytest.raises(ValueError, match="one folder of classes is the train split only"):
+        imagefolder.read_imagefolder(folder, "test")
+    jpeg(tmp_path / "both" / "train" / "cat" / "a.jpg")
+    jpeg(tmp_path / "both" / "val" / "cat" / "b.jpg", size=(400, 300))
+    assert imagefolder.read_imagefolder(tmp_path / "both", "test")[3].tolist() == [400]
+
+
+def test_dataloader_cuts_the_same_crops_with_any_number_of_workers(folder):
+    config = PipelineConfig(source=f"imagefolder:{folder}", image_size=64, batch_size=4, device="cpu",
+                            worker_start="fork", last_batch="partial")
+    outputs = []
+    for workers in (0, 2):
+        with pipelines.build("dataloader", config.replace(num_workers=workers)) as loader:
+            outputs.append([(x.clone(), y.clone()) for x, y in loader])
+    assert [x.shape for x, _ in outputs[0]] == [(4, 3, 64, 64)] * 3
+    assert all(torch.equal(a, b) and torch.equal(c, d) for (a, c), (b, d) in zip(*outputs))
+    with pipelines.build("dataloader", config.replace(num_workers=0)) as loader:
+        loader.set_epoch(1)
+        assert not torch.equal(next(iter(loader))[0], outputs[0][0][0])   # another epoch, other crops
+
+
+def test_eval_batches_are_resize_256_then_centre_crop_224(folder):
+    config = PipelineConfig(source=f"imagefolder:{folder}", image_size=224, batch_size=12, device="cpu",
+                            num_workers=0, augment=False, shuffle=False, split="train", last_batch="partial")
+    with pipelines.build("dataloader", config) as loader:
+        images, labels = next(iter(loader))
+    data = open_split(config)
+    reference = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor(),
+                                    transforms.Normalize(MEAN, STD)])
+    for k in range(len(labels)):
+        with Image.open(io.BytesIO(data.jpeg[k].tobytes())) as image:
+            expected = reference(image.convert("RGB"))
+        assert (images[k] - expected).abs().mean() < 0.05   # within one resampling's rounding
+
+
+def test_pipelines_of_one_image_size_refuse_photographs_in_one_line(folder):
+    config = PipelineConfig(source=f"imagefolder:{folder}", image_size=64, batch_size=4, device="cpu")
+    assert "dataloader" in pipelines.photo_readers()
+    for name in ("prefetch", "resident"):
+        assert "not photographs" in pipelines.source_refusal(name, config)
+        with pytest.raises(ValueError, match=rf"^{name}: reads CIFAR-like images of one size, not the photographs"):
+            pipelines.build(name, config)
+    assert pipelines.source_refusal("dataloader", config) == ""
+    with pytest.raises(ValueError, match="'imagefolder:PATH'"):
+        PipelineConfig(source="imagefolder:")
+
+
+def test_compare_runs_on_your_own_photographs(folder, tmp_path, capsys):
+    out = tmp_path / "run"
+    cli.main(["compare", "--source", f"imagefolder:{folder}", "--pipelines", "dataloader,prefetch", "--image-size",
+              "64", "--batch-size", "4", "--modes", "loader,model,e2e", "--steps", "2", "--warmup", "1",
+              "--repeats", "1", "--processes", "1", "--no-isolate", "--workers", "1", "--out", str(out)])
+    df = pd.read_csv(out / "results.csv")
+    ok = df[df.status == "ok"]
+    assert set(zip(ok.pipeline, ok["mode"])) == {("dataloader", "loader"), ("none", "model"), ("dataloader", "e2e")}
+    assert set(df[df.pipeline == "prefetch"].status) == {"skipped"}
+    assert (ok[ok.pipeline == "dataloader"].data_source == "imagefolder").all()
+    capsys.readouterr()
+
+
+def test_training_batches_are_random_resized_crops_of_each_photograph(folder):
+    from torchvision.transforms import functional as TF
+    config = PipelineConfig(source=f"imagefolder:{folder}", image_size=64, batch_size=12, device="cpu", num_workers=0,
+                            shuffle=False, last_batch="partial")
+    with pipelines.build("dataloader", config) as loader:
+        y, x, h, w, flip = (t.numpy() for t in loader.draws(loader.batches()))
+        images, _ = next(iter(loader))
+    data = loader.data
+    centre = pipelines.crops.center_boxes(data.sizes[:, 0], data.sizes[:, 1])
+    assert not np.array_equal(h, centre[2]) and len(set(zip(h.tolist(), w.tolist()))) > 6   # boxes vary
+    for k in range(12):
+        with Image.open(io.BytesIO(data.jpeg[k].tobytes())) as image:
+            crop = TF.resized_crop(image.convert("RGB"), int(y[k]), int(x[k]), int(h[k]), int(w[k]), [64, 64],
+                                   antialias=True)
+        expected = TF.normalize(TF.to_tensor(TF.hflip(crop) if flip[k] else crop), MEAN, STD)
+        assert torch.allclose(images[k], expected)
