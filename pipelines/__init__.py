@@ -19,6 +19,7 @@ has an optional dependency) and one line in `_REGISTRY`.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 
 from .contract import Pipeline
@@ -112,13 +113,19 @@ def photo_readers() -> list[str]:
 
 def declared_options() -> dict[str, Option]:
     """name -> Option of every knob some registered pipeline reads, in registry order; one name is
-    one knob (two pipelines that read it declare the same `Option`)."""
+    one knob (two pipelines that read it declare the same `Option`). Cached per registry content:
+    `PipelineConfig` reads it on every knob it is asked for."""
+    return dict(_declared_options(tuple(_REGISTRY.items())))
+
+
+@functools.lru_cache(maxsize=16)
+def _declared_options(registry: tuple) -> tuple[tuple[str, Option], ...]:
     found: dict[str, Option] = {}
     for cls in _importable():
         for option in cls.options:
             if found.setdefault(option.name, option) != option:
                 raise TypeError(f"pipeline {cls.name!r} declares option {option.name!r} unlike another pipeline")
-    return found
+    return tuple(found.items())
 
 
 def resolve_config(name: str, config: PipelineConfig) -> PipelineConfig:
