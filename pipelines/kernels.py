@@ -134,3 +134,16 @@ def warm_crop_normalize(device: torch.device, config: PipelineConfig, planar: bo
     ulp = 2.0 ** -6 if config.dtype == "bfloat16" else 1e-5   # one rounding apart (bfloat16 below 4: 2^-6)
     if (got.float() - want.float()).abs().max() > ulp:
         raise RuntimeError("crop_normalize: the compiled kernel disagrees with the op-by-op version")
+
+
+def resized_crops(images: list[torch.Tensor], boxes, size: int) -> torch.Tensor:
+    """Photographs (each 3 x H x W uint8, any sizes, one device) -> B x size x size x 3 uint8: each
+    image's box (y, x, h, w, flip: host ints) cut, resized with antialiased bilinear interpolation
+    (as PIL's `resized_crop` on the CPU), rounded to uint8 and mirrored where flip is set."""
+    out = torch.empty((len(images), 3, size, size), dtype=torch.uint8, device=images[0].device if images else "cpu")
+    for k, (image, (y, x, h, w, flip)) in enumerate(zip(images, boxes)):
+        crop = image[None, :, y:y + h, x:x + w].float()
+        resized = torch.nn.functional.interpolate(crop, size=(size, size), mode="bilinear", antialias=True,
+                                                  align_corners=False)[0]
+        out[k] = (resized.flip(-1) if flip else resized).round_().clamp_(0, 255)
+    return out.permute(0, 2, 3, 1)

@@ -139,3 +139,19 @@ def test_training_batches_are_random_resized_crops_of_each_photograph(folder):
                                    antialias=True)
         expected = TF.normalize(TF.to_tensor(TF.hflip(crop) if flip[k] else crop), MEAN, STD)
         assert torch.allclose(images[k], expected)
+
+
+@pytest.mark.parametrize("name", ["tvjpeg", "torchcodec"])
+@pytest.mark.parametrize("augment", [True, False])
+def test_gpu_decoding_pipelines_cut_the_same_crops_as_dataloader(folder, name, augment):
+    """The same boxes and flips; resampled on the device (antialiased bilinear) instead of by PIL:
+    within a rounding's difference on average."""
+    reason = pipelines.available()[name]
+    if reason:
+        pytest.skip(reason)
+    config = PipelineConfig(source=f"imagefolder:{folder}", image_size=64, batch_size=6, device="cpu", num_workers=0,
+                            augment=augment, last_batch="partial")
+    with pipelines.build("dataloader", config) as loader, pipelines.build(name, config) as other:
+        for (a, la), (b, lb) in zip(loader, other):
+            assert torch.equal(la, lb) and a.shape == b.shape == (len(la), 3, 64, 64)
+            assert (a - b).abs().mean() < 0.05
