@@ -71,15 +71,13 @@ class Option:
         return ("None or " if self.none else "") + text
 
     def parse(self, text: str):
-        """One command-line value (argparse's `type`): a one-line error for a bad one."""
-        if self.kind is bool:
-            raise ValueError("a switch takes no value")
+        """One command-line value of a knob that is no switch (argparse's `type`): a one-line error
+        for a bad one."""
         try:
             value = self.kind(text)
         except ValueError:
-            raise ValueError(f"{text!r} is not {self.expected()}") from None
-        refusal = self.refusal(value)
-        if refusal:
+            value = text
+        if self.refusal(value):
             raise ValueError(f"{text!r}: expected {self.expected()}")
         return value
 

@@ -16,7 +16,7 @@ first round, so the epoch restart neither plans nor gathers; another epoch is pl
 
 The gather is split into GATHER_THREADS (4) contiguous shares of the rows, each one
 `torch.index_select` on its own thread with one intra-op thread: one wake-up per thread per round.
-torch's own parallel gather (an OpenMP team) was slower than a single thread with OpenMP's threads
+torch's own parallel gather (an OpenMP team) was no faster than a single thread with OpenMP's threads
 sleeping between regions (`OMP_WAIT_POLICY=PASSIVE`) and only fast with them spinning, which depends
 on how many cores the process has (results/2026-11-26-h100-prefetch-cores/).
 
