@@ -36,6 +36,13 @@ position in the epoch.
 Measured loader ceilings per CPU budget, for both decoders and `dali-raw`, and what they feed: the
 reference run, results/2026-11-24-h100-reference/REPORT.md.
 
+Photographs (`source="imagefolder:PATH"`): the external source hands DALI each file with its box
+and flip (`crops`: RandomResizedCrop, or eval's centre crop, the boxes every pipeline draws) ->
+`fn.decoders.image_slice` decodes the box only (region-of-interest decoding; "mixed": nvJPEG,
+`dali_hw_decoder_load` of it on the hardware JPEG engine; "cpu": libjpeg-turbo) -> `fn.resize` to
+S x S (antialiased linear, on the GPU after "mixed", on DALI's threads after "cpu", as DALI's
+ImageNet example does) -> `fn.flip` -> the contract's normalize in torch, one kernel.
+
 Without a GPU the same graph runs CPU-only (`device_id=None`, CPU decoder).
 """
 from __future__ import annotations
@@ -56,9 +63,10 @@ except ImportError:   # the message every caller (build, sweeps) shows
 
 from . import sources
 from .contract import Pipeline, Stages
+from .crops import epoch_boxes
 from .epochs import epoch_batches, epoch_draws
 from .jpeg_errors import undecodable_jpeg, undecodable_sample
-from .kernels import crop_normalize, warm_crop_normalize
+from .kernels import crop_normalize, normalize, warm_crop_normalize
 from .options import NUM_WORKERS, Option
 
 # The knobs; defaults from the tuning runs in results/2026-11-21-h100-dali.
@@ -70,8 +78,9 @@ DECODER = Option("dali_decoder", "mixed", "mixed = nvJPEG (GPU decode, Huffman o
                  listed=True)
 THREADS = Option("dali_threads", None, "DALI's CPU threads", low=1, high=256, none="the worker count", within=True)
 QUEUE_DEPTH = Option("dali_queue_depth", 4, "DALI's prefetch queue depth (DALI batches)", low=1, high=64, within=True)
-HW_DECODER_LOAD = Option("dali_hw_decoder_load", 0.0, "share of JPEGs for the hardware decoder", kind=float,
-                         low=0.0, high=1.0)
+HW_DECODER_LOAD = Option("dali_hw_decoder_load", None, "share of JPEGs for the hardware decoder", kind=float,
+                         low=0.0, high=1.0, none="0 for CIFAR's files, DALI's own 0.65 for photographs", listed=True)
+PHOTO_HW_DECODER_LOAD = 0.65   # DALI's default
 BATCH_MULTIPLE = Option("dali_batch_multiple", 4, "external / parallel reader: DALI runs batches of this many "
                         "training batches, which the pipeline splits (its fixed cost shared)", low=1, high=64,
                         within=True)
@@ -85,26 +94,37 @@ def _groups(plan: list[np.ndarray], multiple: int) -> list[np.ndarray]:
 class _EpochSource:
     """external_source callback, picklable for worker processes: DALI batch `info.iteration` of epoch
     `first_epoch + info.epoch_idx` (the plan's batches grouped by `dali_batch_multiple`). `samples`
-    holds the JPEG files (a list of zero-copy views out) or the raw pixels (one dense array out)."""
+    holds the JPEG files (a list of zero-copy views out) or the raw pixels (one dense array out).
+    With `sizes` (photographs' heights and widths) each file comes with its box, as (x, y) and
+    (w, h), and its flip: the epoch's `crops.epoch_boxes`."""
 
-    def __init__(self, config, samples, n: int, first_epoch: int, multiple: int):
+    def __init__(self, config, samples, n: int, first_epoch: int, multiple: int, sizes=None):
         self.config, self.samples, self.n, self.first_epoch = config, samples, n, first_epoch
-        self.multiple = multiple
-        self.epoch, self.groups = None, []
+        self.multiple, self.sizes = multiple, sizes
+        self.epoch, self.groups, self.boxes = None, [], None
         self.files = None   # the JPEG files as views, made on the first call in the process that calls
 
     def __call__(self, info):
         epoch = self.first_epoch + info.epoch_idx
         if epoch != self.epoch:
             self.epoch = epoch
-            self.groups = _groups(epoch_batches(self.n, self.config, epoch), self.multiple)
+            plan = epoch_batches(self.n, self.config, epoch)
+            self.groups = _groups(plan, self.multiple)
+            if self.sizes is not None:
+                y, x, h, w, flip = epoch_boxes(self.config, epoch, self.sizes[np.concatenate(plan)])
+                self.boxes = (np.stack([x, y], 1).astype(np.int32), np.stack([w, h], 1).astype(np.int32),
+                              flip.astype(np.int32))
         if info.iteration >= len(self.groups):
             raise StopIteration
         index = self.groups[info.iteration]
         if isinstance(self.samples, sources.JpegSet):   # a list lookup per file, not two numpy scalars
             if self.files is None:
                 self.files = [self.samples[i] for i in range(len(self.samples))]
-            return [[self.files[i] for i in index.tolist()]]
+            files = [self.files[i] for i in index.tolist()]
+            if self.boxes is None:
+                return [files]
+            start = sum(len(group) for group in self.groups[:info.iteration])
+            return [files, *(b[start:start + len(index)] for b in self.boxes)]
         return [self.samples[index]]
 
 
@@ -131,6 +151,7 @@ class _Files:
 class DaliPipeline(Pipeline):
     name = "dali"
     encoding = "jpeg"
+    photos = True
     options = (READER, DECODER, THREADS, QUEUE_DEPTH, HW_DECODER_LOAD, BATCH_MULTIPLE, NUM_WORKERS)
     missing = MISSING
 
@@ -141,9 +162,15 @@ class DaliPipeline(Pipeline):
 
     @classmethod
     def resolve(cls, config):
-        """DALI's CPU threads follow the worker budget unless set (`dali_threads`)."""
+        """DALI's CPU threads follow the worker budget unless set (`dali_threads`); the hardware
+        decoder's share is 0 for CIFAR's files (tuned: results/2026-11-21-h100-dali) and DALI's
+        default for photographs unless set."""
         config = super().resolve(config)
-        return config if config.dali_threads is not None else config.replace(dali_threads=max(1, config.num_workers))
+        if config.dali_threads is None:
+            config = config.replace(dali_threads=max(1, config.num_workers))
+        if config.dali_hw_decoder_load is None:
+            config = config.replace(dali_hw_decoder_load=PHOTO_HW_DECODER_LOAD if config.photos else 0.0)
+        return config
 
     def __init__(self, config, data=None):
         super().__init__(config, data)
@@ -154,7 +181,8 @@ class DaliPipeline(Pipeline):
         self.file_reader = config.dali_reader == "file"
         self.multiple = 1 if self.file_reader else config.dali_batch_multiple   # batches per DALI batch
         self.labels = torch.from_numpy(self.data.labels).to(self.device)
-        warm_crop_normalize(self.device, self.config)
+        if self.data.sizes is None:   # photographs are cropped by DALI, only normalized here
+            warm_crop_normalize(self.device, self.config)
         self.pipe = self.iterator = self.fixed_pipe = self.fixed = None
         self._start(first_epoch=0)
 
@@ -186,12 +214,27 @@ class DaliPipeline(Pipeline):
         images = fn.decoders.image(samples, device="cpu", output_type=types.RGB)
         return images.gpu() if self.cuda else images
 
+    def decode_photos(self, files, anchors, shapes, flips):
+        """Photographs' files -> their boxes (anchors (x, y), shapes (w, h)) decoded alone, resized to
+        uint8 S x S x 3, mirrored where flips is set, where the rest of the graph runs."""
+        c = self.config
+        mixed = self.cuda and c.dali_decoder == "mixed"
+        decoder = dict(device="mixed", hw_decoder_load=c.dali_hw_decoder_load) if mixed else dict(device="cpu")
+        images = fn.decoders.image_slice(files, anchors, shapes, output_type=types.RGB, axis_names="WH", **decoder)
+        images = fn.flip(fn.resize(images, resize_x=c.image_size, resize_y=c.image_size, antialias=True),
+                         horizontal=flips)
+        return images.gpu() if self.cuda and not mixed else images
+
+    def _source(self, first_epoch: int) -> _EpochSource:
+        return _EpochSource(self.config, self.samples(), len(self.data), first_epoch, self.multiple, self.data.sizes)
+
     def _inputs(self, fixed: _FixedSource | None):
-        """The graph's inputs: encoded files (and, from readers.file, their labels)."""
+        """The graph's inputs: encoded files (and, from readers.file, their labels; for
+        photographs, their boxes and flips)."""
         c = self.config
         if fixed is not None or not self.file_reader:
-            source = fixed or _EpochSource(c, self.samples(), len(self.data), self.first_epoch, self.multiple)
-            return fn.external_source(source=source, num_outputs=1, batch=True, batch_info=True,
+            return fn.external_source(source=fixed or self._source(self.first_epoch), batch=True, batch_info=True,
+                                      num_outputs=1 if self.data.sizes is None else 4,
                                       parallel=c.dali_reader == "parallel" and not fixed)
         root = self.tree_root = sources.prepare_jpeg_tree(self.data.folder, c.jpeg_quality, c.image_size,
                                                           c.cache_root)
@@ -215,7 +258,7 @@ class DaliPipeline(Pipeline):
             if self.file_reader and fixed is None:
                 labels = inputs[1].gpu() if self.cuda else inputs[1]
                 return self.decode(inputs[0]), labels
-            return self.decode(inputs[0])
+            return self.decode_photos(*inputs) if self.data.sizes is not None else self.decode(inputs[0])
 
         return graph()
 
@@ -243,7 +286,7 @@ class DaliPipeline(Pipeline):
             plan = epoch_batches(len(self.data), self.config, epoch)
             sizes = [len(index) for index in plan]
             order = self.uploads.order(plan)
-        draws = self.uploads.draws(epoch_draws(self.config, epoch, sum(sizes)))
+        draws = None if self.data.sizes is not None else self.uploads.draws(epoch_draws(self.config, epoch, sum(sizes)))
         start, b = 0, 0
         while (batch := self._next()) is not None:
             images, labels = batch
@@ -265,7 +308,10 @@ class DaliPipeline(Pipeline):
 
     def _augment(self, images: torch.Tensor, draws, start: int) -> torch.Tensor:
         """uint8 N x S x S x 3 on the device -> contract images: crop + flip with the epoch's draws
-        of positions start.. (on the device) and normalize, one kernel (`crop_normalize`)."""
+        of positions start.. (on the device) and normalize, one kernel (`crop_normalize`);
+        photographs, cropped and flipped by DALI, normalized."""
+        if self.data.sizes is not None:
+            return normalize(images, self.config)
         return crop_normalize(images, torch.arange(len(images), device=images.device), draws, self.config, start)
 
     def _next(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
@@ -302,13 +348,14 @@ class DaliPipeline(Pipeline):
         if self.file_reader:
             paths = [self.tree_root / sources.tree_path(c.split, i, label)
                      for i, label in enumerate(self.data.labels)]
-            bad = undecodable_jpeg(_Files(paths), range(len(paths)), self.data.images.shape[1])
+            bad = undecodable_jpeg(_Files(paths), range(len(paths)), self.data.images.shape[1])   # CIFAR only
             return None if bad is None else undecodable_sample(
                 c.split, *bad, f"JPEG file tree ({paths[bad[0]]})",
                 remedy=f"delete {self.tree_root} (it is written again when next used)")
         groups = _groups(epoch_batches(len(self.data), c, self.next_epoch - 1), self.multiple)
         window = groups[self.fetched:self.fetched + c.dali_queue_depth + 2]
-        bad = undecodable_jpeg(self.data.jpeg, np.concatenate(window), self.data.images.shape[1]) if window else None
+        size = None if self.data.images is None else self.data.images.shape[1]   # photographs: any size
+        bad = undecodable_jpeg(self.data.jpeg, np.concatenate(window), size) if window else None
         return None if bad is None else undecodable_sample(c.split, *bad)
 
     def _stages(self) -> Stages:
@@ -317,7 +364,7 @@ class DaliPipeline(Pipeline):
         buffers (the encoded files; the decoded pixels with the cpu decoder); device: the DALI graph
         (decode on its threads and the GPU) fed one fixed DALI batch forever, then the crop + flip and
         normalize of each batch in it."""
-        source = _EpochSource(self.config, self.samples(), len(self.data), self.epoch, self.multiple)
+        source = self._source(self.epoch)
         groups = _groups(self.batches(), self.multiple)
 
         def host():
@@ -327,13 +374,17 @@ class DaliPipeline(Pipeline):
         first = self.batches()[0]
         if self.encoding == "jpeg" and self.config.dali_decoder == "mixed":
             payload = [torch.from_numpy(np.concatenate([self.data.jpeg[i] for i in first]))]
+        elif self.data.images is None:   # photographs decoded and resized on the CPU
+            size = self.config.image_size
+            payload = [torch.zeros((len(first), size, size, 3), dtype=torch.uint8)]
         else:
             payload = [torch.from_numpy(self.data.images[first])]
         if self.fixed_pipe is not None:   # stages() called again: one fixed pipeline at a time
             self.fixed_pipe._shutdown()
         self.fixed_pipe = self._graph(_FixedSource(source(SimpleNamespace(epoch_idx=0, iteration=0))))
         self.fixed = self._iterator(self.fixed_pipe, fixed=True)
-        draws = self.uploads.draws(epoch_draws(self.config, self.epoch, len(groups[0])))
+        draws = None if self.data.sizes is not None else self.uploads.draws(
+            epoch_draws(self.config, self.epoch, len(groups[0])))
 
         def device_batches():
             while True:
@@ -358,6 +409,7 @@ class DaliPipeline(Pipeline):
 class DaliRawPipeline(DaliPipeline):
     name = "dali-raw"
     encoding = "raw"
+    photos = False
     options = (READER, THREADS, QUEUE_DEPTH, BATCH_MULTIPLE, NUM_WORKERS)
 
     def __init__(self, config, data=None):

@@ -72,7 +72,9 @@ class Option:
 
     def parse(self, text: str):
         """One command-line value of a knob that is no switch (argparse's `type`): a one-line error
-        for a bad one."""
+        for a bad one; "none" is None where the knob takes None."""
+        if self.none and text.lower() == "none":
+            return None
         try:
             value = self.kind(text)
         except ValueError:

@@ -34,7 +34,8 @@ class TorchvisionJpegPipeline(Pipeline):
         jpeg = self.data.jpeg
         self.files = [torch.from_numpy(jpeg[i]) for i in range(len(jpeg))]
         self.labels = torch.from_numpy(self.data.labels).to(self.device)
-        warm_crop_normalize(self.device, self.config, planar=True)
+        if self.data.sizes is None:   # photographs are resized per image (`resized_crops`), not gathered
+            warm_crop_normalize(self.device, self.config, planar=True)
 
     def _iterate(self):
         batches = self.batches()

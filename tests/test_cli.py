@@ -49,8 +49,8 @@ def test_download_takes_data_root_like_every_other_command():
 @pytest.mark.parametrize("argv,message", [
     (["--timeout", "nan"], "'nan': expected a number > 0"), (["--timeout", "inf"], "'inf': expected a number > 0"),
     (["--min-window-s", "nan"], "'nan': expected a number > 0"),
-    (["--dali-hw-decoder-load", "nan"], "'nan': expected a number from 0 to 1"),
-    (["--dali-hw-decoder-load", "1.5"], "'1.5': expected a number from 0 to 1"),
+    (["--dali-hw-decoder-load", "nan"], "'nan': expected None or a number from 0 to 1"),
+    (["--dali-hw-decoder-load", "0.5,1.5"], "'1.5': expected None or a number from 0 to 1"),
     (["--batch-size", "64,64"], "'64,64': 64 is given twice; give each value once"),
     (["--pipelines", "prefetch,resident,prefetch"], "prefetch is given twice"),
     (["--models", "resnet18,resnet18"], "resnet18 is given twice"),
@@ -138,3 +138,9 @@ def test_the_command_that_resumes_a_run_keeps_its_options_and_folder():
         == "pipebench sweep --pipelines resident --cpus 1,2 --out runs/x"
     assert cli.resume_command(["sweep", "--out=a b", "--models", "m.py:build"], Path("a b")) \
         == "pipebench sweep --models m.py:build --out 'a b'"
+
+
+def test_a_knob_that_takes_none_takes_it_by_name_on_the_command_line():
+    """None is a knob's documented default where it has one ("none" on the command line)."""
+    assert parse("sweep", "--dali-hw-decoder-load", "none,0.99").dali_hw_decoder_load == [None, 0.99]
+    assert parse("sweep", "--dali-threads", "None").dali_threads is None

@@ -77,7 +77,7 @@ def test_absurd_sizes_are_refused_up_front(name, high):
 
 @pytest.mark.parametrize("load", [float("nan"), float("inf"), -0.5, 1.5, "0.5", True])
 def test_the_hardware_decoder_load_is_a_share_from_0_to_1(load):
-    with pytest.raises(ValueError, match=rf"^PipelineConfig\.dali_hw_decoder_load={load!r}: expected a number from 0 to 1$"):
+    with pytest.raises(ValueError, match=rf"^PipelineConfig\.dali_hw_decoder_load={load!r}: expected None or a number from 0 to 1$"):
         PipelineConfig(dali_hw_decoder_load=load)
 
 

@@ -141,17 +141,44 @@ def test_training_batches_are_random_resized_crops_of_each_photograph(folder):
         assert torch.allclose(images[k], expected)
 
 
-@pytest.mark.parametrize("name", ["tvjpeg", "torchcodec"])
+GPU = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))
+
+
+@pytest.mark.parametrize("device", ["cpu", GPU])
+@pytest.mark.parametrize("name", ["tvjpeg", "torchcodec", "dali"])
 @pytest.mark.parametrize("augment", [True, False])
-def test_gpu_decoding_pipelines_cut_the_same_crops_as_dataloader(folder, name, augment):
-    """The same boxes and flips; resampled on the device (antialiased bilinear) instead of by PIL:
-    within a rounding's difference on average."""
+def test_gpu_decoding_pipelines_cut_the_same_crops_as_dataloader(folder, name, augment, device):
+    """The same boxes and flips; resampled by the pipeline's decoder (tvjpeg, torchcodec: torch's
+    antialiased bilinear; DALI: its antialiased linear resize after decoding the box alone) instead
+    of by PIL: within a rounding's difference on average."""
     reason = pipelines.available()[name]
     if reason:
         pytest.skip(reason)
-    config = PipelineConfig(source=f"imagefolder:{folder}", image_size=64, batch_size=6, device="cpu", num_workers=0,
+    config = PipelineConfig(source=f"imagefolder:{folder}", image_size=64, batch_size=6, num_workers=0,
                             augment=augment, last_batch="partial")
-    with pipelines.build("dataloader", config) as loader, pipelines.build(name, config) as other:
+    with pipelines.build("dataloader", config.replace(device="cpu")) as loader, \
+            pipelines.build(name, config.replace(device=device)) as other:
         for (a, la), (b, lb) in zip(loader, other):
+            assert torch.equal(la, lb.cpu()) and a.shape == b.shape == (len(la), 3, 64, 64)
+            assert (a - b.cpu().float()).abs().mean() < 0.05
+
+
+@pytest.mark.parametrize("augment", [True, False])
+def test_dataloader_decoding_to_tensors_cuts_the_same_crops_as_with_pil(folder, augment):
+    config = PipelineConfig(source=f"imagefolder:{folder}", image_size=64, batch_size=6, num_workers=0, device="cpu",
+                            augment=augment, last_batch="partial")
+    with pipelines.build("dataloader", config) as pil, \
+            pipelines.build("dataloader", config.replace(dataloader_decoder="tensor")) as tensors:
+        for (a, la), (b, lb) in zip(pil, tensors):
             assert torch.equal(la, lb) and a.shape == b.shape == (len(la), 3, 64, 64)
             assert (a - b).abs().mean() < 0.05
+
+
+def test_dali_gives_photographs_the_hardware_decoder_unless_told():
+    """DALI's own default share on photographs; 0 on CIFAR's files (tuned); a set value kept."""
+    from pipelines.dali import PHOTO_HW_DECODER_LOAD
+    photos = pipelines.resolve_config("dali", PipelineConfig(source="imagefolder:/x", device="cpu"))
+    assert photos.dali_hw_decoder_load == PHOTO_HW_DECODER_LOAD
+    assert pipelines.resolve_config("dali", PipelineConfig(device="cpu")).dali_hw_decoder_load == 0.0
+    told = PipelineConfig(source="imagefolder:/x", device="cpu", dali_hw_decoder_load=0.2)
+    assert pipelines.resolve_config("dali", told).dali_hw_decoder_load == 0.2

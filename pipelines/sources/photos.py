@@ -19,7 +19,9 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import os
 import statistics
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,9 +118,10 @@ def encode(image: Image.Image, rng: np.random.Generator) -> bytes:
 def make_photos(final: str | Path, count: int, seed: int = 0, photos_from: str | Path | None = None,
                 progress=None) -> dict:
     """Write `count` photographs (the same bytes for the same seed and sources) into `final` in the
-    ImageFolder layout, image k from photograph k mod the number of photographs; returns what
-    PHOTOS.json records. The folder appears whole or not at all (`cache.writing`). `progress`, if
-    given, is called once per image written."""
+    ImageFolder layout, image k from photograph k mod the number of photographs, on a thread per
+    usable core (image k has its own random stream); returns what PHOTOS.json records. The folder
+    appears whole or not at all (`cache.writing`). `progress`, if given, is called once per image
+    written."""
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"count={count!r}: expected an integer >= 1")
     photos = source_photos(photos_from)
@@ -126,16 +129,21 @@ def make_photos(final: str | Path, count: int, seed: int = 0, photos_from: str |
     with writing(Path(final), "the photo set") as tmp:
         for photo, _ in photos:
             (tmp / photo.name).mkdir()
-        for k in range(count):
+
+        def make(k: int) -> tuple[int, tuple[int, int]]:
             photo, source = photos[k % len(photos)]
             rng = np.random.default_rng([seed, k])
             image = cut(source, rng)
             data = encode(image, rng)
             (tmp / photo.name / f"{k:07d}.jpg").write_bytes(data)
-            sizes.append(len(data))
-            sides += list(image.size)
-            if progress is not None:
-                progress()
+            return len(data), image.size
+
+        with ThreadPoolExecutor(len(os.sched_getaffinity(0))) as pool:   # PIL and numpy release the GIL
+            for size, side in pool.map(make, range(count)):
+                sizes.append(size)
+                sides += list(side)
+                if progress is not None:
+                    progress()
         meta = {"seed": seed, "count": count, "generator": "pipebench photos v1",
                 "sources": [{"class": p.name, "file": p.file, "licence": p.licence, "origin": p.origin,
                              "size": list(image.size)} for p, image in photos],
