@@ -272,6 +272,23 @@ def test_the_summary_is_short_has_every_part_and_nothing_not_measured(tmp_path):
     assert "- With 16 cores per GPU, `resnet18` at 32 px (compile step) trains at 73,000 img/s alone" in answer
 
 
+def test_a_readme_quotes_one_run_s_summary_and_another_run_s_answer(tmp_path):
+    """Two generated blocks, each from its own run; rewriting one leaves the other as it was."""
+    path = write(tmp_path, reference_rows())
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n{report.README_START}\nold\n{report.README_END}\nmid\n"
+                      f"{report.ANSWER_START}\nold answer\n{report.ANSWER_END}\nrest\n")
+    report.write([path], tmp_path / "out", readme_answer=readme)
+    text = readme.read_text()
+    block = text.split(report.ANSWER_START)[1].split(report.ANSWER_END)[0]
+    assert block.startswith("\nFrom `run` ([full report](out/REPORT.md)):\n\n- With 16 cores per GPU, `resnet18`")
+    assert "\nold\n" in text and "old answer" not in text and text.endswith("rest\n")
+    readme.write_text(f"{report.README_START}\n{report.README_END}\n")   # no answer block: refused before writing
+    with pytest.raises(ValueError, match="around the answer"):
+        report.write([path], tmp_path / "fresh", readme_answer=readme)
+    assert not (tmp_path / "fresh").exists()
+
+
 def test_cli_report_takes_a_run_folder(tmp_path, capsys):
     write(tmp_path, processes("loader", "p", [[1_000]]))
     for _ in range(2):   # a report made again into the same folder records its command once

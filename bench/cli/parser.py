@@ -320,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="folder for REPORT.md, SUMMARY.md, ANSWER.md, the PNGs and COMMAND.txt")
     p.add_argument("--readme", type=Path, help="also write the summary into this Markdown file, between its lines "
                    f"{report.README_START} and {report.README_END} (links relative to the file)")
+    p.add_argument("--readme-answer", type=Path, help="also write the run's answer (ANSWER.md's sentences) into this "
+                   f"Markdown file, between its lines {report.ANSWER_START} and {report.ANSWER_END}")
     p = sub.add_parser("claims", help="test the common advice on feeding a GPU, one experiment per claim",
                        description="Run one small experiment per claim (pageable/pinned copies, non_blocking, "
                        "pin_memory, workers, collate_fn to GPU, AMP, OOM fixes), append tidy rows to "

@@ -17,9 +17,9 @@ from .analysis import (TOO_FEW, cells, ceilings, label_variants, levels, load, r
 from .answers import answers
 from .files import write, write_answers
 from .formatting import pct, plural, rate
-from .readme import README_END, README_START
+from .readme import ANSWER_END, ANSWER_START, README_END, README_START
 from .summary import speeds
 
-__all__ = ["README_END", "README_START", "TOO_FEW", "answers", "cells", "ceilings", "label_variants", "levels", "load",
+__all__ = ["ANSWER_END", "ANSWER_START", "README_END", "README_START", "TOO_FEW", "answers", "cells", "ceilings", "label_variants", "levels", "load",
            "pct", "plural", "rate", "runs", "situations", "speeds", "ties", "verdict", "view_of", "write",
            "write_answers"]

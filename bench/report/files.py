@@ -9,7 +9,7 @@ from .. import results
 from .analysis import RULES, load, runs, view_of
 from .answers import answers
 from .formatting import code
-from .readme import readme_block, update_readme
+from .readme import ANSWER, readme_block, update_readme
 from .sections import TIMERS, run_sections
 from .summary import summary
 
@@ -22,17 +22,18 @@ def write_answers(out: Path, found: list[tuple[str, list[str]]], whole: str) -> 
     results.replace_file(out / "ANSWER.md", "\n".join(lines))
 
 
-def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Path:
+def write(paths: list[str | Path], out: Path, readme: Path | None = None, readme_answer: Path | None = None) -> Path:
     """Write out/REPORT.md (the summary of each run first) and its plots, out/SUMMARY.md and
-    out/ANSWER.md (each run's answers); with `readme`, its summary block too (one run only).
-    Returns the report's path."""
+    out/ANSWER.md (each run's answers); with `readme`, its summary block too, with `readme_answer`,
+    its answer block (one run only). Returns the report's path."""
     df = load(paths)
     found = runs(df)
-    if readme is not None and len(found) != 1:
-        raise ValueError(f"--readme takes the summary of one run; these rows hold {len(found)}: "
-                         + "; ".join(name for name, _ in found))
-    if readme is not None:
-        readme_block(readme.read_text(), readme)   # a README it cannot update: refused before anything is written
+    for flag, path, block in (("--readme", readme, None), ("--readme-answer", readme_answer, ANSWER)):
+        if path is not None and len(found) != 1:
+            raise ValueError(f"{flag} takes the {'answer' if block else 'summary'} of one run; these rows hold "
+                             f"{len(found)}: " + "; ".join(name for name, _ in found))
+        if path is not None:   # a README it cannot update: refused before anything is written
+            readme_block(path.read_text(), path, *([block] if block else []))
     out.mkdir(parents=True, exist_ok=True)
     sections, briefs, said = [], [], []
     for i, (name, group) in enumerate(found, start=1):
@@ -53,4 +54,9 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Pat
     results.replace_file(out / "REPORT.md", "\n".join(parts))
     if readme is not None:
         update_readme(readme, briefs[0][1], Path(os.path.relpath(out, readme.resolve().parent)).as_posix())
+    if readme_answer is not None:
+        name, answer = said[0]
+        lines = [f"From {code(name)} ([full report](REPORT.md)):", "", *[f"- {a}" for a in answer]] if answer else \
+            [f"From {code(name)}: no answer, no e2e configuration ran beside its model-only one ([report](REPORT.md))."]
+        update_readme(readme_answer, lines, Path(os.path.relpath(out, readme_answer.resolve().parent)).as_posix(), ANSWER)
     return out / "REPORT.md"
