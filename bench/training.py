@@ -8,6 +8,10 @@ The training step (`RunSpec.step`, `Trainer(step=...)`), as fast models are trai
   - compile: `torch.compile` of the model (default mode, compiled in this process: no pool of
              compile worker processes, which would take cores inside the timed windows), then the
              same whole-step capture.
+Under DistributedDataParallel the captured steps hold the gradient all-reduce too (NCCL captures its
+collectives), as PyTorch's CUDA graphs notes prescribe for a full capture: DDP built on a side
+stream and 11 eager DDP steps before the capture; compiled, the DDP model is compiled (dynamo's
+DDP optimizer splits the graph at the gradient buckets, so the all-reduce overlaps backward).
 The first training step of model, e2e and train configs runs alone, synchronized, before the
 warm-up and is recorded as `compile_s`: for graph / compile it includes the side-stream warm-up
 steps, compilation and capture; for eager it is one step with cuDNN autotuning.
@@ -29,21 +33,22 @@ from .models import build_model
 PRECISIONS = ("float32", "bfloat16", "float16")   # Trainer: no autocast, or autocast to this dtype
 STEPS = ("eager", "graph", "compile")   # Trainer: how the training step runs (module docstring)
 WARMUP_BEFORE_CAPTURE = 3   # eager steps on a side stream before capture (cuDNN autotuning, optimizer state)
+DDP_WARMUP_BEFORE_CAPTURE = 11   # under DDP: PyTorch's CUDA graphs notes ask for 11 eager DDP steps first
 
 
 def step_refusal(step: str, device: torch.device, precision: str = "bfloat16", parallel: str = "none",
                  last_batch: str = "drop") -> str | None:
-    """Why `step` cannot train here (None if it can): a captured step needs CUDA, one process per
-    GPU without DataParallel / DDP, no GradScaler and one batch shape."""
+    """Why `step` cannot train here (None if it can): a captured step needs CUDA, one process per GPU
+    (alone or under DDP, not DataParallel), no GradScaler and one batch shape."""
     if step not in STEPS:
         return f"step={step!r}: expected one of {STEPS}"
     if step == "eager":
         return None
     if device.type != "cuda":
         return f"step={step!r} captures the training step in a CUDA graph: needs a CUDA device"
-    if parallel != "none":
-        return (f"step={step!r} with parallel={parallel!r}: the captured step runs one model on one GPU; "
-                "DataParallel and DistributedDataParallel are refused (use step='eager')")
+    if parallel == "dp":
+        return (f"step={step!r} with parallel='dp': a captured step runs one model per process; DataParallel "
+                "replicates it in threads every step (use DDP under torchrun, or step='eager')")
     if precision == "float16":
         return (f"step={step!r} with float16: the GradScaler's inf check reads back to the host, which a "
                 "CUDA graph cannot capture (use bfloat16 or step='eager')")
@@ -65,7 +70,8 @@ class Trainer:
     capture uses `capture_error_mode="thread_local"` (pipeline threads keep running) and autocast
     without its weight cache (`cache_enabled=False`, as capture requires). Every later batch must
     have the first one's shape and dtype (ValueError otherwise). `step_refusal` says what a captured
-    step refuses: no CUDA, DataParallel / DDP, float16's GradScaler.
+    step refuses: no CUDA, DataParallel, float16's GradScaler. Under DDP the capture holds the
+    all-reduce (module docstring).
     `parallel`: "ddp" wraps the model in DistributedDataParallel (a torchrun job, one process per
     device), "dp" in DataParallel (one process, the batch scattered over all visible GPUs).
     `precision`: float32 (no autocast), bfloat16 or float16 autocast (float16 with a GradScaler,
@@ -91,8 +97,12 @@ class Trainer:
         if channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.devices = [device]   # every device the step runs on, `device` first
+        capture = step != "eager"
+        self.side = torch.cuda.Stream(device) if capture else None   # the warm-up's (and DDP's construction)
         if parallel == "ddp":   # gradients all-reduced across the torchrun job's processes
-            self.model = DistributedDataParallel(self.model, device_ids=[device.index] if device.type == "cuda" else None)
+            with torch.cuda.stream(self.side) if capture else contextlib.nullcontext():
+                self.model = DistributedDataParallel(self.model,
+                                                     device_ids=[device.index] if device.type == "cuda" else None)
         elif parallel == "dp":   # one process scatters each batch over every visible GPU
             if device.type != "cuda":
                 raise ValueError("parallel='dp' (DataParallel) needs CUDA devices")
@@ -134,10 +144,11 @@ class Trainer:
         """Warm up on a side stream, restore the state, capture one whole step (module docstring)."""
         self.static = (images.clone(), labels.clone())   # clone keeps the memory format
         saved = {k: v.clone() for k, v in self.model.state_dict().items()}
-        side = torch.cuda.Stream(self.device)
+        side = self.side
         side.wait_stream(torch.cuda.current_stream(self.device))
+        ddp = isinstance(self.model, DistributedDataParallel)
         with torch.cuda.stream(side):
-            for _ in range(WARMUP_BEFORE_CAPTURE):
+            for _ in range(DDP_WARMUP_BEFORE_CAPTURE if ddp else WARMUP_BEFORE_CAPTURE):
                 self.optimizer.zero_grad(set_to_none=True)
                 self._update(*self.static)
         torch.cuda.current_stream(self.device).wait_stream(side)

@@ -135,6 +135,63 @@ def test_ddp_replicas_stay_in_sync(tmp_path):
     assert result["none"]["spread"] > 1e-3                    # without DDP the same steps diverge
 
 
+def _step_worker(rank: int, world: int, rendezvous: str, out: str, steps: list[str]) -> None:
+    """Three steps of a DDP replica per step kind from the same weights on each rank's own batches;
+    rank 0 writes, per kind, the parameters' largest spread between ranks and distance from eager's.
+    On a CPU "compile" is the DDP-wrapped model compiled as the Trainer compiles it (backend
+    aot_eager: no C++ compiler needed), uncaptured; on CUDA each kind is the Trainer's own step."""
+    from bench import training
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda", rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
+    else:
+        _init(rank, world, rendezvous)
+    found = {}
+    for step in steps:
+        torch.manual_seed(0)
+        trainer = training.Trainer("resnet9-w0.25", device, "float32", channels_last=False, parallel="ddp",
+                                   step=step if cuda else "eager")
+        if step == "compile" and not cuda:
+            trainer.forward = torch.compile(trainer.model, backend="aot_eager")
+        initial = torch.cat([p.detach().flatten().clone() for p in trainer.model.parameters()])
+        g = torch.Generator().manual_seed(100 + rank)
+        for _ in range(3):
+            trainer(torch.randn(16, 3, 32, 32, generator=g).to(device), torch.randint(0, 10, (16,), generator=g).to(device))
+        params = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
+        found[step + "-moved"] = float((params - initial).abs().max())
+        gathered = [torch.empty_like(params) for _ in range(world)]
+        dist.all_gather(gathered, params)
+        found[step] = params.cpu()
+        found[step + "-spread"] = float((gathered[0] - gathered[1]).abs().max())
+    if rank == 0:
+        Path(out).write_text(json.dumps({
+            **{k: v for k, v in found.items() if isinstance(v, float)},
+            **{f"{k}-from-eager": float((found[k] - found["eager"]).abs().max()) for k in steps}}))
+    dist.destroy_process_group()
+
+
+def test_a_compiled_ddp_model_trains_the_same_model_as_eager_ddp_on_the_cpu(tmp_path):
+    out = tmp_path / "steps.json"
+    mp.spawn(_step_worker, args=(2, str(tmp_path / "rdzv"), str(out), ["eager", "compile"]), nprocs=2)
+    result = json.loads(out.read_text())
+    assert result["eager-moved"] > 1e-3 and result["compile-moved"] > 1e-3     # they trained
+    assert result["eager-spread"] < 1e-6 and result["compile-spread"] < 1e-6   # replicas in sync
+    assert result["compile-from-eager"] < 1e-4                                 # the same training
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA devices")
+def test_captured_and_compiled_ddp_steps_train_the_same_model_as_eager_ddp_on_two_gpus(tmp_path):
+    """The whole step captured with DDP's all-reduce inside (graph, compile) against eager DDP."""
+    out = tmp_path / "steps.json"
+    mp.spawn(_step_worker, args=(2, str(tmp_path / "rdzv"), str(out), ["eager", "graph", "compile"]), nprocs=2)
+    result = json.loads(out.read_text())
+    assert min(result[f"{k}-moved"] for k in ("eager", "graph", "compile")) > 1e-3
+    assert max(result[f"{k}-spread"] for k in ("eager", "graph", "compile")) < 1e-6
+    assert result["graph-from-eager"] < 1e-4 and result["compile-from-eager"] < 1e-3
+
+
 def test_harness_under_torchrun_writes_one_row_per_rank_with_the_job_rate(synthetic_root, tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "bench.cli", "compare",

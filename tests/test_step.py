@@ -32,8 +32,8 @@ def test_runspec_rejects_bad_step_options(kwargs, message):
 
 @pytest.mark.parametrize("args,message", [
     (("graph", torch.device("cpu")), "needs a CUDA device"),
-    (("compile", CUDA, "bfloat16", "dp"), "DataParallel and DistributedDataParallel are refused"),
-    (("graph", CUDA, "bfloat16", "ddp"), "DataParallel and DistributedDataParallel are refused"),
+    (("compile", CUDA, "bfloat16", "dp"), "DataParallel replicates it in threads every step"),
+    (("graph", CUDA, "bfloat16", "dp"), "use DDP under torchrun"),
     (("graph", CUDA, "float16"), "GradScaler"),
     (("compile", CUDA, "bfloat16", "none", "partial"), "last_batch='drop'"),
     (("trace", CUDA), "expected one of"),
@@ -43,7 +43,8 @@ def test_step_refusal_says_why(args, message):
 
 
 @pytest.mark.parametrize("args", [("eager", torch.device("cpu"), "float16", "dp", "partial"),
-                                  ("graph", CUDA), ("compile", CUDA, "float32")])
+                                  ("graph", CUDA), ("compile", CUDA, "float32"), ("compile", CUDA, "bfloat16", "ddp"),
+                                  ("graph", CUDA, "bfloat16", "ddp")])
 def test_step_refusal_accepts_what_runs(args):
     assert harness.step_refusal(*args) is None
 
@@ -268,18 +269,17 @@ def test_captured_step_refuses_a_batch_of_another_shape():
         trainer(x[:4], y[:4])
 
 
-@pytest.mark.parametrize("extra,world", [([], distributed.World(rank=0, world_size=2, local_world_size=2)),
-                                         (["--parallel", "dp"], distributed.World())])
-def test_on_cuda_the_default_step_is_eager_under_ddp_and_dataparallel(extra, world):
-    """A captured step runs one model on one GPU, so the default that adds `graph` on one GPU must
-    not refuse a torchrun or DataParallel run (planned for a CUDA device; nothing runs)."""
-    options = cli.build_parser().parse_args(["compare", "--models", "resnet9-w0.25", "--modes", "model",
-                                             "--cpus", "1", *extra])
-    specs = plan.grid(options, torch.device("cuda"), world)
-    assert {s.step for s in specs} == {"eager"}
-    alone = plan.grid(cli.build_parser().parse_args(["compare", "--models", "resnet9-w0.25", "--modes", "model",
-                                                     "--cpus", "1"]), torch.device("cuda"))
-    assert sorted({s.step for s in alone}) == ["eager", "graph"]   # one GPU: both kinds
+def test_on_cuda_the_default_steps_are_eager_and_graph_except_under_dataparallel():
+    """DDP captures its step like one GPU does (the all-reduce inside the graph); DataParallel's
+    replicas run in threads every step, so a captured step is refused there and the default is eager
+    (planned for a CUDA device; nothing runs)."""
+    def steps(*extra, world=distributed.World()):
+        options = cli.build_parser().parse_args(["compare", "--models", "resnet9-w0.25", "--modes", "model",
+                                                 "--cpus", "1", *extra])
+        return sorted({s.step for s in plan.grid(options, torch.device("cuda"), world)})
+    assert steps() == ["eager", "graph"]
+    assert steps(world=distributed.World(rank=0, world_size=2, local_world_size=2)) == ["eager", "graph"]
+    assert steps("--parallel", "dp") == ["eager"]
 
 
 def test_options_a_pipeline_does_not_read_make_no_second_configuration_of_it():
