@@ -135,13 +135,12 @@ def test_ddp_replicas_stay_in_sync(tmp_path):
     assert result["none"]["spread"] > 1e-3                    # without DDP the same steps diverge
 
 
-def _step_worker(rank: int, world: int, rendezvous: str, out: str, steps: list[str]) -> None:
+def _step_worker(rank: int, world: int, rendezvous: str, out: str, steps: list[str], cuda: bool) -> None:
     """Three steps of a DDP replica per step kind from the same weights on each rank's own batches;
     rank 0 writes, per kind, the parameters' largest spread between ranks and distance from eager's.
     On a CPU "compile" is the DDP-wrapped model compiled as the Trainer compiles it (backend
     aot_eager: no C++ compiler needed), uncaptured; on CUDA each kind is the Trainer's own step."""
     from bench import training
-    cuda = torch.cuda.is_available()
     device = torch.device("cuda", rank) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
@@ -174,7 +173,7 @@ def _step_worker(rank: int, world: int, rendezvous: str, out: str, steps: list[s
 
 def test_a_compiled_ddp_model_trains_the_same_model_as_eager_ddp_on_the_cpu(tmp_path):
     out = tmp_path / "steps.json"
-    mp.spawn(_step_worker, args=(2, str(tmp_path / "rdzv"), str(out), ["eager", "compile"]), nprocs=2)
+    mp.spawn(_step_worker, args=(2, str(tmp_path / "rdzv"), str(out), ["eager", "compile"], False), nprocs=2)
     result = json.loads(out.read_text())
     assert result["eager-moved"] > 1e-3 and result["compile-moved"] > 1e-3     # they trained
     assert result["eager-spread"] < 1e-6 and result["compile-spread"] < 1e-6   # replicas in sync
@@ -185,7 +184,7 @@ def test_a_compiled_ddp_model_trains_the_same_model_as_eager_ddp_on_the_cpu(tmp_
 def test_captured_and_compiled_ddp_steps_train_the_same_model_as_eager_ddp_on_two_gpus(tmp_path):
     """The whole step captured with DDP's all-reduce inside (graph, compile) against eager DDP."""
     out = tmp_path / "steps.json"
-    mp.spawn(_step_worker, args=(2, str(tmp_path / "rdzv"), str(out), ["eager", "graph", "compile"]), nprocs=2)
+    mp.spawn(_step_worker, args=(2, str(tmp_path / "rdzv"), str(out), ["eager", "graph", "compile"], True), nprocs=2)
     result = json.loads(out.read_text())
     assert min(result[f"{k}-moved"] for k in ("eager", "graph", "compile")) > 1e-3
     assert max(result[f"{k}-spread"] for k in ("eager", "graph", "compile")) < 1e-6
