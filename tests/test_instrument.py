@@ -79,7 +79,7 @@ def test_rejected_windows_are_rows_of_their_own_left_out_of_every_number(tmp_pat
     c = report.cells(report.load([tmp_path / "run" / "results.csv"]))
     assert set(c.busy_ms) == {0.0}   # never averaged in
     text = report.write([tmp_path / "run" / "results.csv"], tmp_path / "out").read_text()
-    assert "### Rejected windows (2 of 2 busy windows)" in text
+    assert "### Rejected windows (2 of 4 loader windows)" in text
     done = results.completed(tmp_path / "run" / "results.csv", results.environment())
     assert all(n == 2 for n in done.values())   # measured: a resume does not run them again
 

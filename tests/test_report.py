@@ -415,6 +415,30 @@ def test_seeds_are_processes_of_their_own_and_options_every_pipeline_reads_name_
     assert sorted(set(labels)) == ["resident (channels_last=False)", "resident (channels_last=True)"]
 
 
+def test_a_loader_window_far_shorter_than_the_minimum_is_a_drain_rejected_and_listed(tmp_path):
+    """The 2-core DALI case of the photo run: a 0.027-s window under a 0.5-s minimum handed over batches
+    queued before it (75k img/s beside its sibling's 3.3k) and made a 39k ceiling; half the minimum counts."""
+    rows = [row("loader", "p", 75_234, seconds=0.027, min_window_s=0.5),
+            row("loader", "p", 3_281, repeat=1, seconds=0.62, min_window_s=0.5),
+            row("loader", "q", 2_000, seconds=0.25, min_window_s=0.5)]
+    c = report.cells(report.load([write(tmp_path, rows)])).set_index("pipeline")
+    assert (c.loc["p"].img_per_s, c.loc["p"].n) == (3_281, 1) and c.loc["q"].n == 1
+    assert report.ceilings(c.reset_index()).set_index("pipeline").loc["p"].img_per_s == 3_281
+    text = report.write([tmp_path / "run" / "results.csv"], tmp_path / "out").read_text()
+    assert "75,234" not in text and "### Rejected windows (1 of 3 loader windows)" in text
+    assert ("- `p` 16 cores, 0 ms, process 0, window 0: lasted 0.027 s, under half the run's 0.5 s minimum window: "
+            "batches queued before the window were handed over (a drain, not a rate)") in text
+
+
+def test_a_whole_number_read_back_as_a_float_is_labelled_as_an_integer(tmp_path):
+    rows = [*processes("loader", "dali", [[1_000]], dali_hw_decoder_load=0.65, dali_threads=15.0),
+            *processes("loader", "dali", [[2_000]], dali_hw_decoder_load=0.99, dali_threads=2.0),
+            *processes("loader", "p", [[3_000]])]   # no dali_threads: the column holds floats
+    labels = report.label_variants(report.load([write(tmp_path, rows)])).pipeline
+    assert sorted(set(labels) - {"p"}) == ["dali (dali_hw_decoder_load=0.65, dali_threads=15)",
+                                           "dali (dali_hw_decoder_load=0.99, dali_threads=2)"]
+
+
 @pytest.mark.parametrize("folder", ["results/2026-11-26-h100-instrument-2", "results/2026-11-26-cpu-first-command"])
 def test_committed_reports_regenerate_byte_identical(tmp_path, monkeypatch, folder):
     """The committed report of a run, made again from its committed rows by the code of today: the

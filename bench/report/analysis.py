@@ -53,6 +53,7 @@ ranges."""
 FED = 0.95    # e2e / model-only at or above this: the model is kept fed
 AT = 0.95     # e2e at least this share of what loader-only delivered (its range's low end): e2e is at it
 DRIFT = 0.05  # a process whose windows moved more than this (last vs first) is listed
+DRAIN = 0.5   # a loader window shorter than this share of the run's minimum window is rejected
 TOO_FEW = "too few measurements"
 ABOVE = "inconclusive (e2e above model-only)"
 KEY = ["mode", "stage", "payload", "pipeline", "model", "step", "sync_every", "image_size", "batch_size", "dtype", "cpus",
@@ -81,7 +82,8 @@ def variant_options() -> tuple[list[str], list[str]]:
 
 def load(paths: list[str | Path]) -> pd.DataFrame:
     """Result CSVs (a torn last line left out), with `results_file` and defaults for the columns an
-    older version did not write; one-line ValueError for a file that is not pipebench's."""
+    older version did not write, drained loader windows rejected (`reject_drains`); one-line
+    ValueError for a file that is not pipebench's."""
     frames, names = [], {}
     for p in dict.fromkeys(Path(p).resolve() for p in paths):   # the same file given twice: read once
         frame = results.read_rows(p, keep_default_na=False, na_values=[""], dtype={c: str for c in TEXT})
@@ -108,6 +110,18 @@ def load(paths: list[str | Path]) -> pd.DataFrame:
     df.loc[df["mode"].isin(["model", "e2e"]) & (df.step == ""), "step"] = "eager"   # before --step existed
     df["image_size"] = df.image_size.astype(int)
     df["machine"] = df.boot_id.where(df.boot_id != "", df.hostname)
+    return reject_drains(df)
+
+
+def reject_drains(df: pd.DataFrame) -> pd.DataFrame:
+    """Loader windows (ok) that lasted under DRAIN of their run's minimum window made "rejected" with
+    the reason: the pipeline handed over batches it had queued before the window, a drain, not a rate."""
+    minimum = pd.to_numeric(df.min_window_s, errors="coerce")
+    drained = (df["mode"] == "loader") & (df.status == "ok") & (df.seconds < DRAIN * minimum)
+    df.loc[drained, "status"] = "rejected"
+    df.loc[drained, "error"] = [f"lasted {s:.2g} s, under half the run's {m:g} s minimum window: batches queued "
+                                "before the window were handed over (a drain, not a rate)"
+                                for s, m in zip(df.seconds[drained], minimum[drained])]
     return df
 
 
@@ -135,9 +149,14 @@ def label_variants(df: pd.DataFrame) -> pd.DataFrame:
         varying += [c for c in within if c in reads and c in rows and
                     rows.groupby(["cpus", "image_size"])[c].nunique(dropna=False).max() > 1]
         if varying:
-            df.loc[rows.index, "pipeline"] = [f"{name} ({', '.join(f'{c}={r[c]}' for c in varying)})"
+            df.loc[rows.index, "pipeline"] = [f"{name} ({', '.join(f'{c}={knob(r[c])}' for c in varying)})"
                                               for _, r in rows.iterrows()]
     return df
+
+
+def knob(value: object) -> object:
+    """An option's value as a label shows it: a whole float (a count read back from the CSV as one) as an int."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _drift(windows: pd.DataFrame) -> float:

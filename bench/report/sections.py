@@ -18,18 +18,19 @@ synchronize and covers exactly its steps; warm-up, the run that sizes the window
 construction (including a resident upload) are outside. **loader**: iterate the pipeline with no
 model; the consumer reads each batch (one tiny kernel) and, at a headspace level of t ms, keeps the
 GPU busy t ms per batch with bf16 matrix products and memory copies on every SM (`bench/busy.py`,
-calibrated before the pipeline exists; a window whose step ran more than 5% off t, or delivered
-more than batch / t allows, is rejected and listed): level 0 is an idle GPU; the **loader ceiling**
-is the rate at which the pipeline stops keeping up with a busy GPU (the rule above). **model**: the
-training step on real batches already on the device (the split's images, normalized as e2e gets
-them). **e2e**: the training step on the pipeline's batches, windows of whole epochs (epoch
-restarts included); "loss read every N" rows call `loss.item()` every N steps. **restart**: median
-host wait of the steps that began an epoch. **CPU s / 1k img**: user + system CPU seconds per
-1,000 images of the pipeline (the process tree without the training thread: its threads, workers
-and processes) and, apart, of the training thread (which also runs what a pipeline does inside
-`next()`); CUDA waits block, so waiting costs none. **stage**: one stage of
-a pipeline alone. **copy**: one batch copied host-to-device, back to back. **train**: whole epochs
-timed as one window (the first step, which compiles, before it), then the test split's accuracy."""
+calibrated before the pipeline exists; a window whose step ran more than 5% off t, or delivered more
+than batch / t allows, is rejected and listed, as is one that lasted under half the run's minimum
+window: batches queued before it handed over, a drain, not a rate): level 0 is an idle GPU; the
+**loader ceiling** is the rate at which the pipeline stops keeping up with a busy GPU (the rule
+above). **model**: the training step on real batches already on the device (the split's images,
+normalized as e2e gets them). **e2e**: the training step on the pipeline's batches, windows of whole
+epochs (epoch restarts included); "loss read every N" rows call `loss.item()` every N steps.
+**restart**: median host wait of the steps that began an epoch. **CPU s / 1k img**: user + system
+CPU seconds per 1,000 images of the pipeline (the process tree without the training thread: its
+threads, workers and processes) and, apart, of the training thread (which also runs what a pipeline
+does inside `next()`); CUDA waits block, so waiting costs none. **stage**: one stage of a pipeline
+alone. **copy**: one batch copied host-to-device, back to back. **train**: whole epochs timed as one
+window (the first step, which compiles, before it), then the test split's accuracy."""
 
 SCALING = """\
 DDP: one process per GPU under torchrun, each with its 1/N shard of every epoch, its own workers
@@ -219,10 +220,10 @@ def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slu
         parts += [f"### Windows that drifted more than {DRIFT:.0%} within a process", "", *drift, ""]
     rejected = group[group.status == "rejected"]
     if len(rejected):
-        busy = group[(group["mode"] == "loader") & (group.busy_ms > 0) & group.status.isin(["ok", "rejected"])]
-        parts += [f"### Rejected windows ({len(rejected)} of {len(busy)} busy windows)", "",
-                  "Windows left out of every number above because their busy step ran off its label or they "
-                  "delivered more than it allows:", ""] + [
+        loader = group[(group["mode"] == "loader") & group.status.isin(["ok", "rejected"])]
+        parts += [f"### Rejected windows ({len(rejected)} of {len(loader)} loader windows)", "",
+                  "Windows left out of every number above because their busy step ran off its label, they "
+                  "delivered more than it allows, or they lasted under half the run's minimum window:", ""] + [
             f"- {code(r.pipeline)} {int(r.cpus)} cores, {r.busy_ms:g} ms, process {int(r.process)}, window "
             f"{int(r.repeat)}: {escape(r.error)}" for r in rejected.itertuples()] + [""]
     failed = group[~group.status.isin(["ok", "not-applicable", "rejected"])].drop_duplicates(
