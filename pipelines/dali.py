@@ -34,7 +34,8 @@ incomplete last batch. Its crops and flips are drawn per epoch like the external
 position in the epoch.
 
 Measured loader ceilings per CPU budget, for both decoders and `dali-raw`, and what they feed: the
-reference run, results/2026-11-24-h100-reference/REPORT.md.
+reference run, results/2026-11-24-h100-reference/REPORT.md; on photographs (threads x
+`dali_hw_decoder_load` too): results/2026-11-26-h100-photos/ and results/2026-11-26-h100-photos-dali/.
 
 Photographs (`source="imagefolder:PATH"`): the external source hands DALI each file with its box
 and flip (`crops`: RandomResizedCrop, or eval's centre crop, the boxes every pipeline draws) ->

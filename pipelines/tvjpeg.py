@@ -12,7 +12,7 @@ Photographs (`source="imagefolder:PATH"`): the same batched decode, then each im
 mirrored where drawn, normalized (`kernels.resized_crops`): one interpolation per image.
 
 Measured loader ceilings (32 and 224 px) and what they feed: the reference run,
-results/2026-11-24-h100-reference/REPORT.md.
+results/2026-11-24-h100-reference/REPORT.md; on photographs: results/2026-11-26-h100-photos/.
 """
 from __future__ import annotations
 

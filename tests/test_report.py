@@ -449,3 +449,19 @@ def test_committed_reports_regenerate_byte_identical(tmp_path, monkeypatch, fold
     assert cli.main(["report", folder, "--out", str(tmp_path)]) == 0
     for name in ("REPORT.md", "SUMMARY.md", "ANSWER.md"):
         assert (tmp_path / name).read_bytes() == (root / folder / name).read_bytes(), name
+
+
+def test_cpu_seconds_per_1000_images_show_floating_point_residue_as_0():
+    """The pipeline's share is a difference of two counters: its subtraction residue is no cost."""
+    from bench.report.sections import seconds
+    assert seconds(1.9e-16) == "0" and seconds(-2e-17) == "0" and seconds(6.4e-05) == "6.4e-05" and seconds(5.94) == "5.9"
+
+
+def test_the_readme_s_photo_answer_is_the_committed_photo_run_s(tmp_path):
+    """The README's answer block regenerates byte for byte from the committed run it names."""
+    repo = Path(__file__).resolve().parents[1]
+    readme = tmp_path / "README.md"
+    readme.write_text((repo / "README.md").read_text())
+    run = "results/2026-11-26-h100-photos"
+    report.write([repo / run / "results.csv"], tmp_path / run, readme_answer=readme)
+    assert readme.read_text() == (repo / "README.md").read_text()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .analysis import DRIFT, SETTING, RunView, at_setting, ceiling_text, scaling
+from .analysis import DRIFT, SETTING, RunView, at_setting, ceiling_text, label_variants, scaling
 from .answers import answer, reads_text
 from .formatting import code, escape, pct, plural, rate, table
 from .plots import cores_plot, headspace_plot
@@ -87,8 +87,14 @@ def cpu_text(r) -> str:
     """CPU seconds per 1,000 images: the pipeline's and, after "+", the training thread's; the whole
     process tree's for rows from before the two were told apart."""
     if pd.isna(r.cpu_pipe):
-        return "—" if pd.isna(r.cpu) else f"{r.cpu:.2g} (all threads)"
-    return f"{r.cpu_pipe:.2g} + {r.cpu_train:.2g}"
+        return "—" if pd.isna(r.cpu) else f"{seconds(r.cpu)} (all threads)"
+    return f"{seconds(r.cpu_pipe)} + {seconds(r.cpu_train)}"
+
+
+def seconds(value: float) -> str:
+    """CPU seconds per 1,000 images, 2 significant digits; floating-point residue as 0 (the pipeline's
+    share is a difference of two counters: where it spent nothing, subtraction can leave 1e-16)."""
+    return "0" if abs(value) < 1e-9 else f"{value:.2g}"
 
 
 def cost_text(r) -> str:
@@ -218,7 +224,8 @@ def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slu
     drift = drift_lines(c)
     if drift:
         parts += [f"### Windows that drifted more than {DRIFT:.0%} within a process", "", *drift, ""]
-    rejected = group[group.status == "rejected"]
+    rejected = label_variants(group[group.status.isin(["ok", "rejected"])])   # named as every table names them
+    rejected = rejected[rejected.status == "rejected"]
     if len(rejected):
         loader = group[(group["mode"] == "loader") & group.status.isin(["ok", "rejected"])]
         parts += [f"### Rejected windows ({len(rejected)} of {len(loader)} loader windows)", "",
