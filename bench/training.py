@@ -97,10 +97,10 @@ class Trainer:
         if channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.devices = [device]   # every device the step runs on, `device` first
-        capture = step != "eager"
-        self.side = torch.cuda.Stream(device) if capture else None   # the warm-up's (and DDP's construction)
+        self.side = None   # under DDP with a captured step: the stream DDP is built on and the warm-up runs on
         if parallel == "ddp":   # gradients all-reduced across the torchrun job's processes
-            with torch.cuda.stream(self.side) if capture else contextlib.nullcontext():
+            self.side = torch.cuda.Stream(device) if step != "eager" else None
+            with torch.cuda.stream(self.side) if self.side is not None else contextlib.nullcontext():
                 self.model = DistributedDataParallel(self.model,
                                                      device_ids=[device.index] if device.type == "cuda" else None)
         elif parallel == "dp":   # one process scatters each batch over every visible GPU
@@ -144,7 +144,7 @@ class Trainer:
         """Warm up on a side stream, restore the state, capture one whole step (module docstring)."""
         self.static = (images.clone(), labels.clone())   # clone keeps the memory format
         saved = {k: v.clone() for k, v in self.model.state_dict().items()}
-        side = self.side
+        side = self.side if self.side is not None else torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         ddp = isinstance(self.model, DistributedDataParallel)
         with torch.cuda.stream(side):
