@@ -152,7 +152,7 @@ GRID = ["--pipelines", "resident,prefetch", "--modes", "loader,model", "--batch-
 
 
 def test_sweep_runs_the_grid_in_rounds_of_processes_and_resumes_per_process(tmp_path, synthetic_root, capsys):
-    df = sweep(tmp_path, synthetic_root, *GRID, processes=2)
+    df = sweep(tmp_path, synthetic_root, *GRID, "--no-isolate", processes=2)   # isolation has its own tests
     # 2 pipelines x 2 batch sizes loader-only + 2 batch sizes model-only, each in 2 processes, 2 repeats each
     assert len(df) == 24 and (df.status == "ok").all()
     assert sorted(set(zip(df.pipeline, df.batch_size))) == sorted(
@@ -160,13 +160,13 @@ def test_sweep_runs_the_grid_in_rounds_of_processes_and_resumes_per_process(tmp_
     assert (df[df["mode"] == "model"].model == "resnet9-w0.25").all()
     assert df.groupby(["pipeline", "batch_size", "process"]).size().eq(2).all()
     assert df.process.tolist() == [0] * 12 + [1] * 12   # rounds: every configuration once, then again
-    assert len(sweep(tmp_path, synthetic_root, *GRID, processes=2)) == 24          # nothing left to do
+    assert len(sweep(tmp_path, synthetic_root, *GRID, "--no-isolate", processes=2)) == 24          # nothing left to do
     assert "resume: 12 of 12 configuration processes already done" in capsys.readouterr().err
     # a run killed during one configuration's second process left it incomplete: only that process runs again
     text = pd.read_csv(tmp_path / "sweep" / "results.csv", dtype=str, keep_default_na=False)   # cells as written
     lost = (df.pipeline == "prefetch") & (df.batch_size == 32) & (df.process == 1) & (df.repeat == 1)
     text[~lost].to_csv(tmp_path / "sweep" / "results.csv", index=False)
-    again = sweep(tmp_path, synthetic_root, *GRID, processes=2)
+    again = sweep(tmp_path, synthetic_root, *GRID, "--no-isolate", processes=2)
     err = capsys.readouterr().err   # its one surviving row is removed, not kept beside a second block
     assert "resume: removed 1 rows of 1 configuration processes cut short" in err
     assert "resume: 11 of 12 configuration processes already done" in err
@@ -228,7 +228,7 @@ def test_sweep_resumes_pipelines_that_fix_their_own_encoding(tmp_path, synthetic
 
 def test_stage_sweep_measures_each_stage_and_resumes_past_inapplicable_ones(tmp_path, synthetic_root, capsys):
     grid = ["--pipelines", "prefetch,resident", "--modes", "stage", "--workers", "1", "--batch-size", "32",
-            "--image-size", "32,64"]
+            "--image-size", "32,64", "--no-isolate"]   # in this process: isolation has its own tests
     df = sweep(tmp_path, synthetic_root, *grid)
     ok = df[df.status == "ok"]
     assert ok.groupby(["pipeline", "stage", "image_size"]).size().eq(2).all()
