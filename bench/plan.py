@@ -68,8 +68,9 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
         if refusal:
             raise ValueError(refusal)
     parallel = "ddp" if world.distributed else o.parallel
-    # a captured step runs one model per process: under DataParallel the default is eager only
-    kinds = o.step or (["eager", "graph"] if cuda and parallel != "dp" else ["eager"])
+    # the default captures on one GPU only: DataParallel refuses a captured step, and under DDP it has not
+    # yet passed its 2-GPU test (tests/test_distributed.py), so there it runs only when asked for
+    kinds = o.step or (["eager", "graph"] if cuda and parallel == "none" else ["eager"])
     modes = o.modes or (["loader", "model", "e2e", "stage", "copy"] if cuda else ["loader", "model", "e2e"])
     models = o.models or (["resnet18"] if cuda else ["resnet9-w0.25"])
     dtypes = o.dtype or ["bfloat16" if cuda else "float32"]

@@ -269,16 +269,17 @@ def test_captured_step_refuses_a_batch_of_another_shape():
         trainer(x[:4], y[:4])
 
 
-def test_on_cuda_the_default_steps_are_eager_and_graph_except_under_dataparallel():
-    """DDP captures its step like one GPU does (the all-reduce inside the graph); DataParallel's
-    replicas run in threads every step, so a captured step is refused there and the default is eager
-    (planned for a CUDA device; nothing runs)."""
+def test_on_cuda_the_default_steps_are_eager_and_graph_on_one_gpu_only():
+    """DataParallel refuses a captured step; under DDP one runs when asked for, not by default, until
+    its 2-GPU test has passed (planned for a CUDA device; nothing runs)."""
     def steps(*extra, world=distributed.World()):
         options = cli.build_parser().parse_args(["compare", "--models", "resnet9-w0.25", "--modes", "model",
                                                  "--cpus", "1", *extra])
         return sorted({s.step for s in plan.grid(options, torch.device("cuda"), world)})
     assert steps() == ["eager", "graph"]
-    assert steps(world=distributed.World(rank=0, world_size=2, local_world_size=2)) == ["eager", "graph"]
+    assert steps(world=distributed.World(rank=0, world_size=2, local_world_size=2)) == ["eager"]
+    assert steps("--step", "eager,compile", world=distributed.World(rank=0, world_size=2, local_world_size=2)) == \
+        ["compile", "eager"]
     assert steps("--parallel", "dp") == ["eager"]
 
 
