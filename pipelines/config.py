@@ -198,9 +198,14 @@ class PipelineConfig:
                 raise ValueError(f"PipelineConfig.{name}={getattr(self, name)!r}: expected True or False")
 
     @property
+    def photo_folder(self) -> str | None:
+        """PATH of an `imagefolder:PATH` source (a folder of photographs), else None."""
+        return self.source[len(IMAGEFOLDER):] if self.source.startswith(IMAGEFOLDER) else None
+
+    @property
     def photos(self) -> bool:
         """The source is a folder of photographs (`imagefolder:PATH`): ImageNet's crops, not CIFAR's."""
-        return self.source.startswith(IMAGEFOLDER)
+        return self.photo_folder is not None
 
     @property
     def pad(self) -> int:

@@ -17,7 +17,6 @@ from tqdm import tqdm
 
 import pipelines
 from pipelines import sources
-from pipelines.config import IMAGEFOLDER
 from pipelines.contract import resolve_device
 
 from .. import distributed, harness, interrupts, plan, results, runner
@@ -142,7 +141,7 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
             try:
                 read = [s for s in specs if s.pipeline != "none"] or specs
                 if read[0].config.photos:   # your files, read as they are: nothing to make
-                    source, folder = "imagefolder", read[0].config.source[len(IMAGEFOLDER):]
+                    source, folder = "imagefolder", read[0].config.photo_folder
                 else:
                     source, folder = sources.resolve_folder(read[0].config)
                     quality, cache = read[0].config.jpeg_quality, read[0].config.cache_root

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import CHANNELS, IMAGE_SIZE, IMAGEFOLDER, MAX_IMAGE_SIZE, NUM_CLASSES, SPLITS, PipelineConfig
+from ..config import CHANNELS, IMAGE_SIZE, MAX_IMAGE_SIZE, NUM_CLASSES, SPLITS, PipelineConfig
 from .cache import read_json
 from .cifar import load_split, upscale
 from .imagefolder import read_imagefolder
@@ -93,7 +93,7 @@ def open_split(config: PipelineConfig) -> Split:
     """Load the split the config names (first `max_samples` samples if set, upscaled to
     config.image_size; photographs of an `imagefolder:PATH` source as their files and sizes)."""
     if config.photos:
-        jpeg, labels, heights, widths, _ = read_imagefolder(config.source[len(IMAGEFOLDER):], config.split,
+        jpeg, labels, heights, widths, _ = read_imagefolder(config.photo_folder, config.split,
                                                             config.max_samples)
         return Split(None, labels, "imagefolder", None, jpeg, config.split, np.stack([heights, widths], axis=1))
     source, folder = resolve_folder(config)
