@@ -120,6 +120,18 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
     return list(dict.fromkeys(specs))   # a configuration listed twice runs once
 
 
+def worlds(o, device: torch.device, world: distributed.World = distributed.World()) -> list[distributed.World]:
+    """The layouts of processes a grid runs in: under torchrun the job's; else one per `--ranks` value
+    (N processes on N GPUs of this host, launched per configuration by `bench.runner`)."""
+    if not o.ranks:
+        return [world]
+    if world.distributed:
+        raise ValueError("--ranks starts the ranks itself: give it without torchrun (or torchrun without it)")
+    if device.type == "cuda" and max(o.ranks) > torch.cuda.device_count():
+        raise ValueError(f"--ranks {max(o.ranks)}: this machine has {torch.cuda.device_count()} GPUs")
+    return [distributed.World(0, n, 0, n) for n in o.ranks]
+
+
 _CHECKED: set[tuple[str, int]] = set()
 
 

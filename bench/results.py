@@ -176,8 +176,9 @@ def other_commits(path: str | Path, env: dict[str, object]) -> list[str]:
 
 def _blocks(df: pd.DataFrame, env: dict[str, object]) -> tuple[pd.Series, pd.Series]:
     """Per row of a results file (as text): its block, (config_key, process), and whether it is
-    this environment's."""
+    this environment's. The rows of every rank of a configuration make one block, keyed as rank 0's."""
     df = df.copy()
+    df["rank"] = "0"
     df["parallel"] = df.parallel.replace("", "none")   # rows from before these columns existed
     df["process"] = df.process.replace("", "0")
     df["sync_every"] = df.sync_every.replace("", "0")
@@ -194,12 +195,16 @@ MEASURED = ["ok", "rejected"]   # a window measured, whether it counts or not: n
 
 def completed(path: str | Path, env: dict[str, object]) -> dict[tuple[tuple[str, ...], int], float]:
     """(config_key, process) -> number of windows (ok or rejected rows) already in the CSV for this
-    environment (infinite for a stage found not applicable: nothing to repeat)."""
+    environment, per rank (a block of 2 ranks with one rank's windows written counts half of them;
+    infinite for a stage found not applicable: nothing to repeat)."""
     df = _rows(Path(path))
     if df.empty:
         return {}
     block, mine = _blocks(df, env)
-    done = block[mine & df.status.isin(MEASURED)].value_counts().to_dict()
+    measured = mine & df.status.isin(MEASURED)
+    ranks = pd.to_numeric(df.world_size, errors="coerce").fillna(1).clip(lower=1)
+    rows = block[measured].value_counts()
+    done = (rows / ranks[measured].groupby(block[measured]).max().reindex(rows.index)).to_dict()
     done.update({key: math.inf for key in block[mine & (df.status == "not-applicable")]})
     return done
 

@@ -9,7 +9,7 @@
   a context, a crash or a hang costs one row, not the sweep.
 - **Exits cost nothing.** A child leaves with `os._exit` right after its last record (no joining of
   library threads, no interpreter finalizers), and the parent then kills its process group, so
-  nothing it started outlives it; one stuck even so is killed after EXIT_GRACE_S; its rows count.
+  nothing it started outlives it; its rows count.
 - **Nothing outlives the parent.** A watchdog thread in the child kills its whole process group
   within PARENT_POLL_S once the pipebench process is gone (even SIGKILLed, when nothing else could
   clean up); multiprocessing's forkserver exits when its parent's end of the alive pipe closes.
@@ -25,6 +25,10 @@
   caller exits 130 (143 for SIGTERM). `Outcome` counts the configurations that errored or timed
   out and says why, one line each, and once for all when they share a cause.
 
+A configuration on several GPUs of this host (`--ranks N`) runs in N such processes at once, one
+per GPU, each with the environment torchrun would give it (`rank_environments`); they join one
+process group and are followed, timed out and ended together.
+
 Under torchrun (several processes), and with `--no-isolate`, configurations run in this process
 (no deadline): under torchrun a failure ends the job (the other ranks may be inside a collective);
 rows are still committed per configuration, and an interruption discards the one in flight.
@@ -32,6 +36,7 @@ rows are still committed per configuration, and an interruption discards the one
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import faulthandler
 import fcntl
@@ -39,6 +44,7 @@ import json
 import multiprocessing
 import os
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -55,7 +61,7 @@ from . import distributed, harness, results, workloads
 
 DEFAULT_TIMEOUT_S = 1800.0   # per configuration; compilation and a slow DataLoader epoch fit well inside
 STARTUP_S = 120.0   # a child's start (the forkserver importing torch, once) before its deadline runs
-EXIT_GRACE_S = 15.0   # after its last record, a child stuck exiting (workers, library threads) is killed
+EXIT_GRACE_S = 15.0   # call_isolated: after its reply, a child stuck exiting (library threads) is killed
 POLL_S = 0.05
 PARENT_POLL_S = 0.5   # how often a child checks that the pipebench process is still there
 
@@ -209,7 +215,8 @@ def _child(spec: harness.RunSpec, entry, parent: int, path: list[str], environ: 
            stacks: str) -> None:
     """Child process: its own process group, ended with the pipebench process `parent`; the
     parent's environment, folder and import path now (the forkserver's are from its start), stacks
-    on SIGUSR1, one JSON line per window or failure."""
+    on SIGUSR1, one JSON line per window or failure. One rank of several (`environ` names it, as
+    torchrun would) joins the others' process group first and takes its GPU and shard."""
     os.setsid()
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()
     os.environ.clear()
@@ -228,6 +235,9 @@ def _child(spec: harness.RunSpec, entry, parent: int, path: list[str], environ: 
             out.flush()
         emit({"ready": True})   # the deadline starts now
         try:
+            if spec.config.world_size > 1:
+                world, device = distributed.setup(spec.config.device)
+                spec = dataclasses.replace(spec, config=spec.config.replace(rank=world.rank, device=device))
             for repeat, (facts, window) in enumerate(harness.run(spec)):
                 emit({"row": results.measured_row(spec, facts, repeat, window)})
         except workloads.NotApplicable as e:
@@ -240,7 +250,7 @@ def _child(spec: harness.RunSpec, entry, parent: int, path: list[str], environ: 
     sys.stderr.flush()
     # Everything is recorded and the pipeline closed: leave now rather than join library threads and
     # run finalizers at interpreter exit, which can wait for minutes; the parent ends the process
-    # group (workers, compile processes) and waits at most EXIT_GRACE_S for this exit.
+    # group (workers, compile processes) once it has read the last record.
     os._exit(0)
 
 
@@ -255,66 +265,140 @@ def _innermost(stack_dump: str) -> str:
     return lines[main + 1].strip() if main is not None else ""
 
 
+def rank_environments(ranks: int) -> list[dict[str, str]]:
+    """The environment of each of `ranks` processes on this host, as `torchrun --nproc-per-node`
+    sets it (one rendezvous on a free local port; {} for one process: nothing to join)."""
+    if ranks == 1:
+        return [{}]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return [{"RANK": str(r), "WORLD_SIZE": str(ranks), "LOCAL_RANK": str(r), "LOCAL_WORLD_SIZE": str(ranks),
+             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)} for r in range(ranks)]
+
+
+class _Rank:
+    """One process of a configuration, as the parent follows it: its journal's records so far."""
+
+    def __init__(self, process, journal: Path, stacks: Path):
+        self.process, self.journal, self.stacks = process, journal, stacks
+        self.feed = None
+        self.records: list[dict] = []
+        self.ready = self.finished = False   # it started measuring; it wrote its last record
+
+    def read(self, on_row=None) -> None:
+        """The journal's new complete lines (a line still being written is read next time)."""
+        if self.feed is None:
+            self.feed = open(self.journal)
+        for line in iter(self.feed.readline, ""):
+            if not line.endswith("\n"):
+                self.feed.seek(self.feed.tell() - len(line))
+                break
+            record = json.loads(line)
+            self.ready = self.ready or "ready" in record
+            self.finished = self.finished or "done" in record
+            if "ready" not in record and "done" not in record:
+                self.records.append(record)
+                if "row" in record and on_row is not None:
+                    on_row(record["row"])
+
+    @property
+    def failure(self) -> dict | None:
+        return next((r for r in self.records if "status" in r), None)
+
+
 def run_isolated(spec: harness.RunSpec, timeout: float, out: Path, on_window=None) -> list[dict]:
-    """Run one configuration in a child process; returns the rows to commit (its windows, or one
-    error / timeout / not-applicable row). `on_window(row)` is called as windows arrive."""
+    """Run one configuration in a child process, or in one per rank when it runs on several GPUs
+    (`config.world_size`: the ranks join one process group, as under torchrun, each on its own GPU,
+    shard and cores); returns the rows to commit (every rank's windows, each with the job's rate, or
+    one error / timeout / not-applicable row). One rank that fails ends them all at once: the others
+    would wait in a collective. `on_window(row)` is called as rank 0's windows arrive."""
+    ranks = spec.config.world_size
     with tempfile.TemporaryDirectory(prefix="pipebench-") as tmp:
-        journal, stacks = Path(tmp) / "rows.jsonl", Path(tmp) / "stacks.txt"
-        journal.touch()
         entry = pipelines._REGISTRY.get(spec.pipeline)
-        child = _context().Process(target=_child, args=(spec, entry, os.getpid(), list(sys.path), dict(os.environ),
-                                                        os.getcwd(), str(journal), str(stacks)))
-        records: list[dict] = []
-        finished = False   # the child wrote its last record
-        child.start()
-        deadline = time.monotonic() + STARTUP_S + timeout   # until the child says it is ready
+        ctx, children = _context(), []
+        for r, extra in enumerate(rank_environments(ranks)):
+            journal, stacks = Path(tmp) / f"rows-{r}.jsonl", Path(tmp) / f"stacks-{r}.txt"
+            journal.touch()
+            process = ctx.Process(target=_child, args=(spec, entry, os.getpid(), list(sys.path),
+                                                       {**os.environ, **extra}, os.getcwd(), str(journal), str(stacks)))
+            children.append(_Rank(process, journal, stacks))
         try:
-            with open(journal) as feed:
-                def drain() -> None:
-                    for line in iter(feed.readline, ""):
-                        if not line.endswith("\n"):   # a line still being written: read it next time
-                            feed.seek(feed.tell() - len(line))
-                            break
-                        record = json.loads(line)
-                        if "ready" in record or "done" in record:
-                            nonlocal deadline, finished
-                            deadline = time.monotonic() + (timeout if "ready" in record else EXIT_GRACE_S)
-                            finished = finished or "done" in record
-                            continue
-                        records.append(record)
-                        if "row" in record and on_window is not None:
-                            on_window(record["row"])
-                while child.is_alive() and time.monotonic() < deadline:
-                    child.join(POLL_S)
-                    drain()
-                if finished or not child.is_alive():   # measured, or died: end what the group still runs
-                    _kill_group(child)                 # (stuck exiting, workers a crash orphaned)
-                else:   # past the deadline: stacks first, then the whole group
-                    os.kill(child.pid, signal.SIGUSR1)
-                    time.sleep(1.0)
-                    _kill_group(child)
-                    dump = stacks.read_text() if stacks.exists() else ""
-                    folder = out / "timeouts"
-                    folder.mkdir(exist_ok=True)
-                    name = f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{spec.pipeline}-{spec.stage or spec.mode}.txt"
-                    (folder / name).write_text(dump)
-                    where = _innermost(dump)
-                    return [results.failed_row(spec, "timeout", f"no result within {timeout:g} s; stacks of every "
-                                               f"thread in timeouts/{name}" + (f"; main thread in {where}" if where else ""))]
-                drain()
-        except BaseException:   # Ctrl-C, SIGTERM, a parent-side bug: never leave the child running
-            _kill_group(child)
-            raise
-        failure = next((r for r in records if "status" in r), None)
-        if failure is not None:
-            return [results.failed_row(spec, failure["status"], failure["error"])]
-        rows = [r["row"] for r in records]
-        if (child.exitcode != 0 and not finished) or len(rows) < spec.repeats:
-            code = child.exitcode
-            how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
-            return [results.failed_row(spec, "error", f"the configuration's process ended ({how}) after "
-                                       f"{len(rows)} of {spec.repeats} windows")]
+            for child in children:
+                child.process.start()
+            rows = _follow(spec, children, timeout, out, on_window)
+        finally:   # measured, failed, Ctrl-C, a parent-side bug: nothing of the configuration keeps running
+            for child in children:
+                if child.process.pid is not None:
+                    _kill_group(child.process)
+                if child.feed is not None:
+                    child.feed.close()
         return rows
+
+
+def _follow(spec: harness.RunSpec, children: list[_Rank], timeout: float, out: Path, on_window) -> list[dict]:
+    """Wait for the configuration's processes (`run_isolated`) until every one has written its last
+    record, or one has failed or died, or the deadline passed (STARTUP_S + `timeout` s, then
+    `timeout` s from when every process said it was ready); its rows."""
+    deadline, all_ready = time.monotonic() + STARTUP_S + timeout, False
+    while True:
+        for r, child in enumerate(children):
+            child.read(on_window if r == 0 else None)
+        if all(c.finished for c in children) or any(c.failure or not (c.finished or c.process.is_alive())
+                                                      for c in children):
+            break
+        if not all_ready and all(c.ready for c in children):
+            deadline, all_ready = time.monotonic() + timeout, True
+        if time.monotonic() > deadline:
+            return [_timed_out(spec, children, timeout, out)]
+        children[0].process.join(POLL_S)
+    named = len(children) > 1
+    for r, child in enumerate(children):
+        child.read(on_window if r == 0 else None)   # what the last poll left unread
+    for r, child in enumerate(children):
+        if child.failure is not None:
+            failure = child.failure
+            return [results.failed_row(spec, failure["status"], (f"rank {r}: " if named else "") + failure["error"])]
+    for r, child in enumerate(children):
+        count = sum("row" in record for record in child.records)
+        if not child.finished or count < spec.repeats:
+            child.process.join(1.0)
+            code = child.process.exitcode
+            how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
+            return [results.failed_row(spec, "error", (f"rank {r}'s" if named else "the configuration's")
+                                       + f" process ended ({how}) after {count} of {spec.repeats} windows")]
+    return job_rows([[record["row"] for record in child.records] for child in children])
+
+
+def job_rows(per_rank: list[list[dict]]) -> list[dict]:
+    """Each window's rows of every rank (rank 0 first), each with the job's rate: the ranks' images
+    over the slowest rank's seconds."""
+    rows = []
+    for window in zip(*per_rank):
+        job = sum(row["images"] for row in window) / max(row["seconds"] for row in window)
+        rows += [{**row, "world_img_per_s": job} for row in window]
+    return rows
+
+
+def _timed_out(spec: harness.RunSpec, children: list[_Rank], timeout: float, out: Path) -> dict:
+    """Past the deadline: every process's stacks into OUT/timeouts/, then the processes killed; the
+    timeout row, naming the main thread's innermost frame of the first rank still running."""
+    running = [(r, c) for r, c in enumerate(children) if c.process.is_alive()]
+    for _, child in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.process.pid, signal.SIGUSR1)
+    time.sleep(1.0)
+    for child in children:
+        _kill_group(child.process)
+    named = len(children) > 1
+    dumps = [(r, c.stacks.read_text() if c.stacks.exists() else "") for r, c in running]
+    folder = out / "timeouts"
+    folder.mkdir(exist_ok=True)
+    name = f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{spec.pipeline}-{spec.stage or spec.mode}.txt"
+    (folder / name).write_text("".join((f"=== rank {r}\n" if named else "") + dump for r, dump in dumps))
+    where = next((f"rank {r}: {w}" if named else w for r, dump in dumps if (w := _innermost(dump))), "")
+    return results.failed_row(spec, "timeout", f"no result within {timeout:g} s; stacks of every thread in "
+                              f"timeouts/{name}" + (f"; main thread in {where}" if where else ""))
 
 
 def _kill_group(child) -> None:

@@ -3,6 +3,7 @@ pipeline (DALI in CPU mode included) covers the epoch exactly once across ranks,
 stay in sync, and the harness under torchrun."""
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import subprocess
@@ -25,6 +26,7 @@ from test_contract import VARIANTS, decode_index, to_pixels
 
 REPO = Path(__file__).resolve().parents[1]
 N_ODD = 1001   # samples: not a multiple of 2 ranks, so the padding shows
+STEP_WORKER_S = 400   # _step_worker: a rank still running after this prints every thread's stack and ends
 
 
 @pytest.mark.parametrize("policy,expected", [
@@ -141,6 +143,7 @@ def _step_worker(rank: int, world: int, rendezvous: str, out: str, steps: list[s
     On a CPU "compile" is the DDP-wrapped model compiled as the Trainer compiles it (backend
     aot_eager: no C++ compiler needed), uncaptured; on CUDA each kind is the Trainer's own step."""
     from bench import training
+    faulthandler.dump_traceback_later(STEP_WORKER_S, exit=True)   # a hung collective: its stacks, then an end
     device = torch.device("cuda", rank) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
@@ -215,6 +218,45 @@ def test_harness_under_torchrun_writes_one_row_per_rank_with_the_job_rate(synthe
         assert window.world_img_per_s.nunique() == 1   # the job's rate, the same on both ranks' rows
         assert window.world_img_per_s.iloc[0] == pytest.approx(window.images.sum() / window.seconds.max())
     assert (out / "COMMAND.txt").read_text().startswith("torchrun --nnodes=1 --nproc-per-node=2 -m bench.cli compare")
+
+
+def _ranks_sweep(root, out, *extra) -> int:
+    return cli.main(["sweep", "--device", "cpu", "--ranks", "1,2", "--cpus", "1", "--processes", "1",
+                     "--models", "resnet9-w0.25", "--batch-size", "16", "--steps", "2", "--warmup", "1",
+                     "--repeats", "2", "--max-samples", "256", "--data-root", str(root), "--source", "synthetic",
+                     "--out", str(out), *extra])
+
+
+def test_ranks_runs_each_configuration_on_one_and_on_two_ranks_of_their_own(synthetic_root, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert _ranks_sweep(synthetic_root, out, "--pipelines", "prefetch", "--modes", "loader,e2e") == 0
+    df = pd.read_csv(out / "results.csv")
+    assert (df.status == "ok").all()
+    assert df.groupby("world_size").size().to_dict() == {1: 4, 2: 8}   # 2 modes x 2 windows, on every rank
+    two = df[df.world_size == 2]
+    assert set(two[two["mode"] == "e2e"].parallel) == {"ddp"} and set(df[df.world_size == 1].parallel) == {"none"}
+    sets = two.groupby("rank").cpu_set.agg(set)
+    assert sets.map(len).eq(1).all() and sets[0] != sets[1]   # each rank on its own core
+    for _, window in two.groupby(["mode", "repeat"]):
+        assert sorted(window["rank"]) == [0, 1]
+        assert window.world_img_per_s.nunique() == 1
+        assert window.world_img_per_s.iloc[0] == pytest.approx(window.images.sum() / window.seconds.max())
+    capsys.readouterr()
+    assert _ranks_sweep(synthetic_root, out, "--pipelines", "prefetch", "--modes", "loader,e2e") == 0
+    assert "resume: 4 of 4 configuration processes already done" in capsys.readouterr().err
+    assert len(pd.read_csv(out / "results.csv")) == len(df)   # a two-rank block counted once, not run again
+
+
+def test_ranks_are_refused_under_torchrun_and_beyond_the_gpus():
+    from bench import plan
+    from bench.distributed import World
+    options = cli.build_parser().parse_args(["sweep", "--ranks", "1,2"])
+    with pytest.raises(ValueError, match="--ranks starts the ranks itself"):
+        plan.worlds(options, torch.device("cpu"), World(0, 2, 0, 2))
+    assert [w.world_size for w in plan.worlds(options, torch.device("cpu"))] == [1, 2]
+    if torch.cuda.device_count() < 2:
+        with pytest.raises(ValueError, match=f"--ranks 2: this machine has {torch.cuda.device_count()} GPUs"):
+            plan.worlds(options, torch.device("cuda"))
 
 
 def test_dataparallel_needs_cuda_and_no_torchrun(synthetic_root, tmp_path):

@@ -45,6 +45,20 @@ class Hanging(Pipeline):
         raise NotImplementedError
 
 
+class FailsOnRankOne(Pipeline):
+    """Rank 0 delivers batches; rank 1 raises at its first batch (rank 0 then waits in a barrier)."""
+    name = "fails-on-rank-one"
+
+    def _iterate(self):
+        if self.config.rank == 1:
+            raise RuntimeError("rank one cannot read its shard")
+        for _ in range(len(self)):
+            yield torch.zeros(16, 3, 32, 32), torch.zeros(16, dtype=torch.int64)
+
+    def _stages(self):
+        raise NotImplementedError
+
+
 class Slow(Pipeline):
     """Half a second per batch: long enough to be interrupted mid-configuration."""
     name = "slow"
@@ -155,6 +169,24 @@ def test_a_crashed_configuration_is_one_error_row_and_leaves_no_process(tmp_path
     while alive(helper) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(helper)
+
+
+def test_one_failing_rank_ends_its_configuration_at_once_with_one_row_naming_it(synthetic_root, tmp_path,
+                                                                                monkeypatch):
+    monkeypatch.setitem(pipelines._REGISTRY, "fails-on-rank-one", (__name__, "FailsOnRankOne"))
+    out = tmp_path / "run"
+    started = time.monotonic()
+    code = cli.main(["sweep", "--device", "cpu", "--ranks", "1,2", "--cpus", "1", "--processes", "1",
+                     "--pipelines", "fails-on-rank-one", "--modes", "loader", "--batch-size", "16", "--steps", "2",
+                     "--warmup", "1", "--repeats", "2", "--max-samples", "64", "--data-root", str(synthetic_root),
+                     "--timeout", "300", "--out", str(out)])
+    assert time.monotonic() - started < 120   # not the deadline: rank 0, waiting for rank 1, is ended with it
+    assert code == 1
+    df = pd.read_csv(out / "results.csv")
+    assert df[df.world_size == 1].status.tolist() == ["ok", "ok"]
+    failed = df[df.world_size == 2]
+    assert failed.status.tolist() == ["error"]
+    assert failed.error.iloc[0] == "rank 1: RuntimeError: rank one cannot read its shard"
 
 
 def test_a_configuration_exits_at_once_keeps_its_rows_and_leaves_no_process(tmp_path, synthetic_root, monkeypatch):

@@ -24,9 +24,10 @@ from .common import _fail, record
 
 def specs_for(grids: list, device: torch.device, world: distributed.World = distributed.World()) -> list[harness.RunSpec]:
     """Every configuration of the grids (one per --config grid, else the command line's), each in
-    its grid's --processes independent processes, in rounds (`plan.grid`, `plan.rounds`)."""
-    return plan.rounds([(plan.grid(options, device, world), options.processes or plan.PROCESSES[device.type])
-                        for options in grids])
+    its grid's --processes independent processes, in rounds (`plan.grid`, `plan.rounds`), once per
+    --ranks value (`plan.worlds`)."""
+    return plan.rounds([(plan.grid(options, device, layout), options.processes or plan.PROCESSES[device.type])
+                        for options in grids for layout in plan.worlds(options, device, world)])
 
 
 def resume_command(argv: list[str], out: Path) -> str:
@@ -163,8 +164,9 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
     with tqdm(total=sum(windows(s) for s in specs), unit="window", desc=args.command, disable=not lead) as bar:
         for spec in specs:
             what = spec.stage or spec.payload or spec.mode
-            bar.set_description(f"{spec.pipeline} {what} {spec.model} {spec.config.image_size}px {spec.cpus} cores "
-                                f"#{spec.process + 1}")
+            ranks = f" x{spec.config.world_size} GPUs" if spec.config.world_size > 1 and not world.distributed else ""
+            bar.set_description(f"{spec.pipeline} {what} {spec.model} {spec.config.image_size}px {spec.cpus} cores"
+                                f"{ranks} #{spec.process + 1}")
             start = bar.n
 
             def on_window(row: dict) -> None:
@@ -175,7 +177,7 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
                     or harness.step_refusal(spec.step, device))
             if skip:
                 rows = [results.failed_row(spec, "skipped", skip)]
-            elif world.distributed or not args.isolate:
+            elif world.distributed or (not args.isolate and spec.config.world_size == 1):
                 rows = runner.run_in_process(spec, world, on_window)
             else:
                 rows = runner.run_isolated(spec, args.timeout, out, on_window)

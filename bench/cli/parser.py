@@ -31,6 +31,7 @@ commands:
 `pipebench COMMAND --help` for a command's options; errors are one line, --debug shows the traceback.
 """   # --help's epilog
 MAX_PROCESSES = 1000   # --processes: far above any real use (a typo is one line, not minutes of planning)
+MAX_RANKS = 64   # --ranks: GPUs of one host
 MAX_BUSY_MS = 1000.0   # --busy-ms: a second of GPU work per batch is already no training step
 
 
@@ -249,6 +250,11 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                                                            "bfloat16 on CUDA, float32 on CPU)")
     p.add_argument("--channels-last", action=argparse.BooleanOptionalAction,
                    help="channels_last batches and model (default: on for CUDA)")
+    p.add_argument("--ranks", type=_bounded_list(1, MAX_RANKS),
+                   help="list; GPUs of this host each configuration runs on at once, one process per GPU (as "
+                        "torchrun --nproc-per-node N would start them; DDP for model and e2e), each rank with its "
+                        "1/N shard, its own --cpus cores and the --timeout deadline; 1 = one GPU. On a CPU the "
+                        "ranks join over gloo. Under torchrun the job's ranks instead (default: 1)")
     p.add_argument("--parallel", choices=("none", "dp"), default="none",
                    help="model and e2e over several GPUs in one process: dp = torch.nn.DataParallel over "
                         "every visible GPU, fed batch-size x GPUs. For DistributedDataParallel launch the "
@@ -277,7 +283,8 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                         "(default: %(default)g)")
     p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
                    help="each configuration in its own process with the --timeout deadline; --no-isolate runs "
-                        "them in this one (starts faster, no deadline; always so under torchrun) (default: on)")
+                        "them in this one (starts faster, no deadline; always so under torchrun; --ranks N > 1 always "
+                        "in processes of their own) (default: on)")
     p.add_argument("--out", type=Path, help="output folder (default: runs/<UTC time>-<device>)")
     _add_data_args(p)
     return p
