@@ -8,7 +8,7 @@ set -u
 nvidia-smi > "$OUT/nvidia-smi.txt"
 nvidia-smi topo -m > "$OUT/nvidia-smi-topo.txt" 2>&1
 if [ "${TESTS:-0}" = 1 ]; then
-  timeout 450 python -m pytest -q -rs -p no:cacheprovider tests/test_distributed.py tests/test_step.py \
+  timeout 240 python -m pytest -q -rs -p no:cacheprovider tests/test_distributed.py -k two_gpus tests/test_step.py \
     > "$OUT/pytest-gpu.txt" 2>&1
   tail -3 "$OUT/pytest-gpu.txt"
 fi
