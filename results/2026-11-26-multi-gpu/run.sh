@@ -7,7 +7,7 @@
 set -u
 nvidia-smi > "$OUT/nvidia-smi.txt"
 nvidia-smi topo -m > "$OUT/nvidia-smi-topo.txt" 2>&1
-if [ "${TESTS:-0}" = 1 ]; then
+if [ "${TESTS:-0}" = 1 ]; then   # the 2-GPU DDP step test, the single-GPU step tests
   timeout 240 python -m pytest -q -rs -p no:cacheprovider tests/test_distributed.py -k two_gpus tests/test_step.py \
     > "$OUT/pytest-gpu.txt" 2>&1
   tail -3 "$OUT/pytest-gpu.txt"
