@@ -8,7 +8,7 @@ set -u
 nvidia-smi > "$OUT/nvidia-smi.txt"
 nvidia-smi topo -m > "$OUT/nvidia-smi-topo.txt" 2>&1
 if [ "${TESTS:-0}" = 1 ]; then   # the 2-GPU DDP step test, the single-GPU step tests
-  timeout 240 python -m pytest -q -rs -p no:cacheprovider tests/test_distributed.py -k two_gpus tests/test_step.py \
+  timeout 240 python -m pytest -q -rs -p no:cacheprovider tests/test_distributed.py::test_captured_and_compiled_ddp_steps_train_the_same_model_as_eager_ddp_on_two_gpus tests/test_step.py \
     > "$OUT/pytest-gpu.txt" 2>&1
   tail -3 "$OUT/pytest-gpu.txt"
 fi
