@@ -10,7 +10,7 @@ The training step (`RunSpec.step`, `Trainer(step=...)`), as fast models are trai
              same whole-step capture.
 Under DistributedDataParallel the captured steps hold the gradient all-reduce too (NCCL captures its
 collectives), as PyTorch's CUDA graphs notes prescribe for a full capture: DDP built on a side
-stream and 11 eager DDP steps before the capture; compiled, the DDP model is compiled (dynamo's
+stream, 11 eager DDP steps on it before the capture and the capture on it too; compiled, the DDP model is compiled (dynamo's
 DDP optimizer splits the graph at the gradient buckets, so the all-reduce overlaps backward).
 The first training step of model, e2e and train configs runs alone, synchronized, before the
 warm-up and is recorded as `compile_s`: for graph / compile it includes the side-stream warm-up
@@ -159,7 +159,10 @@ class Trainer:
                 state["momentum_buffer"].zero_()   # SGD's first step sets it to the gradient: same as zero
         self.optimizer.zero_grad(set_to_none=True)   # backward in the graph writes fresh gradients
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
+        # under DDP the capture runs on the stream DDP was built on: its reducer keeps the gradient
+        # accumulators of that stream, and a capture on torch.cuda.graph's own stream trained other
+        # weights than eager DDP (tests/test_distributed.py, 2 H100s, torch 2.11)
+        with torch.cuda.graph(self.graph, stream=self.side, capture_error_mode="thread_local"):
             self._update(*self.static)
 
     def _update(self, images: torch.Tensor, labels: torch.Tensor) -> None:

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from bench import cli, report, results
+from bench.report import hosts
 
 RUN = {"run_id": "run@1", "git_commit": "abc123", "boot_id": "boot-1", "gpu": "Test GPU", "batch_size": 512,
        "dtype": "bfloat16", "image_size": 32, "cpus": 16, "num_workers": 15, "status": "ok", "error": "",
@@ -323,6 +324,32 @@ def test_several_gpus_get_a_scaling_section_and_a_summary_line_saying_where_the_
             else r for r in rows]   # pageable at 4 GPUs: 120k per GPU, below the 330k step
     report.write([write(tmp_path, slow, name="slow")], tmp_path / "out2")
     assert "it binds for uint8 pageable at 32 px from 4 GPUs." in (tmp_path / "out2" / "SUMMARY.md").read_text()
+
+
+def test_more_gpus_per_host_are_predicted_from_one_gpu_rows_with_the_error_where_measured(tmp_path):
+    """A 32-core host: the step at 300k img/s on one GPU, 200k per GPU on two (all-reduce); the pipeline
+    at 100k / 50k / 25k img/s on 16 / 8 / 4 cores of one GPU, e2e 90k there (efficiency 0.9); two
+    GPUs measured at 80k each."""
+    host = dict(cpu_count=32, dtype="bfloat16", image_size=32, batch_size=512)
+
+    def job(mode, pipeline, per_gpu, gpus, cpus, **extra):
+        return [row(mode, pipeline, per_gpu, world_size=gpus, rank=r, world_img_per_s=per_gpu * gpus, cpus=cpus,
+                    parallel="ddp" if gpus > 1 and mode != "loader" else "none", **host, **extra) for r in range(gpus)]
+    trained = dict(model="m", step="compile")
+    rows = [*job("model", "none", 300_000, 1, 16, **trained), *job("model", "none", 200_000, 2, 16, **trained),
+            *job("e2e", "p", 90_000, 1, 16, **trained), *job("e2e", "p", 80_000, 2, 16, **trained)]
+    for cpus, rate in ((16, 100_000), (8, 50_000), (4, 25_000)):
+        rows += job("loader", "p", rate, 1, cpus)
+    view, said = hosts.prediction(report.load([write(tmp_path, rows)]))
+    got = {r["GPUs / host"]: r for r in view.to_dict("records")}
+    assert got[2]["model per GPU"] == "200,000" and got[2]["predicted per GPU"] == "90,000"
+    assert got[2]["measured job"] == "160,000" and got[2]["error"] == "+12%" and got[2]["binds"] == "input"
+    assert got[4]["cores / GPU"] == 8 and got[4]["model per GPU"] == "≈171,429"   # 1 / (t1 + (t2 - t1) x 1.5)
+    assert got[4]["predicted per GPU"] == "45,000" and got[4]["measured job"] == "—"
+    assert got[8]["model per GPU"] == "≈160,000" and got[8]["predicted job"] == "180,000"
+    assert "  - `p` with `m`: input-bound from 2 GPUs per host (100,000 img/s per GPU on 16 cores, the step " \
+           "200,000)." in said
+    assert said[-1] == "- Error on the GPU counts measured: `p` 2 GPUs +12%."
 
 
 @pytest.mark.parametrize("model,dataloader,expected", [

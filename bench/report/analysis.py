@@ -1,6 +1,6 @@
 """Numbers and verdicts from result rows: reading them (`load`, `runs`, `label_variants`), cells
-(`cells`), loader ceilings (`ceilings`), verdicts (`verdict`, `situations`) and scaling over GPUs
-(`scaling`). RULES states how, as every REPORT.md does.
+(`cells`), loader ceilings (`ceilings`) and verdicts (`verdict`, `situations`); several GPUs of one
+host: `hosts`. RULES states how, as every REPORT.md does.
 """
 from __future__ import annotations
 
@@ -366,42 +366,3 @@ def view_of(group: pd.DataFrame) -> RunView:
     c = cells(rows)
     cap = ceilings(c)
     return RunView(rows, c, cap, situations(c))
-
-
-SCALE_KEY = ["mode", "stage", "payload", "pipeline", "model", "step", "image_size", "batch_size", "dtype"]
-
-
-def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """Copies, loader-only, model-only and e2e over several GPUs of one run: per configuration and
-    GPU count the job's img/s, per GPU, against one GPU, and the largest peak GPU memory of any rank;
-    one sentence per GPU count."""
-    ok = df[(df.status == "ok") & df["mode"].isin(["copy", "loader", "model", "e2e"]) & (df.busy_ms == df.groupby(
-        ["mode", "pipeline"]).busy_ms.transform("max"))].copy()
-    ok["gpus_used"] = ok.gpus.where(ok.parallel == "dp", ok.world_size).fillna(1).astype(int)
-    if ok.empty or ok.gpus_used.max() <= 1:
-        return pd.DataFrame(), []
-    keys = [*SCALE_KEY, "parallel", "gpus_used"]
-    lead = ok[ok["rank"] == 0].groupby(keys).agg(
-        job=("world_img_per_s", "median"), lo=("world_img_per_s", "min"), hi=("world_img_per_s", "max"),
-        cores=("cpus", "first")).reset_index()
-    lead = lead.merge(ok.groupby(keys).peak_gpu_mem_mb.max().rename("memory").reset_index(), on=keys, how="left")
-    lead["per_gpu"] = lead.job / lead.gpus_used
-    one = lead[lead.gpus_used == 1].set_index(SCALE_KEY).per_gpu
-    lead["vs_one"] = [r.per_gpu / one.get(tuple(getattr(r, k) for k in SCALE_KEY), math.nan) for r in lead.itertuples()]
-    view = pd.DataFrame({
-        "mode": lead["mode"], "what": [code(r.pipeline) if r.pipeline != "none" else (f"{r.payload} {r.stage}" if r.payload
-                                                                                    else code(r.model)) for r in lead.itertuples()],
-        "px": lead.image_size, "GPUs": lead.gpus_used, "cores / GPU": lead.cores.fillna(0).astype(int),
-        "job img/s": [f"{r.job:,.0f} [{r.lo:,.0f}–{r.hi:,.0f}]" for r in lead.itertuples()],
-        "per GPU": lead.per_gpu.map("{:,.0f}".format),
-        "vs 1 GPU": lead.vs_one.map(lambda v: "—" if pd.isna(v) else f"{v:.0%}"),
-        "peak MB / GPU": lead.memory.map(lambda v: "—" if pd.isna(v) else f"{v:,.0f}")})
-    sentences = []
-    for n, rows in lead[lead.gpus_used > 1].groupby("gpus_used"):
-        rows = rows.dropna(subset=["vs_one"]).sort_values("vs_one")
-        if len(rows):
-            worst = rows.iloc[0]
-            sentences.append(f"- {n} GPUs: per-GPU rate from {worst.vs_one:.0%} ({worst['mode']} "
-                             f"{worst.pipeline if worst.pipeline != 'none' else worst.payload or worst.model}) to "
-                             f"{rows.vs_one.max():.0%} of one GPU's.")
-    return view.sort_values(["mode", "what", "px", "GPUs"]), sentences

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from .analysis import DRIFT, SETTING, RunView, at_setting, ceiling_text, label_variants, scaling
+from .analysis import DRIFT, SETTING, RunView, at_setting, ceiling_text, label_variants
 from .answers import answer, reads_text
 from .formatting import code, escape, pct, plural, rate, table
+from .hosts import PREDICTION, prediction, scaling
 from .plots import cores_plot, headspace_plot
 
 TIMERS = """\
@@ -33,10 +34,13 @@ alone. **copy**: one batch copied host-to-device, back to back. **train**: whole
 window (the first step, which compiles, before it), then the test split's accuracy."""
 
 SCALING = """\
-DDP: one process per GPU under torchrun, each with its 1/N shard of every epoch, its own workers
-and its own CPU cores (`--cpus`), gradients all-reduced in the step; img/s is the job's (all ranks'
-images over the slowest rank's window) and per GPU. "vs 1 GPU": per-GPU img/s over the same
-configuration's one-GPU img/s in the same run. Copy rows: every rank copies at once."""
+DDP: one process per GPU (`--ranks N`, or under torchrun), each with its 1/N shard of every epoch,
+its own workers and its own CPU cores ("cores / GPU", `--cpus`), gradients all-reduced in the step;
+img/s is the job's (all ranks' images over the slowest rank's window: median [range of the
+processes' medians; of the windows with one process] n=windows/processes) and per GPU. "vs 1 GPU":
+per-GPU img/s over the same configuration's one-GPU img/s at the same cores in the same run. "CPU
+busy / rank": CPU seconds of a rank's process tree over its window and cores. Copy rows: every rank
+copies at once."""
 
 
 def provenance(group: pd.DataFrame) -> list[str]:
@@ -242,4 +246,7 @@ def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slu
     table_, sentences = scaling(group)
     if len(table_):
         parts += ["### Several GPUs", "", SCALING, "", table(table_), "", *sentences, ""]
+    table_, sentences = prediction(group)
+    if len(table_):
+        parts += ["### More GPUs per host, predicted", "", PREDICTION, "", table(table_), "", *sentences, ""]
     return parts
