@@ -39,7 +39,11 @@ covers exactly the window's steps; its CUDA events are created before it starts.
 `steps` if given, else sized from an untimed calibration run (`calibrate`) to last at least
 `min_seconds` (x WINDOW_MARGIN): whole epochs for e2e and stage rows (model-only: blocks of
 MODEL_BLOCK steps), so every pipeline pays its epoch restarts alike; loader windows are whole epochs
-when an epoch fits in that time, else a number of steps (at least MIN_LOADER_STEPS) that does.
+too unless an epoch lasts more than LONG_EPOCH times that (then a number of steps, at least
+MIN_LOADER_STEPS, that covers it). Right before a loader or e2e window (after the ranks' barrier)
+untimed steps drain what the pipeline queued while nothing consumed it (the barrier's wait, a
+slower busy level, the calibration's synchronizations), so no window counts batches made before it
+began as delivered in it (`drain`).
 Per step, `wait` is the host time spent in `next()` (blocked on the input), and the step time is
 the interval between CUDA events recorded at step ends (host clock on CPU). `wait` includes
 whatever `next()` waits for, also device synchronizations inside the pipeline that wait for the
@@ -95,6 +99,9 @@ MODEL_BLOCK = 50   # model mode, min_seconds: windows are whole blocks of this m
 WINDOW_MARGIN = 1.2   # min_seconds: size windows for 20% more, so run-to-run jitter stays above it
 CALIBRATION_S = 0.25   # min_seconds: the untimed run that sizes the windows lasts at least this
 MIN_LOADER_STEPS = 8   # a loader window shorter than an epoch has at least this many steps
+LONG_EPOCH = 5   # min_seconds: a loader window is whole epochs unless one lasts more than this x the window
+DRAIN_WAIT_MS = 1.0   # drain: a next() that waited this long found the pipeline's queue empty
+DRAIN_S = 0.25   # drain: at most this long (a pipeline faster than its consumer keeps its queue full anyway)
 
 
 @dataclass(frozen=True)
@@ -216,10 +223,12 @@ def release(device: torch.device) -> None:
 
 
 def time_window(batches: Iterator, step: Callable, steps: int, device: torch.device,
-                others: tuple[torch.device, ...] = (), monitor: machine.GpuMonitor | None = None) -> Window:
+                others: tuple[torch.device, ...] = (), monitor: machine.GpuMonitor | None = None,
+                settle: Callable[[], None] | None = None) -> Window:
     """Run `steps` steps as one synchronized window (see the module docstring for what it
-    includes); under torch.distributed every rank starts it after a barrier. `others`: further
-    GPUs whose peak memory the window records (DataParallel); `monitor`: NVML readings."""
+    includes); under torch.distributed every rank starts it after a barrier, then `settle()` (the
+    drain), untimed. `others`: further GPUs whose peak memory the window records (DataParallel);
+    `monitor`: NVML readings."""
     cuda = device.type == "cuda"
     if cuda:
         for d in (device, *others):
@@ -228,6 +237,8 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
         for mark in marks:   # CUDA creates an event at its first record: here, not inside the window
             mark.record()
     distributed.barrier()
+    if settle is not None:
+        settle()
     host_marks = np.empty(steps + 1)
     wait = np.empty(steps)
     sizes = np.empty(steps, dtype=np.int64)
@@ -291,6 +302,21 @@ def calibrate(batches: Iterator, step: Callable, device: torch.device) -> float:
         chunk *= 2
 
 
+def drain(batches: Iterator, step: Callable) -> None:
+    """Untimed steps until a `next()` waits DRAIN_WAIT_MS (the pipeline's queue is empty: from here it
+    is the one that waits) or DRAIN_S passed (a pipeline that keeps ahead of its consumer keeps its
+    queue full, in the window too): what it queued while nothing consumed is not counted as
+    delivered in the window that follows."""
+    end = time.perf_counter() + DRAIN_S
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        x, y = next(batches)
+        waited = time.perf_counter() - t0
+        step(x, y)
+        if waited * 1e3 >= DRAIN_WAIT_MS:
+            return
+
+
 def window_steps(spec: RunSpec, unit: int, step_s: float, busy_ms: float = 0.0) -> int:
     """Steps of one timed window (module docstring): `spec.steps`, one unit (epoch or block) without
     `min_seconds`, else sized from `step_s` seconds per step (and the busy level's floor)."""
@@ -300,7 +326,7 @@ def window_steps(spec: RunSpec, unit: int, step_s: float, busy_ms: float = 0.0) 
         return unit
     per_step = max(step_s, busy_ms / 1e3)
     target = WINDOW_MARGIN * spec.min_seconds
-    if spec.mode == "loader" and unit * per_step > target:   # an epoch is longer than the window
+    if spec.mode == "loader" and unit * per_step > LONG_EPOCH * target:   # an epoch is much longer than the window
         return max(MIN_LOADER_STEPS, math.ceil(target / per_step))
     return unit * max(1, math.ceil(target / (unit * per_step)))
 
@@ -375,7 +401,9 @@ def _run(spec: RunSpec, cores: list[int]) -> Iterator[tuple[dict, Window]]:
             for busy, consumer in (consumers or {0.0: step}).items():
                 if busy and device.type == "cuda":
                     fit(batches, consumer)
-                window = time_window(batches, consumer, window_steps(spec, unit, step_s, busy), device, others, monitor)
+                settle = (lambda: drain(batches, consumer)) if spec.mode in ("loader", "e2e") else None
+                window = time_window(batches, consumer, window_steps(spec, unit, step_s, busy), device, others, monitor,
+                                     settle)
                 window.busy_ms = busy
                 if spec.mode == "loader" and consumer.busy is not None:
                     window.busy_step_ms = consumer.busy.measured_ms()

@@ -4,6 +4,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import queue
+import threading
+import time
 
 import numpy as np
 import pandas as pd
@@ -14,6 +17,40 @@ import pipelines
 from bench import cli, harness, machine, results, workloads
 from pipelines.contract import Pipeline
 from pipelines.config import PipelineConfig
+
+
+class Queued(Pipeline):
+    """A producer thread making a batch every PRODUCE_S into a queue of QUEUED batches, as DataLoader
+    workers do: whenever the consumer pauses, the queue fills."""
+    name = "queued"
+    PRODUCE_S = 0.025
+    QUEUED = 8
+
+    def _iterate(self):
+        if not hasattr(self, "queue"):
+            self.queue = queue.Queue(maxsize=self.QUEUED)
+
+            def produce():
+                while True:
+                    time.sleep(self.PRODUCE_S)
+                    self.queue.put((torch.zeros(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64)))
+            threading.Thread(target=produce, daemon=True).start()
+        for _ in range(len(self)):
+            yield self.queue.get()
+
+    def _stages(self):
+        raise NotImplementedError
+
+
+def test_a_loader_window_does_not_count_what_the_pipeline_queued_before_it(synthetic_root, monkeypatch):
+    """Idle, busy 50 ms (the queue fills), idle again: the second idle window starts with QUEUED batches
+    waiting; drained first, its 8 steps take about 8 x PRODUCE_S, not the moment a full queue takes."""
+    monkeypatch.setitem(pipelines._REGISTRY, "queued", (__name__, "Queued"))
+    config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=4, max_samples=256)
+    spec = harness.RunSpec("queued", "loader", "none", config, steps=8, warmup=0, repeats=2, busy_ms=(0.0, 50.0))
+    windows = [window for _, window in harness.run(spec)]
+    assert [w.busy_ms for w in windows] == [0.0, 50.0, 0.0, 50.0]
+    assert windows[2].seconds >= 0.5 * 8 * Queued.PRODUCE_S
 
 
 class Broken(Pipeline):

@@ -114,8 +114,11 @@ WINDOWS = [
     ("loader", "resident", "none", 64, 16, (0.0,), 0.2, 0.011, [24], "epochs"),
     # an epoch of 32 steps (1.6 s) does not fit: ceil(0.24 / 0.05) = 5 steps, raised to MIN_LOADER_STEPS
     ("loader", "resident", "none", 512, 16, (0.0,), 0.2, 0.05, [harness.MIN_LOADER_STEPS], "steps"),
-    # ... or as many steps as the target needs (ceil(0.24 / 0.011) = 22), still less than an epoch
-    ("loader", "resident", "none", 512, 16, (0.0,), 0.2, 0.011, [22], "steps"),
+    # ... or as many steps as the target needs (ceil(0.12 / 0.011) = 11), when an epoch (64 steps,
+    # 0.7 s) lasts more than LONG_EPOCH targets
+    ("loader", "resident", "none", 1024, 16, (0.0,), 0.1, 0.011, [11], "steps"),
+    # an epoch (32 steps, 0.35 s) longer than the 0.24 s target but within LONG_EPOCH of it: one epoch
+    ("loader", "resident", "none", 512, 16, (0.0,), 0.2, 0.011, [32], "epochs"),
     # each busy level sized on its own: the level's ms per batch is the floor of a step's time
     # (0.06 s: 137 epochs of 4 steps of 0.11 ms; 4 epochs of 4 steps of 4 ms)
     ("loader", "resident", "none", 64, 16, (0.0, 4.0), 0.05, 0.00011, [548, 16], "epochs"),
@@ -127,8 +130,8 @@ WINDOWS = [
 
 
 @pytest.mark.parametrize("mode,pipeline,model,samples,batch,busy,seconds,step_s,expected,made_of", WINDOWS,
-                         ids=["loader-epochs", "loader-min-steps", "loader-steps", "loader-busy-levels", "e2e-epochs",
-                              "model-blocks"])
+                         ids=["loader-epochs", "loader-min-steps", "loader-steps", "loader-long-epoch",
+                              "loader-busy-levels", "e2e-epochs", "model-blocks"])
 def test_windows_of_min_seconds_are_whole_epochs_or_blocks(mode, pipeline, model, samples, batch, busy, seconds,
                                                            step_s, expected, made_of, synthetic_root, monkeypatch):
     """Windows are sized from the calibration (here a known seconds per step, so no timing on a loaded

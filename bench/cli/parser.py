@@ -270,7 +270,8 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
     p.add_argument("--min-window-s", type=_positive(float),
                    help="without --steps: each window lasts at least this many seconds, sized by an untimed run "
                         "first: whole epochs for e2e and stages (model-only: blocks of "
-                        f"{harness.MODEL_BLOCK} steps), loader windows whole epochs where one fits "
+                        f"{harness.MODEL_BLOCK} steps), loader windows too unless an epoch lasts over "
+                        f"{harness.LONG_EPOCH} windows "
                         "(default: 2 on CUDA, 0.5 on CPU)")
     p.add_argument("--warmup", type=_positive(int, 0), help="untimed steps first (default: 10 on CUDA, 2 on CPU)")
     p.add_argument("--repeats", type=_positive(int),
