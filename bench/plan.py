@@ -62,7 +62,10 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
         raise ValueError("--parallel dp runs in one process on CUDA devices: not under torchrun, not on a CPU")
     if o.steps is not None and o.min_window_s is not None:
         raise ValueError("--steps and --min-window-s: give one (a fixed step count, or windows sized by time)")
-    budgets = o.cpus or [len(machine.allowed_cores()) // world.local_world_size]
+    # by default an equal share of the cores per process; with --ranks the share of the most ranks listed,
+    # the same for every rank count, so one GPU and several compare at the same cores per GPU
+    slots = max(o.ranks) if getattr(o, "ranks", None) else world.local_world_size
+    budgets = o.cpus or [max(1, len(machine.allowed_cores()) // slots)]
     for cpus in budgets:
         refusal = machine.budget_refusal(cpus, world.local_world_size)
         if refusal:

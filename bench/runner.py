@@ -344,17 +344,20 @@ def _follow(spec: harness.RunSpec, children: list[_Rank], timeout: float, out: P
     while True:
         for r, child in enumerate(children):
             child.read(on_window if r == 0 else None)
-        if all(c.finished for c in children) or any(c.failure or not (c.finished or c.process.is_alive())
-                                                      for c in children):
+        dead = [r for r, c in enumerate(children) if not (c.finished or c.process.is_alive())]
+        if all(c.finished for c in children) or dead or any(c.failure for c in children):
             break
         if not all_ready and all(c.ready for c in children):
             deadline, all_ready = time.monotonic() + timeout, True
         if time.monotonic() > deadline:
             return [_timed_out(spec, children, timeout, out)]
-        children[0].process.join(POLL_S)
+        time.sleep(POLL_S)   # not a join: a rank that has already exited would make this loop spin
     named = len(children) > 1
     for r, child in enumerate(children):
         child.read(on_window if r == 0 else None)   # what the last poll left unread
+    for r in dead:   # a rank that died is the cause; its peers' errors (a collective's peer gone) follow from it
+        if children[r].failure is None:
+            return [_ended(spec, r, children[r], named)]
     for r, child in enumerate(children):
         if child.failure is not None:
             failure = child.failure
@@ -362,12 +365,18 @@ def _follow(spec: harness.RunSpec, children: list[_Rank], timeout: float, out: P
     for r, child in enumerate(children):
         count = sum("row" in record for record in child.records)
         if not child.finished or count < spec.repeats:
-            child.process.join(1.0)
-            code = child.process.exitcode
-            how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
-            return [results.failed_row(spec, "error", (f"rank {r}'s" if named else "the configuration's")
-                                       + f" process ended ({how}) after {count} of {spec.repeats} windows")]
+            return [_ended(spec, r, child, named)]
     return job_rows([[record["row"] for record in child.records] for child in children])
+
+
+def _ended(spec: harness.RunSpec, r: int, child: _Rank, named: bool) -> dict:
+    """The error row of a configuration whose process (rank `r`'s) ended before its last record."""
+    child.process.join(1.0)
+    code = child.process.exitcode
+    count = sum("row" in record for record in child.records)
+    how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
+    return results.failed_row(spec, "error", (f"rank {r}'s" if named else "the configuration's")
+                              + f" process ended ({how}) after {count} of {spec.repeats} windows")
 
 
 def job_rows(per_rank: list[list[dict]]) -> list[dict]:
@@ -396,14 +405,20 @@ def _timed_out(spec: harness.RunSpec, children: list[_Rank], timeout: float, out
     folder.mkdir(exist_ok=True)
     name = f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{spec.pipeline}-{spec.stage or spec.mode}.txt"
     (folder / name).write_text("".join((f"=== rank {r}\n" if named else "") + dump for r, dump in dumps))
-    where = next((f"rank {r}: {w}" if named else w for r, dump in dumps if (w := _innermost(dump))), "")
+    frames = [(r, w) for r, dump in dumps if (w := _innermost(dump))]
+    # the rank that hangs, not one waiting for it in a collective
+    r, w = next((f for f in frames if "torch/distributed" not in f[1]), frames[0] if frames else (0, ""))
+    where = f"rank {r}: {w}" if named and w else w
     return results.failed_row(spec, "timeout", f"no result within {timeout:g} s; stacks of every thread in "
                               f"timeouts/{name}" + (f"; main thread in {where}" if where else ""))
 
 
 def _kill_group(child) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(child.pid, signal.SIGKILL)
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except ProcessLookupError:   # not yet its own group (ended before its os.setsid): the process alone
+            os.kill(child.pid, signal.SIGKILL)
     child.join(5)
 
 

@@ -352,6 +352,21 @@ def test_more_gpus_per_host_are_predicted_from_one_gpu_rows_with_the_error_where
     assert said[-1] == "- Error on the GPU counts measured: `p` 2 GPUs +12%."
 
 
+def test_the_prediction_needs_one_gpu_rows_and_never_predicts_a_step_faster_than_one_gpus(tmp_path):
+    host = dict(cpu_count=32, image_size=32, batch_size=512, dtype="bfloat16", model="m", step="compile")
+
+    def job(mode, pipeline, per_gpu, gpus, cpus=16):
+        return [row(mode, pipeline, per_gpu, world_size=gpus, rank=r, world_img_per_s=per_gpu * gpus, cpus=cpus,
+                    parallel="ddp" if gpus > 1 else "none", **host) for r in range(gpus)]
+    two_only = [*job("model", "none", 200_000, 2), *job("e2e", "p", 80_000, 2)]   # a `--ranks 2` run
+    assert hosts.prediction(report.load([write(tmp_path, two_only)]))[0].empty
+    faster = [*job("model", "none", 100_000, 1), *job("model", "none", 300_000, 2), *job("e2e", "p", 90_000, 1)]
+    faster += [row("loader", "p", rate, world_size=1, rank=0, world_img_per_s=rate, cpus=cpus, cpu_count=32,
+                   image_size=32, batch_size=512, dtype="bfloat16") for cpus, rate in ((16, 1e6), (8, 1e6), (4, 1e6))]
+    view = hosts.prediction(report.load([write(tmp_path, faster, name="faster")]))[0]
+    assert view.set_index("GPUs / host")["model per GPU"].to_dict() == {2: "300,000", 4: "≈100,000", 8: "≈100,000"}
+
+
 @pytest.mark.parametrize("model,dataloader,expected", [
     (640, 5_600, [10_000, 5_000, 2_500, 1_000]),      # the model is the limit: at least four rows, upwards
     (330_000, 38_000, [500_000, 250_000, 100_000, 50_000, 25_000]),   # down to where dataloader feeds

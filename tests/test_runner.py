@@ -59,6 +59,20 @@ class FailsOnRankOne(Pipeline):
         raise NotImplementedError
 
 
+class KilledOnRankOne(Pipeline):
+    """Rank 1's process is killed (SIGKILL) as its second epoch starts; rank 0 goes on."""
+    name = "killed-on-rank-one"
+
+    def _iterate(self):
+        if self.config.rank == 1 and self.epoch == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        for _ in range(len(self)):
+            yield torch.zeros(16, 3, 32, 32), torch.zeros(16, dtype=torch.int64)
+
+    def _stages(self):
+        raise NotImplementedError
+
+
 class Slow(Pipeline):
     """Half a second per batch: long enough to be interrupted mid-configuration."""
     name = "slow"
@@ -187,6 +201,19 @@ def test_one_failing_rank_ends_its_configuration_at_once_with_one_row_naming_it(
     failed = df[df.world_size == 2]
     assert failed.status.tolist() == ["error"]
     assert failed.error.iloc[0] == "rank 1: RuntimeError: rank one cannot read its shard"
+
+
+@pytest.mark.parametrize("mode", ["loader", "e2e"])
+def test_a_rank_that_is_killed_is_named_not_the_peer_its_death_stopped(synthetic_root, tmp_path, monkeypatch, mode):
+    """Rank 1 killed mid-configuration: the row blames it, not rank 0's collective error or rank 0's end."""
+    monkeypatch.setitem(pipelines._REGISTRY, "killed-on-rank-one", (__name__, "KilledOnRankOne"))
+    out = tmp_path / "run"
+    assert cli.main(["sweep", "--device", "cpu", "--ranks", "2", "--cpus", "1", "--processes", "1",
+                     "--pipelines", "killed-on-rank-one", "--modes", mode, "--models", "resnet9-w0.25",
+                     "--batch-size", "16", "--steps", "6", "--warmup", "1", "--repeats", "2", "--max-samples", "64",
+                     "--data-root", str(synthetic_root), "--timeout", "120", "--out", str(out)]) == 1
+    (error,) = pd.read_csv(out / "results.csv").error
+    assert error.startswith("rank 1's process ended (killed by SIGKILL) after ")
 
 
 def test_a_configuration_exits_at_once_keeps_its_rows_and_leaves_no_process(tmp_path, synthetic_root, monkeypatch):

@@ -215,7 +215,8 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
     p.add_argument("--cpus", type=_int_list,
                    help="list; CPU cores per GPU: each configuration (its workers and threads too) runs on that "
                         "many cores, and the worker count follows (cores - 1, at least 1) unless --workers is given "
-                        "(default: every core this process may use; under torchrun, an equal share per rank)")
+                        "(default: every core this process may use; under torchrun, an equal share per rank; with "
+                        "--ranks, an equal share for the most ranks listed, the same at every rank count)")
     p.add_argument("--processes", type=_positive(int, maximum=MAX_PROCESSES),
                    help="independent processes per configuration, run in rounds (A B A B), so a range between "
                         "processes shows how much a result moves; the report names no verdict, tie or fastest "

@@ -93,7 +93,8 @@ def prediction(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     the fewest GPUs per host at which it is predicted input-bound, and the errors."""
     ok = df[(df.status == "ok") & (df["rank"] == 0) & (df.parallel != "dp")
             & ((df["mode"].isin(["model", "e2e"])) | ((df["mode"] == "loader") & (df.busy_ms == 0)))].copy()
-    if ok.empty or ok.world_size.max() <= 1 or not (ok["mode"] == "e2e").any():
+    if (ok.empty or ok.world_size.max() <= 1 or not ((ok["mode"] == "e2e") & (ok.world_size == 1)).any()
+            or ok.cpu_count.isna().all()):   # no one-GPU e2e row to start from, or no host size
         return pd.DataFrame(), []
     host = int(ok.cpu_count.max())
     ok["per_gpu"] = ok.world_img_per_s / ok.world_size
@@ -117,7 +118,7 @@ def prediction(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
                 step_rate, measured_model = per_count[n], True
             elif 2 in per_count.index:
                 t1, t2 = 1 / per_count[1], 1 / per_count[2]
-                step_rate, measured_model = 1 / (t1 + (t2 - t1) * _ring(n) / _ring(2)), False
+                step_rate, measured_model = 1 / (t1 + max(0.0, t2 - t1) * _ring(n) / _ring(2)), False
             else:
                 continue
             feed = loader.get((pipeline, share), math.nan)

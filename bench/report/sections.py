@@ -15,9 +15,8 @@ from .plots import cores_plot, headspace_plot
 
 TIMERS = """\
 What each timer includes (`bench/harness.py`): every window starts and ends with a device
-synchronize and covers exactly its steps; warm-up, the run that sizes the windows, the steps right
-before a loader or e2e window that drain what the pipeline queued while nothing consumed it, and
-pipeline construction (including a resident upload) are outside. **loader**: iterate the pipeline with no
+synchronize and covers exactly its steps; warm-up, the run that sizes the windows and pipeline
+construction (including a resident upload) are outside. **loader**: iterate the pipeline with no
 model; the consumer reads each batch (one tiny kernel) and, at a headspace level of t ms, keeps the
 GPU busy t ms per batch with bf16 matrix products and memory copies on every SM (`bench/busy.py`,
 calibrated before the pipeline exists; a window whose step ran more than 5% off t, or delivered more
