@@ -101,7 +101,8 @@ CALIBRATION_S = 0.25   # min_seconds: the untimed run that sizes the windows las
 MIN_LOADER_STEPS = 8   # a loader window shorter than an epoch has at least this many steps
 LONG_EPOCH = 5   # min_seconds: a loader window is whole epochs unless one lasts more than this x the window
 DRAIN_WAIT_MS = 1.0   # drain: a next() that waited this long found the pipeline's queue empty
-DRAIN_S = 0.25   # drain: at most this long (a pipeline faster than its consumer keeps its queue full anyway)
+DRAIN_S = 0.25   # drain: at most this long, and at most a window's steps (a pipeline faster than its consumer
+                 # keeps its queue full anyway)
 
 
 @dataclass(frozen=True)
@@ -302,13 +303,15 @@ def calibrate(batches: Iterator, step: Callable, device: torch.device) -> float:
         chunk *= 2
 
 
-def drain(batches: Iterator, step: Callable) -> None:
+def drain(batches: Iterator, step: Callable, most: int) -> None:
     """Untimed steps until a `next()` waits DRAIN_WAIT_MS (the pipeline's queue is empty: from here it
-    is the one that waits) or DRAIN_S passed (a pipeline that keeps ahead of its consumer keeps its
-    queue full, in the window too): what it queued while nothing consumed is not counted as
-    delivered in the window that follows."""
+    is the one that waits), or DRAIN_S passed or `most` steps ran (a pipeline that keeps ahead of its
+    consumer keeps its queue full, in the window too; the drain costs at most a window): what it
+    queued while nothing consumed is not counted as delivered in the window that follows."""
     end = time.perf_counter() + DRAIN_S
-    while time.perf_counter() < end:
+    for _ in range(most):
+        if time.perf_counter() >= end:
+            return
         t0 = time.perf_counter()
         x, y = next(batches)
         waited = time.perf_counter() - t0
@@ -401,9 +404,9 @@ def _run(spec: RunSpec, cores: list[int]) -> Iterator[tuple[dict, Window]]:
             for busy, consumer in (consumers or {0.0: step}).items():
                 if busy and device.type == "cuda":
                     fit(batches, consumer)
-                settle = (lambda: drain(batches, consumer)) if spec.mode in ("loader", "e2e") else None
-                window = time_window(batches, consumer, window_steps(spec, unit, step_s, busy), device, others, monitor,
-                                     settle)
+                steps = window_steps(spec, unit, step_s, busy)
+                settle = (lambda: drain(batches, consumer, steps)) if spec.mode in ("loader", "e2e") else None
+                window = time_window(batches, consumer, steps, device, others, monitor, settle)
                 window.busy_ms = busy
                 if spec.mode == "loader" and consumer.busy is not None:
                     window.busy_step_ms = consumer.busy.measured_ms()

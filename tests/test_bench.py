@@ -331,7 +331,7 @@ def test_csv_writer_moves_an_older_file_to_the_current_columns(tmp_path):
 
 
 def test_steps_that_begin_an_epoch_are_timed_apart_as_restarts(synthetic_root, monkeypatch):
-    monkeypatch.setattr(harness, "drain", lambda batches, step: None)   # the window starts at the first step
+    monkeypatch.setattr(harness, "drain", lambda *_: None)   # the window starts at the first step
     config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64)
     spec = harness.RunSpec("resident", "loader", "none", config, steps=9, warmup=0, repeats=1)
     (facts, window), = harness.run(spec)
