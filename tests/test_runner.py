@@ -46,11 +46,15 @@ class Hanging(Pipeline):
 
 
 class FailsOnRankOne(Pipeline):
-    """Rank 0 delivers batches; rank 1 raises at its first batch (rank 0 then waits in a barrier)."""
+    """Rank 0 delivers batches; rank 1 fails as its epoch `at` starts (rank 0 then waits in a
+    collective): it raises, or its process is killed (SIGKILL) with `kill`."""
     name = "fails-on-rank-one"
+    at, kill = 0, False
 
     def _iterate(self):
-        if self.config.rank == 1:
+        if self.config.rank == 1 and self.epoch == self.at:
+            if self.kill:
+                os.kill(os.getpid(), signal.SIGKILL)
             raise RuntimeError("rank one cannot read its shard")
         for _ in range(len(self)):
             yield torch.zeros(16, 3, 32, 32), torch.zeros(16, dtype=torch.int64)
@@ -59,18 +63,9 @@ class FailsOnRankOne(Pipeline):
         raise NotImplementedError
 
 
-class KilledOnRankOne(Pipeline):
-    """Rank 1's process is killed (SIGKILL) as its second epoch starts; rank 0 goes on."""
+class KilledOnRankOne(FailsOnRankOne):
     name = "killed-on-rank-one"
-
-    def _iterate(self):
-        if self.config.rank == 1 and self.epoch == 1:
-            os.kill(os.getpid(), signal.SIGKILL)
-        for _ in range(len(self)):
-            yield torch.zeros(16, 3, 32, 32), torch.zeros(16, dtype=torch.int64)
-
-    def _stages(self):
-        raise NotImplementedError
+    at, kill = 1, True
 
 
 class Slow(Pipeline):
