@@ -40,8 +40,8 @@ covers exactly the window's steps; its CUDA events are created before it starts.
 `min_seconds` (x WINDOW_MARGIN): whole epochs for e2e and stage rows (model-only: blocks of
 MODEL_BLOCK steps), so every pipeline pays its epoch restarts alike; loader windows are whole epochs
 too unless an epoch lasts more than LONG_EPOCH times that (then a number of steps, at least
-MIN_LOADER_STEPS, that covers it). Right before a loader or e2e window (after the ranks' barrier)
-untimed steps drain what the pipeline queued while nothing consumed it (the barrier's wait, a
+MIN_LOADER_STEPS, that covers it). Right before a loader or e2e window (after the ranks' barrier;
+not e2e under DDP, `drains`) untimed steps drain what the pipeline queued while nothing consumed it (the barrier's wait, a
 slower busy level, the calibration's synchronizations), so no window counts batches made before it
 began as delivered in it (`drain`).
 Per step, `wait` is the host time spent in `next()` (blocked on the input), and the step time is
@@ -303,6 +303,14 @@ def calibrate(batches: Iterator, step: Callable, device: torch.device) -> float:
         chunk *= 2
 
 
+def drains(spec: RunSpec) -> bool:
+    """Whether `spec`'s windows begin with a drain: loader windows, and e2e windows of one process.
+    DDP's ranks step in lockstep (every step's all-reduce), so a rank's queue barely fills while it
+    waits, and a drain of a different number of steps on each rank would pair their collectives
+    wrongly."""
+    return spec.mode == "loader" or (spec.mode == "e2e" and spec.parallel != "ddp")
+
+
 def drain(batches: Iterator, step: Callable, most: int) -> None:
     """Untimed steps until a `next()` waits DRAIN_WAIT_MS (the pipeline's queue is empty: from here it
     is the one that waits), or DRAIN_S passed or `most` steps ran (a pipeline that keeps ahead of its
@@ -405,7 +413,7 @@ def _run(spec: RunSpec, cores: list[int]) -> Iterator[tuple[dict, Window]]:
                 if busy and device.type == "cuda":
                     fit(batches, consumer)
                 steps = window_steps(spec, unit, step_s, busy)
-                settle = (lambda: drain(batches, consumer, steps)) if spec.mode in ("loader", "e2e") else None
+                settle = (lambda: drain(batches, consumer, steps)) if drains(spec) else None
                 window = time_window(batches, consumer, steps, device, others, monitor, settle)
                 window.busy_ms = busy
                 if spec.mode == "loader" and consumer.busy is not None:

@@ -225,16 +225,15 @@ def drop_blocks(path: str | Path, env: dict[str, object], blocks: set) -> int:
     return int(drop.sum())
 
 
-def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window,
-                 world_img_per_s: float | None = None) -> dict[str, object]:
-    """One window of one rank. `world_img_per_s`: the whole job's rate (all ranks' images over the
-    slowest rank's seconds); by default this process's own."""
+def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window) -> dict[str, object]:
+    """One window of one rank; `world_img_per_s` is its own rate until the ranks' windows are
+    combined (`bench.runner.job_rows`)."""
     samples = facts.get("samples", math.nan)
     return {**_config_fields(spec), **facts, "process": spec.process, "repeat": repeat, "busy_ms": w.busy_ms,
             "busy_step_ms": w.busy_step_ms,
             "steps": len(w.step_ms), "images": w.images, "epochs": w.images / samples if samples else math.nan,
             "seconds": w.seconds, "img_per_s": w.images / w.seconds,
-            "world_img_per_s": w.images / w.seconds if world_img_per_s is None else world_img_per_s,
+            "world_img_per_s": w.images / w.seconds,
             "steady_img_per_s": w.steady_img_per_s,
             "wait_ms_p50": float(np.percentile(w.wait_ms, 50)), "wait_ms_p95": float(np.percentile(w.wait_ms, 95)),
             "wait_frac": float(w.wait_ms.sum() / 1e3 / w.seconds),

@@ -430,8 +430,7 @@ def run_in_process(spec: harness.RunSpec, world: distributed.World, on_window=No
     try:
         for repeat, (facts, window) in enumerate(harness.run(spec)):
             ranks = distributed.gather((spec, facts, window))
-            world_rate = sum(w.images for _, _, w in ranks) / max(w.seconds for _, _, w in ranks)
-            rows += [results.measured_row(s, f, repeat, w, world_rate) for s, f, w in ranks]
+            rows += job_rows([[results.measured_row(s, f, repeat, w)] for s, f, w in ranks])
             if on_window is not None:
                 on_window(rows[-1])
     except workloads.NotApplicable as e:

@@ -330,6 +330,18 @@ def test_csv_writer_moves_an_older_file_to_the_current_columns(tmp_path):
     assert df.parallel.isna().tolist() == [True, False]
 
 
+def test_loader_windows_and_one_process_e2e_windows_drain_and_ddp_e2e_windows_do_not():
+    """Under DDP every step all-reduces: ranks draining different step counts would pair collectives wrongly."""
+    def spec(mode, **extra):
+        model = "none" if mode == "loader" else "resnet9"
+        pipeline = "none" if mode == "model" else "resident"
+        return harness.RunSpec(pipeline, mode, model, PipelineConfig(**extra.pop("config", {})), **extra)
+    assert harness.drains(spec("loader")) and harness.drains(spec("loader", config=dict(rank=1, world_size=2)))
+    assert harness.drains(spec("e2e")) and harness.drains(spec("e2e", parallel="dp"))
+    assert not harness.drains(spec("e2e", parallel="ddp", config=dict(world_size=2)))
+    assert not harness.drains(spec("model"))
+
+
 def test_steps_that_begin_an_epoch_are_timed_apart_as_restarts(synthetic_root, monkeypatch):
     monkeypatch.setattr(harness, "drain", lambda *_: None)   # the window starts at the first step
     config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64)

@@ -16,7 +16,7 @@ import pipelines
 
 from .. import results
 from ..plan import MIN_PROCESSES
-from .formatting import code, pct, plural, rate
+from .formatting import pct, plural, rate
 
 RULES = """\
 How numbers are read (`cells`): a configuration ran in one or more independent processes, each

@@ -14,6 +14,15 @@ CELL = ["pipeline", "model", "step", "image_size", "batch_size", "dtype"]
 SETTING = ["model", "step", "image_size", "batch_size", "dtype"]
 PREDICTED_GPUS = (2, 4, 8)   # GPUs per host the prediction is made for (besides every count measured)
 
+SCALING = """\
+DDP: one process per GPU (`--ranks N`, or under torchrun), each with its 1/N shard of every epoch,
+its own workers and its own CPU cores ("cores / GPU", `--cpus`), gradients all-reduced in the step;
+img/s is the job's (all ranks' images over the slowest rank's window: median [range of the
+processes' medians; of the windows with one process] n=windows/processes) and per GPU. "vs 1 GPU":
+per-GPU img/s over the same configuration's one-GPU img/s at the same cores in the same run. "CPU
+busy / rank": CPU seconds of a rank's process tree over its window and cores. Copy rows: every rank
+copies at once."""
+
 PREDICTION = """\
 A prediction, not a measurement (`bench/report/hosts.py`): per-GPU e2e img/s with N GPUs in a host
 of H cores, each GPU's rank on H / N of them, from this run's rows:

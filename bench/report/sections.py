@@ -10,7 +10,7 @@ import pandas as pd
 from .analysis import DRIFT, SETTING, RunView, at_setting, ceiling_text, label_variants
 from .answers import answer, reads_text
 from .formatting import code, escape, pct, plural, rate, table
-from .hosts import PREDICTION, prediction, scaling
+from .hosts import PREDICTION, SCALING, prediction, scaling
 from .plots import cores_plot, headspace_plot
 
 TIMERS = """\
@@ -32,15 +32,6 @@ threads, workers and processes) and, apart, of the training thread (which also r
 does inside `next()`); CUDA waits block, so waiting costs none. **stage**: one stage of a pipeline
 alone. **copy**: one batch copied host-to-device, back to back. **train**: whole epochs timed as one
 window (the first step, which compiles, before it), then the test split's accuracy."""
-
-SCALING = """\
-DDP: one process per GPU (`--ranks N`, or under torchrun), each with its 1/N shard of every epoch,
-its own workers and its own CPU cores ("cores / GPU", `--cpus`), gradients all-reduced in the step;
-img/s is the job's (all ranks' images over the slowest rank's window: median [range of the
-processes' medians; of the windows with one process] n=windows/processes) and per GPU. "vs 1 GPU":
-per-GPU img/s over the same configuration's one-GPU img/s at the same cores in the same run. "CPU
-busy / rank": CPU seconds of a rank's process tree over its window and cores. Copy rows: every rank
-copies at once."""
 
 
 def provenance(group: pd.DataFrame) -> list[str]:
