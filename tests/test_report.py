@@ -11,6 +11,7 @@ import pytest
 
 from bench import cli, report, results
 from bench.report import hosts
+from bench.report import summary as report_summary
 
 RUN = {"run_id": "run@1", "git_commit": "abc123", "boot_id": "boot-1", "gpu": "Test GPU", "batch_size": 512,
        "dtype": "bfloat16", "image_size": 32, "cpus": 16, "num_workers": 15, "status": "ok", "error": "",
@@ -340,6 +341,7 @@ def test_more_gpus_per_host_are_predicted_from_one_gpu_rows_with_the_error_where
             *job("e2e", "p", 90_000, 1, 16, **trained), *job("e2e", "p", 80_000, 2, 16, **trained)]
     for cpus, rate in ((16, 100_000), (8, 50_000), (4, 25_000)):
         rows += job("loader", "p", rate, 1, cpus)
+    rows += job("loader", "p", 85_000, 2, 16)   # the two ranks loader-only at once
     view, said = hosts.prediction(report.load([write(tmp_path, rows)]))
     got = {r["GPUs / host"]: r for r in view.to_dict("records")}
     assert got[2]["model per GPU"] == "200,000" and got[2]["predicted per GPU"] == "90,000"
@@ -347,9 +349,63 @@ def test_more_gpus_per_host_are_predicted_from_one_gpu_rows_with_the_error_where
     assert got[4]["cores / GPU"] == 8 and got[4]["model per GPU"] == "≈171,429"   # 1 / (t1 + (t2 - t1) x 1.5)
     assert got[4]["predicted per GPU"] == "45,000" and got[4]["measured job"] == "—"
     assert got[8]["model per GPU"] == "≈160,000" and got[8]["predicted job"] == "180,000"
-    assert "  - `p` with `m`: input-bound from 2 GPUs per host (100,000 img/s per GPU on 16 cores, the step " \
-           "200,000)." in said
-    assert said[-1] == "- Error on the GPU counts measured: `p` 2 GPUs +12%."
+    assert "  - `p` with `m`: input-bound already at 2 GPUs per host, the fewest predicted (100,000 img/s per GPU " \
+           "on 16 cores, the step 200,000)." in said
+    assert said[-2] == "- Error on the GPU counts measured: `p` 2 GPUs +12%."
+    assert said[-1].startswith("- Where the input binds, the measured job fell short of the prediction beyond the "
+                               "spread of its processes: `p` at 2 GPUs: e2e 80,000 per GPU, 94% of the 85,000 its "
+                               "ranks delivered loader-only at once.")
+    within = [dict(r, world_img_per_s=r["world_img_per_s"] * 1.2) if r["mode"] == "e2e" and r["world_size"] == 2 and
+              r["rank"] == 0 else r for r in rows] + job("e2e", "p", 80_000, 2, 16, process=1, **trained)
+    said = hosts.prediction(report.load([write(tmp_path, within, name="within")]))[1]
+    assert said[-1].startswith("- Error on the GPU counts measured")   # one process at 96,000 > 90,000: not short
+
+
+def test_the_readme_s_several_gpu_block_says_what_each_gpu_count_measured_and_predicts_more(tmp_path):
+    """The hosts block (`--readme-hosts`): per-GPU model-only and e2e at 1 and 2 GPUs, which pipelines
+    the step sets the pace of at 2 GPUs, then the prediction; a one-GPU run has no such answer."""
+    def job(mode, pipeline, per_gpu, gpus, cpus=16, **extra):
+        return [row(mode, pipeline, per_gpu, world_size=gpus, rank=r, world_img_per_s=per_gpu * gpus, cpus=cpus,
+                    cpu_count=32, gpu="H", parallel="ddp" if gpus > 1 and mode != "loader" else "none", **extra)
+                for r in range(gpus)]
+    trained = dict(model="m", step="compile")
+    rows = [*job("model", "none", 300_000, 1, **trained), *job("model", "none", 200_000, 2, **trained),
+            *job("e2e", "fast", 299_000, 1, **trained), *job("e2e", "fast", 195_000, 2, **trained),
+            *job("e2e", "slow", 90_000, 1, **trained), *job("e2e", "slow", 80_000, 2, **trained)]
+    for cpus in (16, 8, 4):
+        rows += job("loader", "fast", 1e6, 1, cpus) + job("loader", "slow", 100_000 * cpus / 16, 1, cpus)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n{report.HOSTS_START}\nold\n{report.HOSTS_END}\nrest\n")
+    assert cli.main(["report", str(Path(write(tmp_path, rows)).parent), "--out", str(tmp_path / "out"),
+                     "--readme-hosts", str(readme)]) == 0
+    block = readme.read_text().split(report.HOSTS_START)[1].split(report.HOSTS_END)[0].strip().splitlines()
+    assert block[0] == "From `run` ([full report](out/REPORT.md)), 2 × H of one host of 32 cores:"
+    assert block[2] == ("- With 16 cores per GPU, `m` (compile step, 32 px, batch 512) per GPU at 1 / 2 GPUs (img/s, "
+                        "medians): model-only 300,000 / 200,000; `fast` 299,000 / 195,000; `slow` 90,000 / 80,000. At "
+                        "2 GPUs the step sets the pace of `fast` (e2e at least 95% of model-only); the input holds "
+                        "back `slow`.")
+    assert "- Host of 32 cores split evenly over its GPUs (a prediction):" in block
+    assert "  - `fast` with `m`: the step binds up to 8 GPUs per host; the input keeps up." in block
+    assert readme.read_text().endswith(f"{report.HOSTS_END}\nrest\n")
+    one = [r for r in rows if r["world_size"] == 1]
+    report.write([write(tmp_path, one, name="one")], tmp_path / "out1", readme_hosts=readme)
+    assert "From `one`: no answer, it ran on one GPU only" in readme.read_text()
+    readme.write_text("no block\n")
+    with pytest.raises(ValueError, match="around the several-GPU answer"):
+        report.write([write(tmp_path, one, name="one")], tmp_path / "fresh", readme_hosts=readme)
+    assert not (tmp_path / "fresh").exists()
+
+
+def test_the_bus_verdict_names_the_image_sizes_no_model_ran_at():
+    def copies(*sizes):
+        return [dict(mode="copy", image_size=s, payload="uint8", stage="h2d-pinned", img_per_s=1e6) for s in sizes]
+    step = [dict(mode="model", image_size=32, img_per_s=300_000, model="m", step="compile")]
+    text = report_summary.bus_sentence(pd.DataFrame(copies(32, 224) + step))
+    assert text.endswith("it binds nowhere measured: every copy is faster than every model step at its size "
+                         "(no model step ran at 224 px to compare with).")
+    assert report_summary.bus_sentence(pd.DataFrame(copies(32) + step)).endswith("model step at its size.")
+    text = report_summary.bus_sentence(pd.DataFrame(copies(224) + step))
+    assert text.endswith(" — no model step ran at 224 px to compare with.")
 
 
 def test_the_prediction_needs_one_gpu_rows_and_never_predicts_a_step_faster_than_one_gpus(tmp_path):

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"pipebench report: --out {args.out} is a file: name a folder")
         try:
             from .. import report
-            path = report.write(csvs, args.out, args.readme, args.readme_answer)
+            path = report.write(csvs, args.out, args.readme, args.readme_answer, args.readme_hosts)
             record(args.out, ["pipebench", *argv], once=True)
         except ValueError as e:   # an empty CSV, one that is not pipebench's
             raise _fail("report", e) from None
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             name = Path(e.filename or args.out)
             new = name.name.startswith(".") and name.name.endswith(".new")   # results.replace_file's new file
             name = name.with_name(name.name[1:-4]) if new else name
-            readmes = [p for p in (args.readme, args.readme_answer) if p]
+            readmes = [p for p in (args.readme, args.readme_answer, args.readme_hosts) if p]
             read = not new and str(name) in {str(p) for p in [*csvs, *readmes]}
             hints = [] if read else [f"{name} is left as it was"] * name.is_file() + [
                 "choose a writable --out folder"] * (name not in readmes)

@@ -331,6 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
                    f"{report.README_START} and {report.README_END} (links relative to the file)")
     p.add_argument("--readme-answer", type=Path, help="also write the run's answer (ANSWER.md's sentences) into this "
                    f"Markdown file, between its lines {report.ANSWER_START} and {report.ANSWER_END}")
+    p.add_argument("--readme-hosts", type=Path, help="also write the run's several-GPU answer (what it measured at "
+                   "each GPU count, where the shared bus binds, the prediction for more GPUs per host) into this "
+                   f"Markdown file, between its lines {report.HOSTS_START} and {report.HOSTS_END}")
     p = sub.add_parser("claims", help="test the common advice on feeding a GPU, one experiment per claim",
                        description="Run one small experiment per claim (pageable/pinned copies, non_blocking, "
                        "pin_memory, workers, collate_fn to GPU, AMP, OOM fixes), append tidy rows to "

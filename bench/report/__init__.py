@@ -9,7 +9,8 @@ boot id; the host name for rows that have none). Each run gets its own sections,
 One module per concern: `analysis` (rows to numbers and verdicts; its RULES say how, in every
 REPORT.md), `formatting` (numbers as text), `answers` (one line per situation), `plots`,
 `sections` (REPORT.md's per-run sections), `summary` (SUMMARY.md and the README block's text),
-`readme` (finding and replacing that block) and `files` (writing REPORT.md, SUMMARY.md and
+`hosts` (several GPUs of one host: scaling, prediction, the several-GPU answer), `readme` (finding
+and replacing the README's blocks) and `files` (writing REPORT.md, SUMMARY.md and
 ANSWER.md). What the command line and the tests use is imported here.
 """
 from .analysis import (TOO_FEW, cells, ceilings, label_variants, levels, load, runs, situations, ties, verdict,
@@ -17,9 +18,9 @@ from .analysis import (TOO_FEW, cells, ceilings, label_variants, levels, load, r
 from .answers import answers
 from .files import write, write_answers
 from .formatting import pct, plural, rate
-from .readme import ANSWER_END, ANSWER_START, README_END, README_START
+from .readme import ANSWER_END, ANSWER_START, HOSTS_END, HOSTS_START, README_END, README_START
 from .summary import speeds
 
-__all__ = ["ANSWER_END", "ANSWER_START", "README_END", "README_START", "TOO_FEW", "answers", "cells", "ceilings", "label_variants", "levels", "load",
+__all__ = ["ANSWER_END", "ANSWER_START", "HOSTS_END", "HOSTS_START", "README_END", "README_START", "TOO_FEW", "answers", "cells", "ceilings", "label_variants", "levels", "load",
            "pct", "plural", "rate", "runs", "situations", "speeds", "ties", "verdict", "view_of", "write",
            "write_answers"]

@@ -5,13 +5,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pandas as pd
+
 from .. import results
 from .analysis import RULES, load, runs, view_of
 from .answers import answers
 from .formatting import code
-from .readme import ANSWER, readme_block, update_readme
+from .hosts import answer as hosts_answer
+from .readme import ANSWER, BLOCK_NAMES, HOSTS, SUMMARY, readme_block, update_readme
 from .sections import TIMERS, run_sections
-from .summary import summary
+from .summary import gpus_sentence, summary
 
 def write_answers(out: Path, found: list[tuple[str, list[str]]], whole: str) -> None:
     """OUT/ANSWER.md: each run's answers (`answers`), one line per situation; `whole` says where the
@@ -22,18 +25,21 @@ def write_answers(out: Path, found: list[tuple[str, list[str]]], whole: str) -> 
     results.replace_file(out / "ANSWER.md", "\n".join(lines))
 
 
-def write(paths: list[str | Path], out: Path, readme: Path | None = None, readme_answer: Path | None = None) -> Path:
+def write(paths: list[str | Path], out: Path, readme: Path | None = None, readme_answer: Path | None = None,
+          readme_hosts: Path | None = None) -> Path:
     """Write out/REPORT.md (the summary of each run first) and its plots, out/SUMMARY.md and
     out/ANSWER.md (each run's answers); with `readme`, its summary block too, with `readme_answer`,
-    its answer block (one run only). Returns the report's path."""
+    its answer block, with `readme_hosts`, its several-GPU answer block (one run only). Returns the
+    report's path."""
     df = load(paths)
     found = runs(df)
-    for flag, path, block in (("--readme", readme, None), ("--readme-answer", readme_answer, ANSWER)):
+    for flag, path, block in (("--readme", readme, SUMMARY), ("--readme-answer", readme_answer, ANSWER),
+                              ("--readme-hosts", readme_hosts, HOSTS)):
         if path is not None and len(found) != 1:
-            raise ValueError(f"{flag} takes the {'answer' if block else 'summary'} of one run; these rows hold "
+            raise ValueError(f"{flag} takes the {BLOCK_NAMES[block]} of one run; these rows hold "
                              f"{len(found)}: " + "; ".join(name for name, _ in found))
         if path is not None:   # a README it cannot update: refused before anything is written
-            readme_block(path.read_text(), path, *([block] if block else []))
+            readme_block(path.read_text(), path, block)
     out.mkdir(parents=True, exist_ok=True)
     sections, briefs, said = [], [], []
     for i, (name, group) in enumerate(found, start=1):
@@ -59,4 +65,18 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None, readme
         lines = [f"From {code(name)} ([full report](REPORT.md)):", "", *[f"- {a}" for a in answer]] if answer else \
             [f"From {code(name)}: no answer, no e2e configuration ran beside its model-only one ([report](REPORT.md))."]
         update_readme(readme_answer, lines, Path(os.path.relpath(out, readme_answer.resolve().parent)).as_posix(), ANSWER)
+    if readme_hosts is not None:
+        name, group = found[0]
+        said = hosts_answer(group, gpus_sentence(group, view_of(group).cells))
+        lines = [f"From {code(name)} ([full report](REPORT.md)), {_host(group)}:", "", *said] if said else \
+            [f"From {code(name)}: no answer, it ran on one GPU only ([report](REPORT.md))."]
+        update_readme(readme_hosts, lines, Path(os.path.relpath(out, readme_hosts.resolve().parent)).as_posix(), HOSTS)
     return out / "REPORT.md"
+
+
+def _host(group: pd.DataFrame) -> str:
+    """"2 × NVIDIA H100 80GB HBM3 of one host of 32 cores": the most GPUs a run used, and its host."""
+    ok = group[group.status == "ok"]
+    gpus = int(ok.world_size.max()) if len(ok) else 1
+    cores = f" of {int(ok.cpu_count.max())} cores" if len(ok) and ok.cpu_count.notna().any() else ""
+    return f"{gpus} × {', '.join(sorted(set(ok.gpu.dropna()))) or 'CPU'} of one host{cores}"

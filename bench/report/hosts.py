@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 
+from .analysis import FED
 from .formatting import code, plural
 
 SCALE_KEY = ["mode", "stage", "payload", "pipeline", "model", "step", "image_size", "batch_size", "dtype", "cpus"]
@@ -90,6 +91,17 @@ def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return view.sort_values(["mode", "what", "px", "cores / GPU", "GPUs"]), sentences
 
 
+def answer(df: pd.DataFrame, bus: str | None) -> list[str]:
+    """The several-GPU answer of one run (Markdown lines, for the README's hosts block): what it
+    measured at each GPU count (`measured`), where the shared bus binds (`bus`, the summary's
+    sentence) and the prediction's sentences; none without rows of several GPUs."""
+    found = measured(df)
+    said = prediction(df)[1]
+    if not found and not bus and not said:
+        return []
+    return [*(f"- {line}" for line in found), *([f"- {bus}"] if bus else []), *said]
+
+
 def _ring(gpus: int) -> float:
     """Ring all-reduce traffic per GPU, in units of the gradients' size."""
     return 2 * (gpus - 1) / gpus
@@ -155,9 +167,10 @@ def prediction(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         bound = rows[rows.binds == "input"]
         if len(bound):
             first = bound.iloc[0]
-            sentences.append(f"  - {code(pipeline)} with {code(model)}: input-bound from {plural(int(first.gpus), 'GPU')} "
-                             f"per host ({first.feed:,.0f} img/s per GPU on {int(first.cores)} cores, the step "
-                             f"{first.step_rate:,.0f}).")
+            when = (f"already at {plural(int(first.gpus), 'GPU')} per host, the fewest predicted"
+                    if first.gpus == rows.gpus.min() else f"from {plural(int(first.gpus), 'GPU')} per host")
+            sentences.append(f"  - {code(pipeline)} with {code(model)}: input-bound {when} ({first.feed:,.0f} img/s "
+                             f"per GPU on {int(first.cores)} cores, the step {first.step_rate:,.0f}).")
         else:
             sentences.append(f"  - {code(pipeline)} with {code(model)}: the step binds up to "
                              f"{plural(int(rows.gpus.max()), 'GPU')} per host; the input keeps up.")
@@ -165,4 +178,60 @@ def prediction(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     if len(checked):
         sentences.append("- Error on the GPU counts measured: " + ", ".join(
             f"{code(r.pipeline)} {r.gpus} GPUs {r.predicted / r.measured - 1:+.0%}" for r in checked.itertuples()) + ".")
+    sentences += _short_of_the_input(ok, checked)
     return view, sentences
+
+
+def _short_of_the_input(ok: pd.DataFrame, checked: pd.DataFrame) -> list[str]:
+    """Where the input binds and the measured job fell short of the prediction beyond its spread
+    (the prediction above every process's median), how that job's ranks compare with the same ranks
+    loader-only at once, at the same cores: what coupling the ranks in the DDP step costs."""
+    short = []
+    for r in checked[checked.binds == "input"].itertuples():
+        cell = (ok.pipeline == r.pipeline) & (ok.image_size == r.size) & (ok.cpus == r.cores) & (ok.world_size == r.gpus)
+        e2e = ok[cell & (ok["mode"] == "e2e") & (ok.model == r.model) & (ok.step == r.step)]
+        if r.predicted <= e2e.groupby("process").per_gpu.median().max():
+            continue
+        loader = ok[cell & (ok["mode"] == "loader")].per_gpu.median()
+        short.append(f"{code(r.pipeline)} at {plural(int(r.gpus), 'GPU')}: e2e {r.measured:,.0f} per GPU, "
+                     + ("no loader-only rows at that count" if pd.isna(loader) else
+                        f"{r.measured / loader:.0%} of the {loader:,.0f} its ranks delivered loader-only at once"))
+    if not short:
+        return []
+    return ["- Where the input binds, the measured job fell short of the prediction beyond the spread of its "
+            "processes: " + "; ".join(short) + ". The prediction takes each rank to feed its GPU as a rank "
+            "alone does; in the DDP job, whose every step waits for every rank's batch, they fed it less: read "
+            "its input-bound rows as upper bounds."]
+
+
+def measured(df: pd.DataFrame) -> list[str]:
+    """Per model, step kind, image size and cores per GPU run on several GPU counts: the per-GPU
+    model-only and e2e img/s (medians) at each count, and at the largest which pipelines the step
+    sets the pace of (e2e at least FED of model-only there) and which the input holds back."""
+    ok = df[(df.status == "ok") & (df["rank"] == 0) & (df.parallel != "dp") & df["mode"].isin(["model", "e2e"])].copy()
+    ok["per_gpu"] = ok.world_img_per_s / ok.world_size
+    rates = ok.groupby([*SETTING, "cpus", "mode", "pipeline", "world_size"]).per_gpu.median()
+    lines = []
+    for (model, step, size, batch, dtype, cores), cell in rates.groupby(level=[*SETTING, "cpus"]):
+        cell = cell.droplevel([*SETTING, "cpus"])
+        if "model" not in cell.index.get_level_values("mode") or cell.index.get_level_values("world_size").nunique() < 2:
+            continue
+        alone = cell.loc["model"].droplevel("pipeline")
+        counts = sorted(alone.index)
+        most = counts[-1]
+        listed = [f"model-only {' / '.join(f'{alone[n]:,.0f}' for n in counts)}"]
+        fed, bound = [], []
+        e2e = cell.loc["e2e"] if "e2e" in cell.index.get_level_values("mode") else pd.Series(dtype=float)
+        for pipeline, runs in e2e.groupby(level="pipeline", sort=False):
+            runs = runs.droplevel("pipeline")
+            if not set(counts) <= set(runs.index):
+                continue
+            listed.append(f"{code(pipeline)} {' / '.join(f'{runs[n]:,.0f}' for n in counts)}")
+            (fed if runs[most] >= FED * alone[most] else bound).append(code(pipeline))
+        if len(listed) < 2:
+            continue
+        lines.append(f"With {cores} cores per GPU, {code(model)} ({step} step, {size} px, batch {batch}) per GPU at "
+                     f"{' / '.join(str(n) for n in counts)} GPUs (img/s, medians): " + "; ".join(listed)
+                     + f". At {plural(most, 'GPU')} the step sets the pace of " + (", ".join(fed) or "none")
+                     + f" (e2e at least {FED:.0%} of model-only); the input holds back " + (", ".join(bound) or "none") + ".")
+    return lines

@@ -37,23 +37,35 @@ def bus_sentence(c: pd.DataFrame) -> str | None:
     models = c[c["mode"] == "model"]
     if copies.empty or models.empty:
         return None
-    parts, binds = [], []
+    parts, binds, alone = [], [], []
     for size, rows in copies.groupby("image_size"):
         rates = ", ".join(f"{r.payload} {speed_text(r.img_per_s)} ({r.stage.removeprefix('h2d-')})"
                           for r in rows.sort_values(["payload", "stage"], ascending=[False, False]).itertuples())
         fast = models[models.image_size == size]
         if fast.empty:
             parts.append(f"{size} px: {rates} img/s")
+            alone.append(size)
             continue
         top = fast.loc[fast.img_per_s.idxmax()]
         slower = rows[rows.img_per_s < top.img_per_s]
         binds += [f"{r.payload} {r.stage.removeprefix('h2d-')} at {size} px" for r in slower.itertuples()]
         parts.append(f"{size} px: {rates} img/s, against the fastest step measured there, {code(top.model)} "
                      f"{top.step} at {speed_text(top.img_per_s)} img/s")
-    verdict = ("it binds only for " + ", ".join(binds) if binds else
-               "it binds nowhere measured: every copy is faster than every model step at its size")
+    verdict = _bus_verdict(binds, alone, copies.image_size.nunique(), "it binds only for ",
+                           "every copy is faster than every model step at its size")
     return ("**Host transfer**: one GPU's host-to-device copies (the bus alone) move " + "; ".join(parts)
             + f" — {verdict}.")
+
+
+def _bus_verdict(binds: list[str], alone: list[int], sizes: int, bound: str, nowhere: str) -> str:
+    """Where copies bind (`binds`), else that they bind nowhere measured; the image sizes `alone`
+    had no model step to compare with, and are named as such."""
+    unmeasured = f"no model step ran at {' and '.join(f'{s} px' for s in alone)} to compare with"
+    if binds:
+        return bound + ", ".join(binds) + (f" ({unmeasured})" if alone else "")
+    if len(alone) == sizes:
+        return unmeasured
+    return f"it binds nowhere measured: {nowhere}" + (f" ({unmeasured})" if alone else "")
 
 
 def gpus_sentence(group: pd.DataFrame, c: pd.DataFrame) -> str | None:
@@ -66,6 +78,7 @@ def gpus_sentence(group: pd.DataFrame, c: pd.DataFrame) -> str | None:
     copies = copies.assign(per_gpu=copies.world_img_per_s / copies.world_size)   # load(): the rank's rate alone
     models = c[c["mode"] == "model"]
     parts, binds = [], []
+    alone = sorted({int(s) for s in copies.image_size} - {int(s) for s in models.image_size})
     for (size, payload, stage), rows in copies.groupby(["image_size", "payload", "stage"], sort=True):
         per = rows.groupby("world_size").per_gpu.median()
         parts.append(f"{payload} {stage.removeprefix('h2d-')} {size} px "
@@ -76,8 +89,8 @@ def gpus_sentence(group: pd.DataFrame, c: pd.DataFrame) -> str | None:
             short_of = per[per < top]
             if len(short_of):
                 binds.append(f"{payload} {stage.removeprefix('h2d-')} at {size} px from {plural(int(short_of.index[0]), 'GPU')}")
-    verdict = ("it binds for " + ", ".join(binds) if binds else
-               "it binds nowhere measured: every per-GPU copy rate stays above the fastest model step at its size")
+    verdict = _bus_verdict(binds, alone, copies.image_size.nunique(), "it binds for ",
+                           "every per-GPU copy rate stays above the fastest model step at its size")
     return ("**Several GPUs of one host** copying at once, per GPU (img/s): " + "; ".join(parts)
             + f" — {verdict}.")
 
