@@ -13,10 +13,7 @@ event recorded long before and the round's kernel overlaps the training step ins
 between two steps. No per-step host transfer, three launches per round. The airbench /
 hlb-CIFAR10 approach.
 
-Measured on one H100 (results/2026-11-24-h100-lean-host-paths/, one run, 32 px, batch 512,
-bf16, medians of 2 processes): loader ceiling 4.2M-4.5M img/s at 16, 8, 4 and 2 cores, at about
-0.0003 CPU seconds per 1,000 images; the compiled ResNet-9 w0.25 step trains at 99.9 % (16 cores)
-and 99.3 % (2 cores) of its model-only rate end to end.
+Measured rates: the results folders (results/README.md lists them), never here.
 
 Stream safety: the stream and the device copies are made once in `__init__` (synchronized there).
 Everything an epoch allocates is allocated and used on the side stream; each round's tensors are

@@ -263,7 +263,9 @@ def test_the_summary_is_short_has_every_part_and_nothing_not_measured(tmp_path):
     text = "\n".join(block)
     assert len(block) <= 25 and "not measured" not in text
     assert "**Host transfer**" in text and "it binds nowhere measured" in text
-    assert "| 500k img/s" in text and "| 16 cores" in text and "| 4 cores" in text
+    row = next(line for line in block if line.startswith("| `resnet18`"))
+    assert "measured end to end at 32 px" in text and [c.strip() for c in row.split("|")[1:-1]] == [
+        "`resnet18` compile (73k)", "`resident` ×2.2"]
     assert "**224-px images**" in text and "**Time to accuracy**" in text and "![loader ceiling by CPU cores" in text
     assert "(out/REPORT.md)" in text   # links made relative to the README
     again = readme.read_text()
@@ -396,6 +398,21 @@ def test_the_readme_s_several_gpu_block_says_what_each_gpu_count_measured_and_pr
     assert not (tmp_path / "fresh").exists()
 
 
+def test_the_large_image_line_shows_lower_bounds_and_calls_none_short_on_one():
+    """A "≥" ceiling (no busy level slowed the pipeline) below the model proves no shortfall: it is
+    shown with its sign and named undecided; a measured ceiling below the model is short."""
+    model = pd.DataFrame([dict(mode="model", image_size=224, img_per_s=4_000, model="m", step="eager")])
+    cap = pd.DataFrame([dict(image_size=224, cpus=16, pipeline=p, img_per_s=rate, bound=bound)
+                        for p, rate, bound in (("fast", 8_000, ""), ("low", 3_000, "≥ "), ("slow", 3_000, ""))])
+    text = report_summary.jpeg_sentence(model, cap)
+    assert "`low` ≥ 3k" in text and text.endswith(
+        "— all others keep it fed except `slow` with 16 cores (75.0%); undecided (a lower bound below the model): "
+        "`low` with 16 cores.")
+    text = report_summary.jpeg_sentence(model, cap[cap.pipeline != "slow"])
+    assert text.endswith("— all others keep it fed; undecided (a lower bound below the model): `low` with 16 cores.")
+    assert report_summary.jpeg_sentence(model, cap[cap.pipeline == "fast"]).endswith("— all keep it fed.")
+
+
 def test_the_bus_verdict_names_the_image_sizes_no_model_ran_at():
     def copies(*sizes):
         return [dict(mode="copy", image_size=s, payload="uint8", stage="h2d-pinned", img_per_s=1e6) for s in sizes]
@@ -421,6 +438,60 @@ def test_the_prediction_needs_one_gpu_rows_and_never_predicts_a_step_faster_than
                    image_size=32, batch_size=512, dtype="bfloat16") for cpus, rate in ((16, 1e6), (8, 1e6), (4, 1e6))]
     view = hosts.prediction(report.load([write(tmp_path, faster, name="faster")]))[0]
     assert view.set_index("GPUs / host")["model per GPU"].to_dict() == {2: "300,000", 4: "≈100,000", 8: "≈100,000"}
+
+
+def test_the_summary_table_is_measured_end_to_end_and_every_cell_holds_against_its_rows(tmp_path):
+    """Two models x two CPU budgets of e2e rows (2 processes each); every cell recomputed from the
+    rows: a pipeline named is at least 95% of model-only, "any" only where every pipeline is, ×N is
+    the fastest named pipeline's e2e over `dataloader`'s, "none" names the fastest's share."""
+    e2e = {("big", 16): {"dataloader": 97_000, "prefetch": 99_000, "dali": 90_000},   # dataloader fed, dali not
+           ("big", 4): {"dataloader": 50_000, "prefetch": 94_000, "dali": 96_000, "resident": 99_500},  # prefetch: 94%
+           ("small", 16): {"dataloader": 9_900, "resident": 9_950},                    # all fed: any
+           ("small", 4): {"dataloader": 4_000, "resident": 8_000}}                     # none fed
+    speed = {"big": 100_000, "small": 10_000}
+    cost = {"dataloader": 0.2, "dali": 0.1, "prefetch": 0.01, "resident": 0.001}
+    rows = []
+    for (model, cpus), rates in e2e.items():
+        rows += processes("model", "none", [[speed[model]]] * 2, model=model, step="compile", cpus=cpus)
+        for name, rate in rates.items():
+            rows += processes("e2e", name, [[rate]] * 2, model=model, step="compile", cpus=cpus,
+                              cpu_s_per_kimg=cost[name], pipeline_cpu_s_per_kimg=cost[name])
+    rows += processes("model", "none", [[200_000]] * 2, model="alone", step="compile", cpus=16)
+    rows += processes("e2e", "resident", [[199_000]] * 2, model="alone", step="compile", cpus=16)
+    report.write([write(tmp_path, rows)], tmp_path / "out")
+    text = (tmp_path / "out" / "SUMMARY.md").read_text()
+    table = [line for line in text.splitlines() if line.startswith("| `")]
+    assert [line.split("|")[1].strip() for line in table] == [
+        "`alone` compile (200k)", "`big` compile (100k)", "`small` compile (10k)"]   # fastest model first
+    cells = {(line.split("|")[1].split("`")[1], cpus): cell.strip()
+             for line in table for cpus, cell in zip((16, 4), line.split("|")[2:4])}
+    assert cells[("alone", 4)] == "—"   # never run with 4 cores
+    for (model, cpus), rates in e2e.items():   # the independent recomputation
+        cell = cells[(model, cpus)]
+        share = {name: rate / speed[model] for name, rate in rates.items()}
+        fed = [name for name in sorted(rates, key=cost.get) if share[name] >= 0.95]
+        if cell == "any (`dataloader` too)":
+            assert min(share.values()) >= 0.95
+        elif cell.startswith("none"):
+            best = max(rates, key=rates.get)
+            assert not fed and cell == f"none (fastest `{best}` {share[best]:.1%})"
+        else:
+            names, _, gain = cell.partition(" ×")
+            assert names.split(", ") == [f"`{name}`" for name in fed] and min(share.values()) < 0.95
+            if gain:
+                assert share["dataloader"] < 0.95
+                assert float(gain) == round(max(rates[name] for name in fed) / rates["dataloader"], 1)
+    assert cells[("big", 16)] == "`prefetch`, `dataloader`" and cells[("big", 4)] == "`resident`, `dali` ×2.0"
+
+
+def test_without_e2e_rows_the_summary_table_is_predicted_from_loader_ceilings_and_says_so(tmp_path):
+    rows = [*processes("model", "none", [[330_000], [330_000]], model="m", step="compile")]
+    for name, rate in (("dataloader", 33_000), ("resident", 3e6)):
+        rows += processes("loader", name, [[rate], [rate]], cpu_s_per_kimg=0.1)
+    report.write([write(tmp_path, rows)], tmp_path / "out")
+    text = (tmp_path / "out" / "SUMMARY.md").read_text()
+    assert "predicted from loader ceilings (no model ran with a pipeline here)" in text and "| 500k img/s" in text
+    assert "measured end to end" not in text
 
 
 @pytest.mark.parametrize("model,dataloader,expected", [

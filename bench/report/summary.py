@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .analysis import FED, SETTING, RunView, at_setting
+from .analysis import ABOVE, FED, SETTING, STEP_ORDER, TOO_FEW, RunView, at_setting
 from .answers import baseline
 from .formatting import code, escape, pct, plural, table
 from .sections import trained
@@ -141,6 +141,48 @@ def which_table(cap: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def measured_table(s: pd.DataFrame) -> pd.DataFrame:
+    """Model x CPU cores per GPU from one setting's e2e situations alone (`situations`, no loader
+    reads): rows the models, fastest model-only first, each with its model-only rate at the most
+    cores; per cell the pipelines fed (verdict "fed": e2e at least FED of model-only), the cheapest
+    in CPU time first, and ×N, the fastest of them over `dataloader`, both e2e; "any (`dataloader`
+    too)" only where every pipeline measured there is fed; "—" where the model did not run with
+    those cores. One step kind per model: the last of STEP_ORDER it ran with; loss never read."""
+    s = s[s.sync_every.fillna(0) == 0]
+    s = s[s.step == s.groupby("model").step.transform(lambda k: max(k, key=STEP_ORDER.index))]
+    if s.empty:
+        return pd.DataFrame()
+    cores = sorted(s.cpus.unique(), reverse=True)
+    speed = s.sort_values("cpus").groupby("model").model_rate.last()   # at the most cores it ran with
+    found = []
+    for model in speed.sort_values(ascending=False).index:
+        first = s[s.model == model].iloc[0]
+        row = {"model (model-only img/s)": f"{code(model)} {first.step} ({speed_text(speed[model])})"}
+        for cpus in cores:
+            here = s[(s.model == model) & (s.cpus == cpus)]
+            row[f"{int(cpus)} cores"] = measured_cell(here) if len(here) else "—"
+        found.append(row)
+    return pd.DataFrame(found)
+
+
+def measured_cell(here: pd.DataFrame) -> str:
+    """One cell of `measured_table`: one model's e2e situations at one CPU budget."""
+    usable = here[~here.verdict.isin([TOO_FEW, ABOVE])]
+    if usable.empty:
+        return "too few measurements" if (here.verdict == TOO_FEW).any() else "e2e above model-only"
+    fed = usable[usable.verdict == "fed"].assign(cost=lambda d: d.cpu_pipe.fillna(d.cpu)).sort_values("cost")
+    base = baseline(usable)
+    if len(fed) == len(here):
+        return "any (`dataloader` too)" if base is not None else "all measured: " + ", ".join(code(short(p)) for p in fed.pipeline)
+    if fed.empty:
+        best = usable.loc[usable.img_per_s.idxmax()]
+        return f"none (fastest {code(short(best.pipeline))} {pct(best.share)})"
+    names = ", ".join(code(short(p)) for p in fed.pipeline[:SHOWN]) + (f" +{len(fed) - SHOWN}" if len(fed) > SHOWN else "")
+    if base is None or base.verdict == "fed":
+        return names
+    return names + f" ×{fed.img_per_s.max() / base.img_per_s:.1f}"
+
+
 def jpeg_sentence(c: pd.DataFrame, cap: pd.DataFrame) -> str | None:
     """The loader ceilings (`cap`) at the largest image size measured (JPEG decoders and raw pixels)
     against the model measured there."""
@@ -157,13 +199,20 @@ def jpeg_sentence(c: pd.DataFrame, cap: pd.DataFrame) -> str | None:
     parts = []
     for cpus in sorted(large.cpus.unique(), reverse=True):
         here = large[large.cpus == cpus].sort_values("img_per_s", ascending=False)
-        parts.append(f"with {int(cpus)} cores " + ", ".join(f"{code(short(r.pipeline))} {speed_text(r.img_per_s)}"
+        parts.append(f"with {int(cpus)} cores " + ", ".join(f"{code(short(r.pipeline))} {r.bound}{speed_text(r.img_per_s)}"
                                                           for r in here.itertuples()))
-    short_of = large[large.img_per_s < FED * m.img_per_s]
+    below = large.img_per_s < FED * m.img_per_s
+    undecided = large[below & (large.bound != "")]   # a lower bound ("≥") below the model proves no shortfall
+    short_of, large = large[below & (large.bound == "")], large[~below | (large.bound == "")]
     missing = ", ".join(f"{code(short(r.pipeline))} with {int(r.cpus)} cores ({pct(r.img_per_s / m.img_per_s)})"
                         for r in short_of.itertuples())
-    verdict = ("all keep it fed" if short_of.empty else "none keeps it fed" if len(short_of) == len(large)
-               else f"all keep it fed except {missing}")
+    others = " others" if len(undecided) else ""
+    verdict = ("" if large.empty else f"all{others} keep it fed" if short_of.empty else
+               ("none of the others keeps it fed" if others else "none keeps it fed") if len(short_of) == len(large)
+               else f"all{others} keep it fed except {missing}")
+    if len(undecided):   # "≥ x": no busy level slowed it, and x is below the model: not measured far enough
+        verdict += ("; " if verdict else "") + "undecided (a lower bound below the model): " + ", ".join(
+            f"{code(short(r.pipeline))} with {int(r.cpus)} cores" for r in undecided.itertuples())
     return (f"**{size}-px images**: {code(m.model)} ({m.step} step) trains at {speed_text(m.img_per_s)} img/s; "
             "loader ceilings (img/s) " + "; ".join(parts) + f" — {verdict}.")
 
@@ -196,13 +245,22 @@ def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: d
     sentence = bus_sentence(c)
     if sentence:
         lines += ["", sentence]
-    main = cap[cap.image_size == cap.image_size.min()] if len(cap) else cap   # the smallest images: CIFAR's own
-    if len(main):
+    s = view.situations
+    trained_main = s[s.image_size == s.image_size.min()] if len(s) else s   # the smallest images: CIFAR's own
+    main = cap[cap.image_size == cap.image_size.min()] if len(cap) else cap
+    if len(trained_main):
+        setting = tuple(trained_main.iloc[0][SETTING])
+        lines += ["", f"**Which pipeline keeps your model fed**, measured end to end at {int(setting[0])} px (batch "
+                  f"{int(setting[1])}): per model (its model-only img/s) and CPU cores per GPU, the pipelines whose "
+                  f"e2e rate is at least {FED:.0%} of model-only (medians), cheapest in CPU time first (+N: N more "
+                  "in the report), and ×N: the fastest of them over `dataloader`, both end to end:", "",
+                  table(measured_table(at_setting(trained_main, setting)))]
+    elif len(main):
         setting = tuple(main.iloc[0][SETTING])
-        lines += ["", f"**Which pipeline keeps a model fed** at {int(setting[0])} px (batch {int(setting[1])}): the pipelines "
-                  "whose loader ceiling "
+        lines += ["", f"**Which pipeline keeps a model fed** at {int(setting[0])} px (batch {int(setting[1])}), predicted "
+                  "from loader ceilings (no model ran with a pipeline here): the pipelines whose loader ceiling "
                   f"is at least {FED:.0%} of the model's speed, cheapest in CPU time first (+N: N more in the report), "
-                  "and how much faster than `dataloader` the model then trains:", "",
+                  "and how much faster than `dataloader` the model would then train:", "",
                   table(which_table(at_setting(cap, setting), at_setting(c[c["mode"] == "model"], setting)))]
     for sentence in (jpeg_sentence(c, cap), accuracy_sentence(view.rows), gpus_sentence(group, c)):
         if sentence:
