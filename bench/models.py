@@ -6,6 +6,9 @@ Built in:
 - `resnet9`: the DAWNBench / airbench-style ResNet-9 (Myrtle.ai), a few times cheaper.
   `resnet9-w<F>` scales its widths by F (e.g. `resnet9-w0.25`, `resnet9-w2`): the compute knob
   that moves model-only throughput continuously, to find where each pipeline stops keeping up.
+- `vit-s4`, `vit-b4`: torchvision's VisionTransformer at ViT-S and ViT-B sizes (12 layers; 384 and
+  768 wide) on 4x4 patches of a 32x32 image (64 tokens): a transformer at CIFAR's size, for
+  32-px images only.
 
 The user's own (a "model spec"):
 - `torchvision:<name>`: any classification builder of `torchvision.models` (e.g.
@@ -31,7 +34,8 @@ from torchvision.models import resnet18 as tv_resnet18
 
 from pipelines.config import NUM_CLASSES
 
-BUILT_IN = ("resnet18", "resnet9", "resnet9-w<F>")
+BUILT_IN = ("resnet18", "resnet9", "resnet9-w<F>", "vit-s4", "vit-b4")
+VITS = {"vit-s4": (384, 6), "vit-b4": (768, 12)}   # width, heads; 12 layers, MLP 4x wide, 4x4 patches
 _WIDTH = re.compile(r"resnet9-w(\d+(?:\.\d+)?)")
 
 
@@ -66,6 +70,12 @@ def resnet18(num_classes: int = NUM_CLASSES) -> nn.Module:
     return model
 
 
+def vit(width: int, heads: int, num_classes: int = NUM_CLASSES) -> nn.Module:
+    from torchvision.models import VisionTransformer
+    return VisionTransformer(image_size=32, patch_size=4, num_layers=12, num_heads=heads, hidden_dim=width,
+                             mlp_dim=4 * width, num_classes=num_classes)
+
+
 def _user_callable(target: str, name: str):
     """The callable `name` of a module name or a .py file."""
     if target.endswith(".py"):
@@ -90,6 +100,8 @@ def build_model(spec: str) -> nn.Module:
         return resnet18()
     if spec == "resnet9" or (width and 0 < float(width.group(1)) <= 16):
         return resnet9(width=float(width.group(1)) if width else 1.0)
+    if spec in VITS:
+        return vit(*VITS[spec])
     source, sep, name = spec.rpartition(":")
     if not sep or not source or not name:
         raise ValueError(f"expected {', '.join(BUILT_IN)} (0 < F <= 16), torchvision:<name>, timm:<name>, "
@@ -127,8 +139,11 @@ def check_model(spec: str, image_size: int = 32) -> None:
     gives 2 x 10 logits for 2 images of `image_size` px. User code is checked in a process of its
     own (`bench.plan.check_models`)."""
     model = build_model(spec).eval()
-    with torch.no_grad():
-        out = model(torch.zeros(2, 3, image_size, image_size).normal_(generator=torch.Generator().manual_seed(0)))
+    try:
+        with torch.no_grad():
+            out = model(torch.zeros(2, 3, image_size, image_size).normal_(generator=torch.Generator().manual_seed(0)))
+    except Exception as e:   # a model built for other image sizes (a ViT's patches, say)
+        raise ValueError(f"2 images of {image_size} px: {type(e).__name__}: {e}") from None
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, NUM_CLASSES):
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise ValueError(f"2 images of {image_size} px gave {shape}, expected (2, {NUM_CLASSES}) logits")

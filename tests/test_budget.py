@@ -161,6 +161,13 @@ def test_a_model_from_a_file_and_one_from_torchvision_train_end_to_end(tmp_path,
     assert (df.images == 2 * 8).all() and (df.img_per_s > 0).all() and (df.compile_s > 0).all()
 
 
+def test_the_built_in_vits_give_ten_logits_for_32_px_images():
+    from bench import models
+    for spec, width in (("vit-s4", 384), ("vit-b4", 768)):
+        models.check_model(spec, 32)   # raises unless 2 x 10 logits
+        assert models.build_model(spec).hidden_dim == width
+
+
 @pytest.mark.parametrize("spec,reason", [
     ("torchvision:nope", "torchvision.models has no classification model 'nope'"),
     ("missing.py:build", "no such file: missing.py"),
@@ -169,12 +176,14 @@ def test_a_model_from_a_file_and_one_from_torchvision_train_end_to_end(tmp_path,
     ("{file}:absent", "has no callable 'absent'"),
     ("{file}:failing", "cannot build on two lines"),
     ("resnet9-w0", "expected resnet18, resnet9, resnet9-w<F>"),
+    ("vit-s4", "2 images of 224 px: AssertionError: Wrong image height! Expected 32 but got 224!"),
 ])
 def test_a_bad_model_spec_is_a_one_line_error_naming_it(tmp_path, synthetic_root, model_file, spec, reason):
     spec = spec.format(file=model_file)
+    size = ["--image-size", "224"] if spec.startswith("vit") else []   # a ViT of 32-px patches, asked for 224 px
     with pytest.raises(SystemExit) as refused:
         cli.main(["compare", "--device", "cpu", "--models", spec, "--modes", "model", "--data-root", str(synthetic_root),
-                  "--out", str(tmp_path / "run")])
+                  "--out", str(tmp_path / "run"), *size])
     message = refused.value.code
     assert message.startswith(f"pipebench compare: model {spec!r}: ") and reason in message, message
     assert "\n" not in message and not (tmp_path / "run").exists()

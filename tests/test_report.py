@@ -438,6 +438,10 @@ def test_the_prediction_needs_one_gpu_rows_and_never_predicts_a_step_faster_than
                    image_size=32, batch_size=512, dtype="bfloat16") for cpus, rate in ((16, 1e6), (8, 1e6), (4, 1e6))]
     view = hosts.prediction(report.load([write(tmp_path, faster, name="faster")]))[0]
     assert view.set_index("GPUs / host")["model per GPU"].to_dict() == {2: "300,000", 4: "≈100,000", 8: "≈100,000"}
+    four = [*job("model", "none", 300_000, 1), *job("model", "none", 150_000, 4), *job("e2e", "p", 90_000, 1)]
+    four += [r for r in faster if r["mode"] == "loader"]   # a run of 1 and 4 GPUs: 2 and 8 from the 4-GPU step
+    view = hosts.prediction(report.load([write(tmp_path, four, name="four")]))[0]
+    assert view.set_index("GPUs / host")["model per GPU"].to_dict() == {2: "≈180,000", 4: "150,000", 8: "≈138,462"}
 
 
 def test_the_summary_table_is_measured_end_to_end_and_every_cell_holds_against_its_rows(tmp_path):

@@ -209,7 +209,7 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                    help="copy mode: images copied as uint8 and/or float32 (default: both)")
     p.add_argument("--models", type=_model_list,
                    help="models for model-only, e2e and train: resnet18, resnet9, resnet9-w<F> (width x F, the "
-                        "compute knob), torchvision:<name> (e.g. torchvision:resnet50), timm:<name>, "
+                        "compute knob), vit-s4, vit-b4 (ViTs on 4x4 patches of 32-px images), torchvision:<name> (e.g. torchvision:resnet50), timm:<name>, "
                         "<module>:<callable> or <file.py>:<callable> returning an nn.Module with 10 outputs "
                         "(default: resnet18 on CUDA, resnet9-w0.25 on CPU)")
     p.add_argument("--cpus", type=_int_list,

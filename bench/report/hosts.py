@@ -28,8 +28,8 @@ PREDICTION = """\
 A prediction, not a measurement (`bench/report/hosts.py`): per-GPU e2e img/s with N GPUs in a host
 of H cores, each GPU's rank on H / N of them, from this run's rows:
   - the model's per-GPU rate at N GPUs: model-only at N GPUs where measured; else its per-step time
-    from the one- and two-GPU rows, the all-reduce's part growing with ring all-reduce traffic per
-    GPU, 2(N-1)/N ("≈" marks such a rate);
+    from the one-GPU rows and those of the most GPUs measured, k, the all-reduce's part growing with
+    ring all-reduce traffic per GPU, 2(N-1)/N against k's ("≈" marks such a rate);
   - the pipeline's rate at H / N cores: its one-GPU loader-only rate at that budget (idle GPU);
   - the pipeline's e2e efficiency at one GPU: one-GPU e2e over the lower of its model-only and
     loader-only rates at the e2e's cores (at most 1);
@@ -137,9 +137,10 @@ def prediction(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
             share = host // n
             if n in per_count.index:
                 step_rate, measured_model = per_count[n], True
-            elif 2 in per_count.index:
-                t1, t2 = 1 / per_count[1], 1 / per_count[2]
-                step_rate, measured_model = 1 / (t1 + max(0.0, t2 - t1) * _ring(n) / _ring(2)), False
+            elif per_count.index.max() > 1:   # from the most GPUs measured, k
+                k = per_count.index.max()
+                t1, tk = 1 / per_count[1], 1 / per_count[k]
+                step_rate, measured_model = 1 / (t1 + max(0.0, tk - t1) * _ring(n) / _ring(k)), False
             else:
                 continue
             feed = loader.get((pipeline, share), math.nan)
