@@ -143,7 +143,8 @@ def check_model(spec: str, image_size: int = 32) -> None:
         with torch.no_grad():
             out = model(torch.zeros(2, 3, image_size, image_size).normal_(generator=torch.Generator().manual_seed(0)))
     except Exception as e:   # a model built for other image sizes (a ViT's patches, say)
-        raise ValueError(f"2 images of {image_size} px: {type(e).__name__}: {e}") from None
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise ValueError(f"2 images of {image_size} px: {type(e).__name__}: {first}") from None
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, NUM_CLASSES):
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise ValueError(f"2 images of {image_size} px gave {shape}, expected (2, {NUM_CLASSES}) logits")

@@ -11,7 +11,7 @@ from .. import results
 from .analysis import RULES, load, runs, view_of
 from .answers import answers
 from .formatting import code
-from .hosts import answer as hosts_answer
+from .hosts import answer as hosts_answer, most_gpus
 from .readme import ANSWER, BLOCK_NAMES, HOSTS, SUMMARY, readme_block, update_readme
 from .sections import TIMERS, run_sections
 from .summary import gpus_sentence, summary
@@ -68,15 +68,17 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None, readme
     if readme_hosts is not None:
         name, group = found[0]
         said = hosts_answer(group, gpus_sentence(group, view_of(group).cells))
-        lines = [f"From {code(name)} ([full report](REPORT.md)), {_host(group)}:", "", *said] if said else \
-            [f"From {code(name)}: no answer, it ran on one GPU only ([report](REPORT.md))."]
+        gpus = most_gpus(group)
+        lines = [f"From {code(name)} ([full report](REPORT.md)), {_host(group, gpus)}:", "", *said] if said else \
+            [f"From {code(name)}: no several-GPU answer: " + ("it ran on one GPU only" if gpus == 1 else
+             "no model-only and e2e rows, copies or loader-only rows at several GPU counts to compare")
+             + " ([report](REPORT.md))."]
         update_readme(readme_hosts, lines, Path(os.path.relpath(out, readme_hosts.resolve().parent)).as_posix(), HOSTS)
     return out / "REPORT.md"
 
 
-def _host(group: pd.DataFrame) -> str:
+def _host(group: pd.DataFrame, gpus: int) -> str:
     """"2 × NVIDIA H100 80GB HBM3 of one host of 32 cores": the most GPUs a run used, and its host."""
     ok = group[group.status == "ok"]
-    gpus = int(ok.world_size.max()) if len(ok) else 1
-    cores = f" of {int(ok.cpu_count.max())} cores" if len(ok) and ok.cpu_count.notna().any() else ""
+    cores = f" of {int(ok.cpu_count.max())} cores" if ok.cpu_count.notna().any() else ""
     return f"{gpus} × {', '.join(sorted(set(ok.gpu.dropna()))) or 'CPU'} of one host{cores}"

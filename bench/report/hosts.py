@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from .analysis import FED
+from .analysis import FED, label_variants
 from .formatting import code, plural
 
 SCALE_KEY = ["mode", "stage", "payload", "pipeline", "model", "step", "image_size", "batch_size", "dtype", "cpus"]
@@ -94,12 +94,18 @@ def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 def answer(df: pd.DataFrame, bus: str | None) -> list[str]:
     """The several-GPU answer of one run (Markdown lines, for the README's hosts block): what it
     measured at each GPU count (`measured`), where the shared bus binds (`bus`, the summary's
-    sentence) and the prediction's sentences; none without rows of several GPUs."""
+    sentence, its bold lead dropped) and the prediction's sentences; none without them."""
     found = measured(df)
     said = prediction(df)[1]
-    if not found and not bus and not said:
-        return []
+    if bus:
+        bus = bus.replace("**Several GPUs of one host** copying at once", "The bus, every GPU copying at once", 1)
     return [*(f"- {line}" for line in found), *([f"- {bus}"] if bus else []), *said]
+
+
+def most_gpus(df: pd.DataFrame) -> int:
+    """The most GPUs any ok row of the run used (DDP ranks or DataParallel's devices)."""
+    ok = df[df.status == "ok"]
+    return int(_gpus_used(ok).max()) if len(ok) else 1
 
 
 def _ring(gpus: int) -> float:
@@ -107,18 +113,30 @@ def _ring(gpus: int) -> float:
     return 2 * (gpus - 1) / gpus
 
 
+def _lead_rows(df: pd.DataFrame, keep: pd.Series) -> pd.DataFrame:
+    """Rank 0's ok rows of DDP and one-GPU runs that `keep` selects, loss never read, pipeline
+    variants labelled (`label_variants`), with each row's per-GPU rate (`per_gpu`)."""
+    ok = df[(df.status == "ok") & (df["rank"] == 0) & (df.parallel != "dp") & (df.sync_every.fillna(0) == 0) & keep]
+    ok = label_variants(ok)
+    return ok.assign(per_gpu=ok.world_img_per_s / ok.world_size)
+
+
+def _signed(v: float) -> str:
+    """An error as a whole percentage with its sign; ±0% when it rounds to zero."""
+    text = f"{v:+.0%}"
+    return "±0%" if text in ("+0%", "-0%") else text
+
+
 def prediction(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """PREDICTION, per one-GPU e2e cell of the run and GPU count (PREDICTED_GPUS and every count the
     run measured): the inputs, the predicted per-GPU and job img/s, the measured job rate and the
     error where the run measured that count at H / N cores, and what binds; sentences: per pipeline
     the fewest GPUs per host at which it is predicted input-bound, and the errors."""
-    ok = df[(df.status == "ok") & (df["rank"] == 0) & (df.parallel != "dp")
-            & ((df["mode"].isin(["model", "e2e"])) | ((df["mode"] == "loader") & (df.busy_ms == 0)))].copy()
+    ok = _lead_rows(df, ((df["mode"].isin(["model", "e2e"])) | ((df["mode"] == "loader") & (df.busy_ms == 0))))
     if (ok.empty or ok.world_size.max() <= 1 or not ((ok["mode"] == "e2e") & (ok.world_size == 1)).any()
             or ok.cpu_count.isna().all()):   # no one-GPU e2e row to start from, or no host size
         return pd.DataFrame(), []
     host = int(ok.cpu_count.max())
-    ok["per_gpu"] = ok.world_img_per_s / ok.world_size
     ok["step"] = ok.step.fillna("")   # loader rows have none
     rates = ok.groupby(["mode", *CELL, "cpus", "world_size"]).per_gpu.median()
     counts = sorted({*PREDICTED_GPUS, *ok.world_size.unique()} - {1})
@@ -161,7 +179,7 @@ def prediction(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         "loader per GPU (1 GPU)": frame.feed.map(number), "e2e efficiency": frame.efficiency.map("{:.0%}".format),
         "predicted per GPU": frame.predicted.map(number), "predicted job": (frame.predicted * frame.gpus).map(number),
         "measured job": (frame.measured * frame.gpus).map(number),
-        "error": (frame.predicted / frame.measured - 1).map(lambda v: "—" if pd.isna(v) else f"{v:+.0%}"),
+        "error": (frame.predicted / frame.measured - 1).map(lambda v: "—" if pd.isna(v) else _signed(v)),
         "binds": frame.binds.replace("", "—")})
     sentences = [f"- Host of {host} cores split evenly over its GPUs (a prediction):"]
     for (pipeline, model), rows in frame.dropna(subset=["predicted"]).groupby(["pipeline", "model"], sort=True):
@@ -178,61 +196,72 @@ def prediction(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     checked = frame.dropna(subset=["predicted", "measured"])
     if len(checked):
         sentences.append("- Error on the GPU counts measured: " + ", ".join(
-            f"{code(r.pipeline)} {r.gpus} GPUs {r.predicted / r.measured - 1:+.0%}" for r in checked.itertuples()) + ".")
+            f"{code(r.pipeline)} {r.gpus} GPUs {_signed(r.predicted / r.measured - 1)}" for r in checked.itertuples()) + ".")
     sentences += _short_of_the_input(ok, checked)
     return view, sentences
 
 
 def _short_of_the_input(ok: pd.DataFrame, checked: pd.DataFrame) -> list[str]:
     """Where the input binds and the measured job fell short of the prediction beyond its spread
-    (the prediction above every process's median), how that job's ranks compare with the same ranks
-    loader-only at once, at the same cores: what coupling the ranks in the DDP step costs."""
-    short = []
+    (the prediction above every process's median): whether the job's ranks fed their GPUs less than
+    the same ranks delivered loader-only at once (below every such process's median: the DDP step
+    couples them), or the ranks slowed each other loader-only already."""
+    coupled, crowded = [], []
     for r in checked[checked.binds == "input"].itertuples():
         cell = (ok.pipeline == r.pipeline) & (ok.image_size == r.size) & (ok.cpus == r.cores) & (ok.world_size == r.gpus)
         e2e = ok[cell & (ok["mode"] == "e2e") & (ok.model == r.model) & (ok.step == r.step)]
         if r.predicted <= e2e.groupby("process").per_gpu.median().max():
             continue
-        loader = ok[cell & (ok["mode"] == "loader")].per_gpu.median()
-        short.append(f"{code(r.pipeline)} at {plural(int(r.gpus), 'GPU')}: e2e {r.measured:,.0f} per GPU, "
-                     + ("no loader-only rows at that count" if pd.isna(loader) else
-                        f"{r.measured / loader:.0%} of the {loader:,.0f} its ranks delivered loader-only at once"))
-    if not short:
+        at_once = ok[cell & (ok["mode"] == "loader")]
+        if at_once.empty:
+            crowded.append(f"{code(r.pipeline)} at {plural(int(r.gpus), 'GPU')} (no loader-only rows at that count)")
+            continue
+        text = (f"{code(r.pipeline)} at {plural(int(r.gpus), 'GPU')}: e2e {r.measured:,.0f} per GPU, loader-only "
+                f"{at_once.per_gpu.median():,.0f} per GPU with its ranks at once, {r.feed:,.0f} alone")
+        (coupled if r.measured < at_once.groupby("process").per_gpu.median().min() else crowded).append(text)
+    if not coupled and not crowded:
         return []
-    return ["- Where the input binds, the measured job fell short of the prediction beyond the spread of its "
-            "processes: " + "; ".join(short) + ". The prediction takes each rank to feed its GPU as a rank "
-            "alone does; in the DDP job, whose every step waits for every rank's batch, they fed it less: read "
-            "its input-bound rows as upper bounds."]
+    said = ["- Where the input binds, the measured job fell short of the prediction beyond the spread of its "
+            "processes; the prediction takes each rank to feed its GPU as a rank alone does, so read its "
+            "input-bound rows as upper bounds."]
+    if coupled:
+        said.append("  - Below what the same ranks delivered loader-only at once (a DDP step waits for every "
+                    "rank's batch): " + "; ".join(coupled) + ".")
+    if crowded:
+        said.append("  - Not below what its ranks delivered loader-only at once (the ranks slowed each other "
+                    "without a step, or that was not measured): " + "; ".join(crowded) + ".")
+    return said
 
 
 def measured(df: pd.DataFrame) -> list[str]:
     """Per model, step kind, image size and cores per GPU run on several GPU counts: the per-GPU
-    model-only and e2e img/s (medians) at each count, and at the largest which pipelines the step
-    sets the pace of (e2e at least FED of model-only there) and which the input holds back."""
-    ok = df[(df.status == "ok") & (df["rank"] == 0) & (df.parallel != "dp") & df["mode"].isin(["model", "e2e"])].copy()
-    ok["per_gpu"] = ok.world_img_per_s / ok.world_size
+    model-only and e2e img/s (medians) at each count where both ran (two counts at least), and at
+    the most GPUs which pipelines the step sets the pace of (e2e at least FED of model-only there)
+    and which the input holds back. Loss never read; pipeline variants apart."""
+    ok = _lead_rows(df, df["mode"].isin(["model", "e2e"]))
     rates = ok.groupby([*SETTING, "cpus", "mode", "pipeline", "world_size"]).per_gpu.median()
     lines = []
     for (model, step, size, batch, dtype, cores), cell in rates.groupby(level=[*SETTING, "cpus"]):
         cell = cell.droplevel([*SETTING, "cpus"])
-        if "model" not in cell.index.get_level_values("mode") or cell.index.get_level_values("world_size").nunique() < 2:
+        modes = cell.index.get_level_values("mode")
+        if "model" not in modes or "e2e" not in modes:
             continue
         alone = cell.loc["model"].droplevel("pipeline")
-        counts = sorted(alone.index)
-        most = counts[-1]
-        listed = [f"model-only {' / '.join(f'{alone[n]:,.0f}' for n in counts)}"]
-        fed, bound = [], []
-        e2e = cell.loc["e2e"] if "e2e" in cell.index.get_level_values("mode") else pd.Series(dtype=float)
-        for pipeline, runs in e2e.groupby(level="pipeline", sort=False):
+        by_counts: dict[tuple, list] = {}   # the GPU counts where model-only and a pipeline's e2e both ran
+        for pipeline, runs in cell.loc["e2e"].groupby(level="pipeline", sort=False):
             runs = runs.droplevel("pipeline")
-            if not set(counts) <= set(runs.index):
-                continue
-            listed.append(f"{code(pipeline)} {' / '.join(f'{runs[n]:,.0f}' for n in counts)}")
-            (fed if runs[most] >= FED * alone[most] else bound).append(code(pipeline))
-        if len(listed) < 2:
-            continue
-        lines.append(f"With {cores} cores per GPU, {code(model)} ({step} step, {size} px, batch {batch}) per GPU at "
-                     f"{' / '.join(str(n) for n in counts)} GPUs (img/s, medians): " + "; ".join(listed)
-                     + f". At {plural(most, 'GPU')} the step sets the pace of " + (", ".join(fed) or "none")
-                     + f" (e2e at least {FED:.0%} of model-only); the input holds back " + (", ".join(bound) or "none") + ".")
+            both = tuple(sorted(set(runs.index) & set(alone.index)))
+            if len(both) >= 2:
+                by_counts.setdefault(both, []).append((pipeline, runs))
+        for counts, found in by_counts.items():
+            most = counts[-1]
+            fed = [code(p) for p, runs in found if runs[most] >= FED * alone[most]]
+            bound = [code(p) for p, runs in found if runs[most] < FED * alone[most]]
+            listed = [f"{code(p)} {' / '.join(f'{runs[n]:,.0f}' for n in counts)}" for p, runs in found]
+            lines.append(f"With {int(cores)} cores per GPU, {code(model)} ({step} step, {size} px, batch {batch}) per "
+                         f"GPU at {' / '.join(str(n) for n in counts)} GPUs (img/s, medians): model-only "
+                         f"{' / '.join(f'{alone[n]:,.0f}' for n in counts)}; " + "; ".join(listed)
+                         + f". At {plural(int(most), 'GPU')} the step sets the pace of " + (", ".join(fed) or "none")
+                         + f" (e2e at least {FED:.0%} of model-only); the input holds back "
+                         + (", ".join(bound) or "none") + ".")
     return lines

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .analysis import ABOVE, FED, SETTING, STEP_ORDER, TOO_FEW, RunView, at_setting
-from .answers import baseline
+from .answers import base_name, baseline
 from .formatting import code, escape, pct, plural, table
 from .sections import trained
 
@@ -172,15 +172,19 @@ def measured_cell(here: pd.DataFrame) -> str:
         return "too few measurements" if (here.verdict == TOO_FEW).any() else "e2e above model-only"
     fed = usable[usable.verdict == "fed"].assign(cost=lambda d: d.cpu_pipe.fillna(d.cpu)).sort_values("cost")
     base = baseline(usable)
-    if len(fed) == len(here):
-        return "any (`dataloader` too)" if base is not None else "all measured: " + ", ".join(code(short(p)) for p in fed.pipeline)
+    if len(fed) == len(here) and base is not None:
+        return "any (`dataloader` too)"
     if fed.empty:
         best = usable.loc[usable.img_per_s.idxmax()]
         return f"none (fastest {code(short(best.pipeline))} {pct(best.share)})"
     names = ", ".join(code(short(p)) for p in fed.pipeline[:SHOWN]) + (f" +{len(fed) - SHOWN}" if len(fed) > SHOWN else "")
-    if base is None or base.verdict == "fed":
+    if base is None:
+        return names + " (no `dataloader` here)"
+    if base.verdict == "fed":
         return names
-    return names + f" ×{fed.img_per_s.max() / base.img_per_s:.1f}"
+    several = (usable.pipeline.map(base_name) == "dataloader").sum() > 1   # then say which one ×N is over
+    over = f" over {code(short(base.pipeline))}" if several else ""
+    return names + f" ×{fed.img_per_s.max() / base.img_per_s:.1f}{over}"
 
 
 def jpeg_sentence(c: pd.DataFrame, cap: pd.DataFrame) -> str | None:
@@ -248,17 +252,20 @@ def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: d
     s = view.situations
     trained_main = s[s.image_size == s.image_size.min()] if len(s) else s   # the smallest images: CIFAR's own
     main = cap[cap.image_size == cap.image_size.min()] if len(cap) else cap
+    measured = pd.DataFrame()
     if len(trained_main):
         setting = tuple(trained_main.iloc[0][SETTING])
+        measured = measured_table(at_setting(trained_main, setting))
+    if len(measured):
         lines += ["", f"**Which pipeline keeps your model fed**, measured end to end at {int(setting[0])} px (batch "
                   f"{int(setting[1])}): per model (its model-only img/s) and CPU cores per GPU, the pipelines whose "
                   f"e2e rate is at least {FED:.0%} of model-only (medians), cheapest in CPU time first (+N: N more "
                   "in the report), and ×N: the fastest of them over `dataloader`, both end to end:", "",
-                  table(measured_table(at_setting(trained_main, setting)))]
+                  table(measured)]
     elif len(main):
         setting = tuple(main.iloc[0][SETTING])
         lines += ["", f"**Which pipeline keeps a model fed** at {int(setting[0])} px (batch {int(setting[1])}), predicted "
-                  "from loader ceilings (no model ran with a pipeline here): the pipelines whose loader ceiling "
+                  "from loader ceilings (no e2e row with the loss never read here): the pipelines whose loader ceiling "
                   f"is at least {FED:.0%} of the model's speed, cheapest in CPU time first (+N: N more in the report), "
                   "and how much faster than `dataloader` the model would then train:", "",
                   table(which_table(at_setting(cap, setting), at_setting(c[c["mode"] == "model"], setting)))]
