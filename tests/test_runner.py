@@ -372,6 +372,17 @@ def test_a_config_plan_of_several_grids_runs_each_in_its_own_processes_in_rounds
     assert {(s.pipeline, s.mode, s.cpus, s.config.num_workers) for s in specs} == {("resident", "loader", 1, 1)}
 
 
+@pytest.mark.parametrize("plan", sorted(p.name for p in (Path(__file__).resolve().parents[1] / "bench" / "plans").glob("*.json")))
+def test_every_committed_plan_parses_into_grids_the_command_line_takes(plan):
+    """Each plan in bench/plans: valid JSON whose keys are options, every grid parsed by `pipebench
+    sweep` (its configurations are not expanded here: they ask for more cores and GPUs than CI has)."""
+    parser = cli.build_parser()
+    grids = cli.config_grids(Path(__file__).resolve().parents[1] / "bench" / "plans" / plan, parser)
+    assert grids
+    for tokens in grids:
+        assert parser.parse_args(["sweep", "--out", "x", *tokens]).command == "sweep"
+
+
 def test_a_corrupt_jpeg_names_its_sample():
     files = [b"\xff\xd8 not a jpeg", b"junk", b"junk"]
     jpeg = JpegSet(np.frombuffer(b"".join(files), np.uint8), np.cumsum([0, *map(len, files)]), 90)
