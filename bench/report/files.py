@@ -67,7 +67,7 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None, readme
         update_readme(readme_answer, lines, Path(os.path.relpath(out, readme_answer.resolve().parent)).as_posix(), ANSWER)
     if readme_hosts is not None:
         name, group = found[0]
-        said = hosts_answer(group, gpus_sentence(group, view_of(group).cells))
+        said = hosts_answer(group, gpus_sentence(group, view_of(group).cells, "The bus, every GPU copying at once"))
         gpus = most_gpus(group)
         lines = [f"From {code(name)} ([full report](REPORT.md)), {_host(group, gpus)}:", "", *said] if said else \
             [f"From {code(name)}: no several-GPU answer: " + ("it ran on one GPU only" if gpus == 1 else

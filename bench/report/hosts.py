@@ -93,12 +93,10 @@ def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 def answer(df: pd.DataFrame, bus: str | None) -> list[str]:
     """The several-GPU answer of one run (Markdown lines, for the README's hosts block): what it
-    measured at each GPU count (`measured`), where the shared bus binds (`bus`, the summary's
-    sentence, its bold lead dropped) and the prediction's sentences; none without them."""
+    measured at each GPU count (`measured`), where the shared bus binds (`bus`: the summary's
+    sentence) and the prediction's sentences; none without them."""
     found = measured(df)
     said = prediction(df)[1]
-    if bus:
-        bus = bus.replace("**Several GPUs of one host** copying at once", "The bus, every GPU copying at once", 1)
     return [*(f"- {line}" for line in found), *([f"- {bus}"] if bus else []), *said]
 
 

@@ -68,7 +68,7 @@ def _bus_verdict(binds: list[str], alone: list[int], sizes: int, bound: str, now
     return f"it binds nowhere measured: {nowhere}" + (f" ({unmeasured})" if alone else "")
 
 
-def gpus_sentence(group: pd.DataFrame, c: pd.DataFrame) -> str | None:
+def gpus_sentence(group: pd.DataFrame, c: pd.DataFrame, lead: str = "**Several GPUs of one host** copying at once") -> str | None:
     """Where the host's bus binds with several GPUs copying at once: per payload, copy kind and image
     size, the per-GPU copy rate at each GPU count (the job's rate over its GPUs, median of windows),
     and the fewest GPUs at which it falls below the fastest model step measured at that size."""
@@ -91,7 +91,7 @@ def gpus_sentence(group: pd.DataFrame, c: pd.DataFrame) -> str | None:
                 binds.append(f"{payload} {stage.removeprefix('h2d-')} at {size} px from {plural(int(short_of.index[0]), 'GPU')}")
     verdict = _bus_verdict(binds, alone, copies.image_size.nunique(), "it binds for ",
                            "every per-GPU copy rate stays above the fastest model step at its size")
-    return ("**Several GPUs of one host** copying at once, per GPU (img/s): " + "; ".join(parts)
+    return (f"{lead}, per GPU (img/s): " + "; ".join(parts)
             + f" — {verdict}.")
 
 
