@@ -377,12 +377,13 @@ def test_more_gpus_per_host_are_predicted_from_one_gpu_rows_with_the_error_where
 def test_the_readme_s_several_gpu_block_says_what_each_gpu_count_measured_and_predicts_more(tmp_path):
     """The hosts block (`--readme-hosts`): per-GPU model-only and e2e at 1 and 2 GPUs, which pipelines
     the step sets the pace of at 2 GPUs, then the prediction; a one-GPU run has no such answer."""
-    def job(mode, pipeline, per_gpu, gpus, cpus=16, **extra):
+    def job(mode, pipeline, per_gpu, gpus, cpus=16, processes=2, **extra):
         return [row(mode, pipeline, per_gpu, world_size=gpus, rank=r, world_img_per_s=per_gpu * gpus, cpus=cpus,
-                    cpu_count=32, gpu="H", parallel="ddp" if gpus > 1 and mode != "loader" else "none", **extra)
-                for r in range(gpus)]
+                    cpu_count=32, gpu="H", parallel="ddp" if gpus > 1 and mode != "loader" else "none", process=p,
+                    **extra) for p in range(processes) for r in range(gpus)]
     trained = dict(model="m", step="compile")
     rows = [*job("model", "none", 300_000, 1, **trained), *job("model", "none", 200_000, 2, **trained),
+            *job("e2e", "lone", 299_000, 1, **trained), *job("e2e", "lone", 199_000, 2, processes=1, **trained),
             *job("e2e", "fast", 299_000, 1, **trained), *job("e2e", "fast", 195_000, 2, **trained),
             *job("e2e", "near", 290_000, 1, **trained), *job("e2e", "near", 184_000, 2, **trained),   # 92%
             *job("e2e", "fast", 100_000, 2, sync_every=1, **trained),   # reading the loss: another situation
@@ -396,9 +397,10 @@ def test_the_readme_s_several_gpu_block_says_what_each_gpu_count_measured_and_pr
     block = readme.read_text().split(report.HOSTS_START)[1].split(report.HOSTS_END)[0].strip().splitlines()
     assert block[0] == "From `run` ([full report](out/REPORT.md)), 2 × H of one host of 32 cores:"
     assert block[2] == ("- With 16 cores per GPU, `m` (compile step, 32 px, batch 512) per GPU at 1 / 2 GPUs (img/s, "
-                        "medians): model-only 300,000 / 200,000; `fast` 299,000 / 195,000; `near` 290,000 / 184,000; "
-                        "`slow` 90,000 / 80,000. At 2 GPUs the step sets the pace of `fast` (e2e at least 95% of "
-                        "model-only); the input holds back `near`, `slow`.")
+                        "medians): model-only 300,000 / 200,000; `fast` 299,000 / 195,000; `lone` 299,000 / 199,000; "
+                        "`near` 290,000 / 184,000; `slow` 90,000 / 80,000. At 2 GPUs the step sets the pace of `fast` "
+                        "(e2e at least 95% of model-only); the input holds back `near`, `slow`; too few processes to "
+                        "judge (fewer than 2): `lone`.")
     assert "- Host of 32 cores split evenly over its GPUs (a prediction):" in block
     assert "  - `fast` with `m`: the step binds up to 8 GPUs per host; the input keeps up." in block
     assert readme.read_text().endswith(f"{report.HOSTS_END}\nrest\n")

@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 
+from ..plan import MIN_PROCESSES
 from .analysis import FED, label_variants
 from .formatting import code, plural
 
@@ -237,9 +238,12 @@ def measured(df: pd.DataFrame) -> list[str]:
     the most GPUs which pipelines the step sets the pace of (e2e at least FED of model-only there)
     and which the input holds back. Loss never read; pipeline variants apart."""
     ok = _lead_rows(df, df["mode"].isin(["model", "e2e"]))
-    rates = ok.groupby([*SETTING, "cpus", "mode", "pipeline", "world_size"]).per_gpu.median()
+    keys = [*SETTING, "cpus", "mode", "pipeline", "world_size"]
+    rates = ok.groupby(keys).per_gpu.median()
+    processes = ok.groupby(keys).process.nunique()
     lines = []
     for (model, step, size, batch, dtype, cores), cell in rates.groupby(level=[*SETTING, "cpus"]):
+        enough = processes.xs((model, step, size, batch, dtype, cores), level=[*SETTING, "cpus"]) >= MIN_PROCESSES
         cell = cell.droplevel([*SETTING, "cpus"])
         modes = cell.index.get_level_values("mode")
         if "model" not in modes or "e2e" not in modes:
@@ -253,13 +257,17 @@ def measured(df: pd.DataFrame) -> list[str]:
                 by_counts.setdefault(both, []).append((pipeline, runs))
         for counts, found in by_counts.items():
             most = counts[-1]
-            fed = [code(p) for p, runs in found if runs[most] >= FED * alone[most]]
-            bound = [code(p) for p, runs in found if runs[most] < FED * alone[most]]
+            judged = [(p, runs) for p, runs in found if enough["model", "none", most] and enough["e2e", p, most]]
+            fed = [code(p) for p, runs in judged if runs[most] >= FED * alone[most]]
+            bound = [code(p) for p, runs in judged if runs[most] < FED * alone[most]]
+            thin = [code(p) for p, _ in found if p not in {q for q, _ in judged}]
             listed = [f"{code(p)} {' / '.join(f'{runs[n]:,.0f}' for n in counts)}" for p, runs in found]
             lines.append(f"With {int(cores)} cores per GPU, {code(model)} ({step} step, {size} px, batch {batch}) per "
                          f"GPU at {' / '.join(str(n) for n in counts)} GPUs (img/s, medians): model-only "
                          f"{' / '.join(f'{alone[n]:,.0f}' for n in counts)}; " + "; ".join(listed)
                          + f". At {plural(int(most), 'GPU')} the step sets the pace of " + (", ".join(fed) or "none")
                          + f" (e2e at least {FED:.0%} of model-only); the input holds back "
-                         + (", ".join(bound) or "none") + ".")
+                         + (", ".join(bound) or "none")
+                         + (f"; too few processes to judge (fewer than {MIN_PROCESSES}): {', '.join(thin)}" if thin else "")
+                         + ".")
     return lines
