@@ -664,3 +664,16 @@ def test_the_readme_s_blocks_are_their_committed_runs(tmp_path, run, block):
     readme.write_text((repo / "README.md").read_text())
     report.write([repo / run / "results.csv"], tmp_path / run, **{block: readme})
     assert readme.read_text() == (repo / "README.md").read_text()
+
+
+def test_a_model_without_e2e_beside_it_still_gets_its_model_only_rate(tmp_path):
+    rows = (processes("model", "none", [[300_000, 310_000]], model="small", step="compile", compile_s=28.0)
+            + processes("model", "none", [[9_000, 9_100]], model="big", step="compile")
+            + processes("model", "none", [[50_000]], model="fed", step="compile")
+            + processes("e2e", "p", [[49_000]], model="fed", step="compile"))
+    text = report.write([write(tmp_path, rows)], tmp_path / "out").read_text()
+    section = text[text.index("### Model-only steps"):]
+    section = section[:section.index("\n### ")] if "\n### " in section else section
+    assert section.index("`small`") < section.index("`big`")        # fastest first
+    assert "305,000" in section and "| 28 " in section                  # its median and compile seconds
+    assert "`fed`" not in section                                       # shown beside its e2e row instead

@@ -114,6 +114,15 @@ def situation_table(s: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def model_table(models: pd.DataFrame) -> pd.DataFrame:
+    """Model-only cells, fastest first: the step alone and how long its compile took."""
+    rows = [{"model": code(r.model), "step": r.step, "loss read every": int(r.sync_every) or "never",
+             "cores": int(r.cpus), "model-only img/s": rate(r),
+             "compile s": "—" if pd.isna(r.compile) else f"{r.compile:.0f}"}
+            for r in models.sort_values("img_per_s", ascending=False).itertuples()]
+    return pd.DataFrame(rows)
+
+
 def stage_table(c: pd.DataFrame) -> pd.DataFrame:
     stages = c[c["mode"] == "stage"]
     rows = []
@@ -210,6 +219,12 @@ def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slu
                     parts += ["**Loader-only does not hold here:** " + "; ".join(
                         f"{code(r.pipeline)} e2e {r.img_per_s:,.0f} > loader-only {r.loader_text}" for r in above.itertuples())
                         + ".", ""]
+        beside = set(zip(s.model, s.step, s.sync_every, s.cpus)) if len(s) else set()
+        alone = models[[key not in beside for key in zip(models.model, models.step, models.sync_every, models.cpus)]]
+        if len(alone):
+            parts += [f"### Model-only steps — {here}", "",
+                      "The training step alone on batches already on the GPU, for models no e2e row ran beside:", "",
+                      table(model_table(alone)), ""]
         stages = stage_table(at)
         if len(stages):
             parts += [f"### Stage ceilings (img/s) — {here}", "", table(stages), ""]
