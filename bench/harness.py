@@ -60,6 +60,13 @@ as training loops that log do), which drains the GPU's queue each time; 0 never 
 
 The training step and its kinds (eager, graph, compile): `bench.training`.
 
+Several configurations of one process (`Shared`, `--share-process`): model-only and e2e
+configurations of one cell (model, step kind, loss reads, setting, CPU budget) may run one after
+another in one process and share its trainer, built and compiled (or captured) once; each still
+builds, warms up, sizes and times its own pipeline and windows, and the pipeline before it is
+closed and its memory released first. Its first training call (`compile_s`) then only runs a step.
+The rows say which configurations shared a process and in which order (`slot`).
+
 Several GPUs (`RunSpec.parallel`): "ddp" = one process per GPU under torchrun (`bench.distributed`),
 each rank timing its own windows, all starting after a barrier, its pipeline sharded by rank and
 the model in DistributedDataParallel (so the e2e step includes the gradient all-reduce); the
@@ -125,6 +132,7 @@ class RunSpec:
     epochs: int = 0            # train mode: epochs trained
     sync_every: int = 0        # model, e2e: read the loss on the host every N steps (0: never)
     process: int = 0           # which of the configuration's independent processes (not its identity)
+    share: bool = False        # model, e2e: may share a process with the rest of its cell (`Shared`; not its identity)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -173,6 +181,9 @@ class RunSpec:
         if self.sync_every < 0 or (self.sync_every and self.mode not in ("model", "e2e")):
             raise ValueError(f"sync_every={self.sync_every!r}: model and e2e take N >= 0 (read the loss every N "
                              "steps), the other modes 0")
+        if self.share and (self.mode not in ("model", "e2e") or self.parallel != "none"):
+            raise ValueError(f"share=True with mode={self.mode!r}, parallel={self.parallel!r}: only model-only and "
+                             "e2e configurations of one process on one device share a process")
         if self.cpus is not None and self.cpus < 1 or self.process < 0:
             raise ValueError(f"cpus={self.cpus!r}, process={self.process!r}: expected None or >= 1, and >= 0")
 
@@ -342,18 +353,38 @@ def window_steps(spec: RunSpec, unit: int, step_s: float, busy_ms: float = 0.0) 
     return unit * max(1, math.ceil(target / (unit * per_step)))
 
 
-def run(spec: RunSpec) -> Iterator[tuple[dict, Window]]:
+class Shared:
+    """What the configurations run in one process share (module docstring): their trainers, one per
+    model, step kind, precision and memory format, and how many configurations ran before the next."""
+
+    def __init__(self):
+        self.trainers: dict[tuple, Trainer] = {}
+        self.ran = 0
+
+    def trainer(self, spec: RunSpec, device: torch.device) -> Trainer:
+        key = (spec.model, spec.step, spec.config.dtype, spec.config.channels_last, spec.parallel, str(device))
+        if key not in self.trainers:
+            self.trainers[key] = Trainer(spec.model, device, spec.config.dtype, spec.config.channels_last,
+                                         parallel=spec.parallel, step=spec.step)
+        return self.trainers[key]
+
+
+def run(spec: RunSpec, shared: Shared | None = None) -> Iterator[tuple[dict, Window]]:
     """Measure one spec, yielding (facts about the run, Window) after each window so the caller
-    can persist rows as they come. The pipeline is closed however the generator ends."""
+    can persist rows as they come. The pipeline is closed however the generator ends. `shared`: the
+    process runs several configurations that share a trainer (module docstring)."""
     with machine.cpu_budget(spec.cpus, distributed.from_env().local_rank) as cores:
-        yield from _run(spec, cores)
+        yield from _run(spec, cores, shared)
 
 
-def _run(spec: RunSpec, cores: list[int]) -> Iterator[tuple[dict, Window]]:
+def _run(spec: RunSpec, cores: list[int], shared: Shared | None) -> Iterator[tuple[dict, Window]]:
     config = spec.config
     device = resolve_device(config.device)
     facts: dict[str, object] = {"device": str(device), "cpus": len(cores), "cpu_set": machine.cores_text(cores),
                                 "blocking_waits": machine.blocking_waits(device)}
+    if shared is not None:
+        facts["slot"] = shared.ran
+        shared.ran += 1
     monitor = machine.GpuMonitor(device)
     # loader mode's consumers, one per busy level, calibrated before the pipeline and its threads exist
     consumers = {b: Touch(device, BusyStep(device, b) if b else None) for b in spec.busy_ms} \
@@ -389,8 +420,8 @@ def _run(spec: RunSpec, cores: list[int]) -> Iterator[tuple[dict, Window]]:
         elif spec.mode == "loader":
             step = Touch(device)
         else:
-            trainer = Trainer(spec.model, device, config.dtype, config.channels_last, parallel=spec.parallel,
-                              step=spec.step)
+            trainer = shared.trainer(spec, device) if shared is not None else Trainer(
+                spec.model, device, config.dtype, config.channels_last, parallel=spec.parallel, step=spec.step)
             batch = next(batches)
             sync(device)
             t0 = time.perf_counter()

@@ -14,6 +14,12 @@ rounds (A B C ... A B C ...): a machine that drifts shows as a difference betwee
 configuration, not as a difference between pipelines. Within a round the configurations of one
 setting and budget stay together, model-only first, then per pipeline its loader-only, stage, e2e
 and train configurations next to each other.
+
+`shared(specs)` says which configurations run in one process: each alone, except, with
+`--share-process`, the model-only and e2e configurations of one cell (model, step kind, loss reads,
+setting, CPU budget) and round, which run in one process at the place of the first, sharing its
+trainer (`harness.Shared`: startup and compilation paid once), in an order that rotates with the
+round, so none always runs first or after the same other one.
 """
 from __future__ import annotations
 
@@ -108,6 +114,7 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
             config = config.replace(batch_size=config.batch_size * replicas)
         return harness.RunSpec(pipeline, mode, model, config, cpus=cpus,
                                parallel=parallel if mode in ("model", "e2e") else "none",
+                               share=o.share_process and mode in ("model", "e2e") and parallel == "none",
                                repeats=1 if mode == "train" else repeats, **{**timing, **extra})
 
     specs = []
@@ -197,3 +204,18 @@ def rounds(grids: list[tuple[list[harness.RunSpec], int]]) -> list[harness.RunSp
     order = [dataclasses.replace(s, process=r) for r in range(most) for specs, processes in grids if r < processes
              for s in specs]
     return list(dict.fromkeys(order))   # a configuration listed by two grids runs once per round
+
+
+def shared(specs: list[harness.RunSpec]) -> list[list[harness.RunSpec]]:
+    """The configurations each process runs, in order (module docstring): one each, except those
+    marked `share`, which join the others of their cell and round (process index), member k of a
+    cell of n first in its round k mod n."""
+    groups: dict[object, list[harness.RunSpec]] = {}
+    for s in specs:
+        c = s.config
+        cell = (s.process, s.model, s.step, s.sync_every, s.cpus, s.warmup, s.repeats, s.steps, s.min_seconds,
+                c.replace(**{name: PipelineConfig.default(name) for name in pipelines.declared_options()})) \
+            if s.share else s
+        groups.setdefault(cell, []).append(s)
+    return [members[s.process % len(members):] + members[:s.process % len(members)]
+            for members in groups.values() for s in members[:1]]

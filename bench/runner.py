@@ -7,6 +7,11 @@
   seconds, has the child dump every thread's stack (`faulthandler`) into `OUT/timeouts/`, kills the
   whole group (DataLoader workers included) and writes a `timeout` row. A CUDA error that poisons
   a context, a crash or a hang costs one row, not the sweep.
+- **Or several configurations, one process** (`--share-process`, `plan.shared`): model-only and e2e
+  configurations of one cell run one after another in one child, sharing its trainer
+  (`harness.Shared`), each with its deadline counted from the end of the one before. One that
+  fails leaves its row and the child goes on; one that hangs or kills the child leaves its row, and
+  the rest run in a new child.
 - **Exits cost nothing.** A child leaves with `os._exit` right after its last record (no joining of
   library threads, no interpreter finalizers), and the parent then kills its process group, so
   nothing it started outlives it; its rows count.
@@ -211,12 +216,14 @@ def _watch(parent: int) -> None:
     os.killpg(0, signal.SIGKILL)
 
 
-def _child(spec: harness.RunSpec, entry, parent: int, path: list[str], environ: dict, cwd: str, journal: str,
-           stacks: str) -> None:
+def _child(specs: list[harness.RunSpec], entries: dict, parent: int, path: list[str], environ: dict, cwd: str,
+           journal: str, stacks: str) -> None:
     """Child process: its own process group, ended with the pipebench process `parent`; the
     parent's environment, folder and import path now (the forkserver's are from its start), stacks
-    on SIGUSR1, one JSON line per window or failure. One rank of several (`environ` names it, as
-    torchrun would) joins the others' process group first and takes its GPU and shard."""
+    on SIGUSR1, one JSON line per window or failure of each of `specs` (its `member`: the index in
+    `specs`), and one when it ended. Several specs run one after another sharing a trainer
+    (`harness.Shared`); one that fails does not stop the next. One rank of several (`environ` names
+    it, as torchrun would) joins the others' process group first and takes its GPU and shard."""
     os.setsid()
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()
     os.environ.clear()
@@ -227,24 +234,28 @@ def _child(spec: harness.RunSpec, entry, parent: int, path: list[str], environ: 
     dump.flush()
     faulthandler.register(signal.SIGUSR1, file=dump, all_threads=True)
     sys.path[:] = path
-    if entry is not None:   # a pipeline registered at run time in the parent (tests, plug-ins)
-        pipelines._REGISTRY[spec.pipeline] = entry
+    pipelines._REGISTRY.update(entries)   # pipelines registered at run time in the parent (tests, plug-ins)
+    shared = harness.Shared() if len(specs) > 1 else None
     with open(journal, "a") as out:
         def emit(record: dict) -> None:
             out.write(json.dumps(record, default=str) + "\n")
             out.flush()
         emit({"ready": True})   # the deadline starts now
-        try:
-            if spec.config.world_size > 1:
-                world, device = distributed.setup(spec.config.device)
-                spec = dataclasses.replace(spec, config=spec.config.replace(rank=world.rank, device=device))
-            for repeat, (facts, window) in enumerate(harness.run(spec)):
-                emit({"row": results.measured_row(spec, facts, repeat, window)})
-        except workloads.NotApplicable as e:
-            emit({"status": "not-applicable", "error": str(e)})
-        except Exception as e:
-            emit({"status": "error", "error": traceback.format_exc() if os.environ.get("PIPEBENCH_DEBUG")
-                  else f"{type(e).__name__}: {e}"})
+        for member, spec in enumerate(specs):
+            try:
+                if spec.config.world_size > 1:   # one spec (`run_isolated`)
+                    world, device = distributed.setup(spec.config.device)
+                    spec = dataclasses.replace(spec, config=spec.config.replace(rank=world.rank, device=device))
+                for repeat, (facts, window) in enumerate(harness.run(spec, shared)):
+                    emit({"member": member, "row": results.measured_row(spec, facts, repeat, window)})
+            except workloads.NotApplicable as e:
+                emit({"member": member, "status": "not-applicable", "error": str(e)})
+            except Exception as e:
+                emit({"member": member, "status": "error", "error": traceback.format_exc()
+                      if os.environ.get("PIPEBENCH_DEBUG") else f"{type(e).__name__}: {e}"})
+            if shared is not None:   # the next one starts without what this one left
+                harness.release(resolve_device(spec.config.device))
+            emit({"member": member, "ended": True})
         emit({"done": True})
     sys.stdout.flush()
     sys.stderr.flush()
@@ -278,13 +289,15 @@ def rank_environments(ranks: int) -> list[dict[str, str]]:
 
 
 class _Rank:
-    """One process of a configuration, as the parent follows it: its journal's records so far."""
+    """One process of a configuration (or of several run in one process), as the parent follows it:
+    its journal's records so far."""
 
     def __init__(self, process, journal: Path, stacks: Path):
         self.process, self.journal, self.stacks = process, journal, stacks
         self.feed = None
         self.records: list[dict] = []
         self.ready = self.finished = False   # it started measuring; it wrote its last record
+        self.ended = 0   # how many of its configurations it has ended
 
     def read(self, on_row=None) -> None:
         """The journal's new complete lines (a line still being written is read next time)."""
@@ -297,83 +310,112 @@ class _Rank:
             record = json.loads(line)
             self.ready = self.ready or "ready" in record
             self.finished = self.finished or "done" in record
-            if "ready" not in record and "done" not in record:
+            self.ended += "ended" in record
+            if "member" in record and "ended" not in record:
                 self.records.append(record)
                 if "row" in record and on_row is not None:
                     on_row(record["row"])
 
-    @property
-    def failure(self) -> dict | None:
-        return next((r for r in self.records if "status" in r), None)
+    def rows(self, member: int) -> list[dict]:
+        return [r["row"] for r in self.records if r["member"] == member and "row" in r]
+
+    def failure(self, member: int) -> dict | None:
+        return next((r for r in self.records if r["member"] == member and "status" in r), None)
 
 
-def run_isolated(spec: harness.RunSpec, timeout: float, out: Path, on_window=None) -> list[dict]:
-    """Run one configuration in a child process, or in one per rank when it runs on several GPUs
+def run_isolated(specs: list[harness.RunSpec], timeout: float, out: Path, on_window=None,
+                 on_done=None) -> int:
+    """Run configurations in a child process, one after another (several share its trainer:
+    `harness.Shared`), or one configuration in one process per rank when it runs on several GPUs
     (`config.world_size`: the ranks join one process group, as under torchrun, each on its own GPU,
-    shard and cores); returns the rows to commit (every rank's windows, each with the job's rate, or
-    one error / timeout / not-applicable row). One rank that fails ends them all at once: the others
-    would wait in a collective. `on_window(row)` is called as rank 0's windows arrive."""
-    ranks = spec.config.world_size
+    shard and cores). `on_done(spec, rows)` gets each configuration's rows to commit as it ends
+    (every rank's windows, each with the job's rate, or one error / timeout / not-applicable row);
+    returns how many ended: a process that died or ran past the deadline ends the configuration it
+    was running, and the caller runs the rest again. One rank that fails ends them all at once: the
+    others would wait in a collective. `on_window(row)` is called as rank 0's windows arrive."""
+    ranks = specs[0].config.world_size
+    if ranks > 1 and len(specs) > 1:
+        raise ValueError("configurations on several GPUs run one per process")
     with tempfile.TemporaryDirectory(prefix="pipebench-") as tmp:
-        entry = pipelines._REGISTRY.get(spec.pipeline)
+        entries = {s.pipeline: pipelines._REGISTRY[s.pipeline] for s in specs if s.pipeline in pipelines._REGISTRY}
         ctx, children = _context(), []
         for r, extra in enumerate(rank_environments(ranks)):
             journal, stacks = Path(tmp) / f"rows-{r}.jsonl", Path(tmp) / f"stacks-{r}.txt"
             journal.touch()
-            process = ctx.Process(target=_child, args=(spec, entry, os.getpid(), list(sys.path),
+            process = ctx.Process(target=_child, args=(specs, entries, os.getpid(), list(sys.path),
                                                        {**os.environ, **extra}, os.getcwd(), str(journal), str(stacks)))
             children.append(_Rank(process, journal, stacks))
         try:
             for child in children:
                 child.process.start()
-            rows = _follow(spec, children, timeout, out, on_window)
+            return _follow(specs, children, timeout, out, on_window, on_done or (lambda spec, rows: None))
         finally:   # measured, failed, Ctrl-C, a parent-side bug: nothing of the configuration keeps running
             for child in children:
                 if child.process.pid is not None:
                     _kill_group(child.process)
                 if child.feed is not None:
                     child.feed.close()
-        return rows
 
 
-def _follow(spec: harness.RunSpec, children: list[_Rank], timeout: float, out: Path, on_window) -> list[dict]:
-    """Wait for the configuration's processes (`run_isolated`) until every one has written its last
-    record, or one has failed or died, or the deadline passed (STARTUP_S + `timeout` s, then
-    `timeout` s from when every process said it was ready); its rows."""
-    deadline, all_ready = time.monotonic() + STARTUP_S + timeout, False
-    while True:
+def _follow(specs: list[harness.RunSpec], children: list[_Rank], timeout: float, out: Path, on_window,
+            on_done) -> int:
+    """Follow the processes (`run_isolated`): each configuration's rows to `on_done` once every
+    process has ended it; stop when one process has failed (several ranks) or died, or the deadline
+    passed (STARTUP_S + `timeout` s, then `timeout` s from when every process said it was ready, and
+    again from each configuration's end). The number of configurations ended."""
+    deadline, all_ready, done, named = time.monotonic() + STARTUP_S + timeout, False, 0, len(children) > 1
+    while done < len(specs):
         for r, child in enumerate(children):
             child.read(on_window if r == 0 else None)
+        if all(c.ended > done for c in children):
+            on_done(specs[done], _rows(specs[done], done, children, named))
+            done += 1
+            deadline = time.monotonic() + timeout
+            continue
         dead = [r for r, c in enumerate(children) if not (c.finished or c.process.is_alive())]
-        if all(c.finished for c in children) or dead or any(c.failure for c in children):
-            break
+        if dead or (named and any(c.failure(done) for c in children)):
+            for r, child in enumerate(children):
+                child.read(on_window if r == 0 else None)   # what the last poll left unread
+            if all(c.ended > done for c in children):   # it ended the configuration, then died
+                continue
+            on_done(specs[done], [_failed(specs[done], done, children, dead, named)])
+            return done + 1
         if not all_ready and all(c.ready for c in children):
             deadline, all_ready = time.monotonic() + timeout, True
         if time.monotonic() > deadline:
-            return [_timed_out(spec, children, timeout, out)]
+            on_done(specs[done], [_timed_out(specs[done], children, timeout, out)])
+            return done + 1
         time.sleep(POLL_S)   # not a join: a rank that has already exited would make this loop spin
-    named = len(children) > 1
+    return done
+
+
+def _rows(spec: harness.RunSpec, member: int, children: list[_Rank], named: bool) -> list[dict]:
+    """The rows of a configuration every process ended: its windows, else one failure row."""
     for r, child in enumerate(children):
-        child.read(on_window if r == 0 else None)   # what the last poll left unread
-    for r in dead:   # a rank that died is the cause; its peers' errors (a collective's peer gone) follow from it
-        if children[r].failure is None:
-            return [_ended(spec, r, children[r], named)]
-    for r, child in enumerate(children):
-        if child.failure is not None:
-            failure = child.failure
+        failure = child.failure(member)
+        if failure is not None:
             return [results.failed_row(spec, failure["status"], (f"rank {r}: " if named else "") + failure["error"])]
     for r, child in enumerate(children):
-        count = sum("row" in record for record in child.records)
-        if not child.finished or count < spec.repeats:
-            return [_ended(spec, r, child, named)]
-    return job_rows([[record["row"] for record in child.records] for child in children])
+        if len(child.rows(member)) < spec.repeats:
+            return [_ended(spec, member, r, child, named)]
+    return job_rows([child.rows(member) for child in children])
 
 
-def _ended(spec: harness.RunSpec, r: int, child: _Rank, named: bool) -> dict:
+def _failed(spec: harness.RunSpec, member: int, children: list[_Rank], dead: list[int], named: bool) -> dict:
+    """The row of the configuration a process died in, or a rank failed in: a rank that died is the
+    cause; its peers' errors (a collective's peer gone) follow from it."""
+    for r in dead:
+        if children[r].failure(member) is None:
+            return _ended(spec, member, r, children[r], named)
+    r, failure = next((r, c.failure(member)) for r, c in enumerate(children) if c.failure(member) is not None)
+    return results.failed_row(spec, failure["status"], (f"rank {r}: " if named else "") + failure["error"])
+
+
+def _ended(spec: harness.RunSpec, member: int, r: int, child: _Rank, named: bool) -> dict:
     """The error row of a configuration whose process (rank `r`'s) ended before its last record."""
     child.process.join(1.0)
     code = child.process.exitcode
-    count = sum("row" in record for record in child.records)
+    count = len(child.rows(member))
     how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
     return results.failed_row(spec, "error", (f"rank {r}'s" if named else "the configuration's")
                               + f" process ended ({how}) after {count} of {spec.repeats} windows")
@@ -422,13 +464,15 @@ def _kill_group(child) -> None:
     child.join(5)
 
 
-def run_in_process(spec: harness.RunSpec, world: distributed.World, on_window=None) -> list[dict]:
+def run_in_process(spec: harness.RunSpec, world: distributed.World, on_window=None,
+                   shared: harness.Shared | None = None) -> list[dict]:
     """Run one configuration in this process (`--no-isolate`, or every rank of a torchrun job);
     the rows of every rank. A failure becomes one error row, except under torchrun, where it prints
-    the rank and raises: the other ranks may be inside a collective. No deadline here."""
+    the rank and raises: the other ranks may be inside a collective. No deadline here. `shared`:
+    what it shares with the configurations run before it (`harness.Shared`)."""
     rows = []
     try:
-        for repeat, (facts, window) in enumerate(harness.run(spec)):
+        for repeat, (facts, window) in enumerate(harness.run(spec, shared)):
             ranks = distributed.gather((spec, facts, window))
             rows += job_rows([[results.measured_row(s, f, repeat, w)] for s, f, w in ranks])
             if on_window is not None:

@@ -741,3 +741,51 @@ def test_configurations_leaving_by_os_exit_end_a_run_without_a_leaked_semaphore_
                                   timeout=120).stderr for how in ("plain", "runner")}
     assert "leaked semaphore" in stderr["plain"]
     assert "leaked semaphore" not in stderr["runner"] and "Traceback" not in stderr["runner"], stderr["runner"]
+
+
+class Raising(Slow):
+    """Fails as its iterator starts: an exception, its process goes on."""
+    name = "raising"
+
+    def _iterate(self):
+        raise RuntimeError("cannot open the data")
+        yield
+
+
+def test_configurations_sharing_a_process_rotate_and_a_failure_costs_one_row(tmp_path, synthetic_root, monkeypatch):
+    monkeypatch.setitem(pipelines._REGISTRY, "raising", (__name__, "Raising"))
+    monkeypatch.setitem(pipelines._REGISTRY, "crashing", (__name__, "Crashing"))
+    monkeypatch.setenv(PIDS, str(tmp_path / "pids"))
+    code = run(tmp_path, synthetic_root, "--pipelines", "raising,crashing,resident", "--modes", "model,e2e",
+               "--models", "resnet9-w0.25", "--processes", "2", "--share-process", command="sweep")
+    assert code == 1
+    df = pd.read_csv(tmp_path / "run" / "results.csv")
+    name = df.pipeline.where(df["mode"] == "e2e", "model")
+    failed = df[df.status != "ok"]
+    assert sorted(zip(name[failed.index], failed.status)) == [("crashing", "error")] * 2 + [("raising", "error")] * 2
+    assert "cannot open the data" in failed[failed.pipeline == "raising"].error.iloc[0]
+    ok = df[df.status == "ok"].assign(name=name)
+    slots = {(p, n): set(g.slot.fillna(-1)) for (p, n), g in ok.groupby(["process", "name"])}
+    # round 0 runs model, raising, crashing | resident (alone in a new process after the crash: no slot);
+    # round 1 starts one later: raising, crashing | resident, model
+    assert slots == {(0, "model"): {0}, (0, "resident"): {-1}, (1, "resident"): {0}, (1, "model"): {1}}
+    assert (ok.groupby(["process", "name"]).size() == 2).all()   # every window of what ran
+
+
+def test_shared_configurations_in_this_process_share_one_trainer(synthetic_root):
+    config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64, num_workers=1)
+    shared = harness.Shared()
+    specs = [harness.RunSpec("none", "model", "resnet9-w0.25", config, steps=2, warmup=0, repeats=1, share=True),
+             harness.RunSpec("resident", "e2e", "resnet9-w0.25", config, steps=2, warmup=0, repeats=1, share=True)]
+    facts = [f for spec in specs for f, _ in harness.run(spec, shared)]
+    assert [f["slot"] for f in facts] == [0, 1] and len(shared.trainers) == 1
+    with pytest.raises(ValueError, match="only model-only and e2e"):
+        harness.RunSpec("resident", "loader", "none", config, share=True)
+
+
+def test_shared_configurations_under_no_isolate_run_in_order_in_this_process(tmp_path, synthetic_root):
+    assert run(tmp_path, synthetic_root, "--pipelines", "resident,dataloader", "--modes", "model,e2e",
+               "--models", "resnet9-w0.25", "--share-process", "--no-isolate") == 0
+    df = pd.read_csv(tmp_path / "run" / "results.csv")
+    assert df.groupby(df.pipeline.where(df["mode"] == "e2e", "model")).slot.unique().to_dict() == {
+        "model": [0], "resident": [1], "dataloader": [2]}

@@ -161,33 +161,56 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
         print(f"data: {source} ({folder}); device: {device}{ranks}; output: {out}/results.csv", file=sys.stderr)
 
     reasons = pipelines.available()
-    with tqdm(total=sum(windows(s) for s in specs), unit="window", desc=args.command, disable=not lead) as bar:
-        for spec in specs:
+
+    def refusal(spec: harness.RunSpec) -> str:
+        """Why `spec` cannot run here ('' if it can): a skipped row instead."""
+        return (reasons.get(spec.pipeline) or pipelines.source_refusal(spec.pipeline, spec.config)
+                or harness.step_refusal(spec.step, device))
+
+    processes = []   # the configurations each process runs (`plan.shared`); one that cannot run alone
+    for group in plan.shared(specs):
+        cannot = [s for s in group if refusal(s)]
+        processes += [[s] for s in cannot] + [[s for s in group if s not in cannot]] * (len(cannot) < len(group))
+    order = [s for group in processes for s in group]
+    with tqdm(total=sum(windows(s) for s in order), unit="window", desc=args.command, disable=not lead) as bar:
+        ended = {"windows": 0, "configurations": 0}
+
+        def describe(spec: harness.RunSpec) -> None:
             what = spec.stage or spec.payload or spec.mode
             ranks = f" x{spec.config.world_size} GPUs" if spec.config.world_size > 1 and not world.distributed else ""
             bar.set_description(f"{spec.pipeline} {what} {spec.model} {spec.config.image_size}px {spec.cpus} cores"
                                 f"{ranks} #{spec.process + 1}")
-            start = bar.n
 
-            def on_window(row: dict) -> None:
-                bar.update(1)
-                bar.set_postfix(img_per_s=f"{row['world_img_per_s']:,.0f}")
+        def on_window(row: dict) -> None:
+            bar.update(1)
+            bar.set_postfix(img_per_s=f"{row['world_img_per_s']:,.0f}")
 
-            skip = (reasons.get(spec.pipeline) or pipelines.source_refusal(spec.pipeline, spec.config)
-                    or harness.step_refusal(spec.step, device))
-            if skip:
-                rows = [results.failed_row(spec, "skipped", skip)]
-            elif world.distributed or (not args.isolate and spec.config.world_size == 1):
-                rows = runner.run_in_process(spec, world, on_window)
-            else:
-                rows = runner.run_isolated(spec, args.timeout, out, on_window)
-            bar.update(windows(spec) - (bar.n - start))
+        def on_done(spec: harness.RunSpec, rows: list[dict]) -> None:
+            """A configuration ended: its rows committed, the bar at its end, its failure said."""
+            ended["windows"] += windows(spec)
+            ended["configurations"] += 1
+            bar.update(ended["windows"] - bar.n)
             if lead:
                 writer.write_block(rows)
             outcome.written += 1
             cause = outcome.record(spec, rows)
             if lead and cause:
                 bar.write(cause, file=sys.stderr)
+            if ended["configurations"] < len(order):
+                describe(order[ended["configurations"]])
+
+        describe(order[0])
+        for group in processes:
+            skip = refusal(group[0])
+            if skip:
+                on_done(group[0], [results.failed_row(group[0], "skipped", skip)])
+            elif world.distributed or (not args.isolate and group[0].config.world_size == 1):
+                shared = harness.Shared() if len(group) > 1 else None
+                for spec in group:
+                    on_done(spec, runner.run_in_process(spec, world, on_window, shared))
+            else:
+                while group:   # a configuration that hangs or kills its process: the rest in a new one
+                    group = group[runner.run_isolated(group, args.timeout, out, on_window, on_done):]
     if lead:
         print(summary(out, run_id))
 
