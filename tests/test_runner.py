@@ -21,7 +21,7 @@ import pytest
 import torch
 
 import pipelines
-from bench import cli, harness, report, results, runner, stability
+from bench import cli, harness, plan, report, results, runner, stability
 from pipelines.contract import Pipeline
 from pipelines.config import PipelineConfig
 from pipelines.dataloader import _Samples
@@ -789,3 +789,32 @@ def test_shared_configurations_under_no_isolate_run_in_order_in_this_process(tmp
     df = pd.read_csv(tmp_path / "run" / "results.csv")
     assert df.groupby(df.pipeline.where(df["mode"] == "e2e", "model")).slot.unique().to_dict() == {
         "model": [0], "resident": [1], "dataloader": [2]}
+
+
+def test_share_process_groups_each_cell_and_round_and_rotates_its_order():
+    parser = cli.build_parser()
+    main = ["dataloader", "prefetch", "resident", "dali", "dali-raw"]
+    options = parser.parse_args(["sweep", "--device", "cpu", "--cpus", "1", "--processes", "2", "--share-process",
+                                 "--modes", "loader,model,e2e", "--models", "resnet9-w0.25", "--pipelines",
+                                 ",".join(main)])
+    groups = plan.shared(cli.specs_for([options], torch.device("cpu")))
+    assert [[s.pipeline for s in g] for g in groups if g[0].mode == "loader"] == [[p] for p in main] * 2
+    shared = [g for g in groups if g[0].mode != "loader"]
+    assert [[s.pipeline for s in g] for g in shared] == [["none", *main], [*main, "none"]]   # round 2 starts one later
+    assert [{s.process for s in g} for g in shared] == [{0}, {1}]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_pipelines_sharing_a_process_share_one_compiled_step_on_the_gpu(synthetic_root):
+    """The compiled (captured) step of the first configuration serves the next pipelines' batches:
+    compiled once, every window measured, none after it compiles again."""
+    config = PipelineConfig(data_root=str(synthetic_root), device="cuda", batch_size=256, max_samples=4096,
+                            num_workers=3, dtype="bfloat16", channels_last=True)
+    shared = harness.Shared()
+    runs = [harness.RunSpec(p, "model" if p == "none" else "e2e", "resnet9-w0.25", config, step="compile", steps=8,
+                            warmup=2, repeats=2, share=True) for p in ("none", "resident", "prefetch", "dataloader")]
+    facts = [[(f, w) for f, w in harness.run(spec, shared)] for spec in runs]
+    assert len(shared.trainers) == 1 and all(len(windows) == 2 for windows in facts)
+    assert all(w.images == 8 * 256 and w.seconds > 0 for windows in facts for _, w in windows)
+    first, *later = [windows[0][0]["compile_s"] for windows in facts]
+    assert max(later) < first / 5   # the later ones only ran a step
