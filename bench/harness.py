@@ -64,8 +64,9 @@ Several configurations of one process (`Shared`, `--share-process`): model-only 
 configurations of one cell (model, step kind, loss reads, setting, CPU budget) may run one after
 another in one process and share its trainer, built and compiled (or captured) once; each still
 builds, warms up, sizes and times its own pipeline and windows, and the pipeline before it is
-closed and its memory released first. Its first training call (`compile_s`) then only runs a step.
-The rows say which configurations shared a process and in which order (`slot`).
+closed and its memory released first. Its first training call (`compile_s`) then only runs a step
+(the report reads compilation from slot 0 and rows that ran alone). The rows say which
+configurations shared a process and in which order (`slot`).
 
 Several GPUs (`RunSpec.parallel`): "ddp" = one process per GPU under torchrun (`bench.distributed`),
 each rank timing its own windows, all starting after a barrier, its pipeline sharded by rank and
@@ -132,7 +133,8 @@ class RunSpec:
     epochs: int = 0            # train mode: epochs trained
     sync_every: int = 0        # model, e2e: read the loss on the host every N steps (0: never)
     process: int = 0           # which of the configuration's independent processes (not its identity)
-    share: bool = False        # model, e2e: may share a process with the rest of its cell (`Shared`; not its identity)
+    share: bool = field(default=False, compare=False)   # model, e2e: may share a process with the rest of its
+                                                         # cell (`Shared`); not its identity
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -355,7 +357,8 @@ def window_steps(spec: RunSpec, unit: int, step_s: float, busy_ms: float = 0.0) 
 
 class Shared:
     """What the configurations run in one process share (module docstring): their trainers, one per
-    model, step kind, precision and memory format, and how many configurations ran before the next."""
+    model, step kind, precision, memory format, parallel mode and device, and how many configurations
+    ran before the next."""
 
     def __init__(self):
         self.trainers: dict[tuple, Trainer] = {}

@@ -19,7 +19,8 @@ and train configurations next to each other.
 `--share-process`, the model-only and e2e configurations of one cell (model, step kind, loss reads,
 setting, CPU budget) and round, which run in one process at the place of the first, sharing its
 trainer (`harness.Shared`: startup and compilation paid once), in an order that rotates with the
-round, so none always runs first or after the same other one.
+round: round r starts with the cell's member r (mod its size), so with as many rounds as members
+each runs first once (each still follows the same other one).
 """
 from __future__ import annotations
 

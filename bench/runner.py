@@ -10,8 +10,7 @@
 - **Or several configurations, one process** (`--share-process`, `plan.shared`): model-only and e2e
   configurations of one cell run one after another in one child, sharing its trainer
   (`harness.Shared`), each with its deadline counted from the end of the one before. One that
-  fails leaves its row and the child goes on; one that hangs or kills the child leaves its row, and
-  the rest run in a new child.
+  fails, hangs or kills the child leaves its row, and the rest run in a new child.
 - **Exits cost nothing.** A child leaves with `os._exit` right after its last record (no joining of
   library threads, no interpreter finalizers), and the parent then kills its process group, so
   nothing it started outlives it; its rows count.
@@ -222,8 +221,9 @@ def _child(specs: list[harness.RunSpec], entries: dict, parent: int, path: list[
     parent's environment, folder and import path now (the forkserver's are from its start), stacks
     on SIGUSR1, one JSON line per window or failure of each of `specs` (its `member`: the index in
     `specs`), and one when it ended. Several specs run one after another sharing a trainer
-    (`harness.Shared`); one that fails does not stop the next. One rank of several (`environ` names
-    it, as torchrun would) joins the others' process group first and takes its GPU and shard."""
+    (`harness.Shared`); after one that fails (an error, or not applicable) the process ends and the
+    parent runs the rest in a new one. One rank of several (`environ` names it, as torchrun would)
+    joins the others' process group first and takes its GPU and shard."""
     os.setsid()
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()
     os.environ.clear()
@@ -250,9 +250,13 @@ def _child(specs: list[harness.RunSpec], entries: dict, parent: int, path: list[
                     emit({"member": member, "row": results.measured_row(spec, facts, repeat, window)})
             except workloads.NotApplicable as e:
                 emit({"member": member, "status": "not-applicable", "error": str(e)})
+                emit({"member": member, "ended": True})
+                break
             except Exception as e:
                 emit({"member": member, "status": "error", "error": traceback.format_exc()
                       if os.environ.get("PIPEBENCH_DEBUG") else f"{type(e).__name__}: {e}"})
+                emit({"member": member, "ended": True})
+                break   # what it left (a half-captured step, a CUDA error) is not the next one's: a new process
             if shared is not None:   # the next one starts without what this one left
                 harness.release(resolve_device(spec.config.device))
             emit({"member": member, "ended": True})
@@ -323,8 +327,7 @@ class _Rank:
         return next((r for r in self.records if r["member"] == member and "status" in r), None)
 
 
-def run_isolated(specs: list[harness.RunSpec], timeout: float, out: Path, on_window=None,
-                 on_done=None) -> int:
+def run_isolated(specs: list[harness.RunSpec], timeout: float, out: Path, on_window, on_done) -> int:
     """Run configurations in a child process, one after another (several share its trainer:
     `harness.Shared`), or one configuration in one process per rank when it runs on several GPUs
     (`config.world_size`: the ranks join one process group, as under torchrun, each on its own GPU,
@@ -348,7 +351,7 @@ def run_isolated(specs: list[harness.RunSpec], timeout: float, out: Path, on_win
         try:
             for child in children:
                 child.process.start()
-            return _follow(specs, children, timeout, out, on_window, on_done or (lambda spec, rows: None))
+            return _follow(specs, children, timeout, out, on_window, on_done)
         finally:   # measured, failed, Ctrl-C, a parent-side bug: nothing of the configuration keeps running
             for child in children:
                 if child.process.pid is not None:
@@ -372,11 +375,14 @@ def _follow(specs: list[harness.RunSpec], children: list[_Rank], timeout: float,
             done += 1
             deadline = time.monotonic() + timeout
             continue
+        if all(c.finished for c in children):   # it stopped after a failure: the rest in a new process
+            return done
         dead = [r for r, c in enumerate(children) if not (c.finished or c.process.is_alive())]
         if dead or (named and any(c.failure(done) for c in children)):
             for r, child in enumerate(children):
                 child.read(on_window if r == 0 else None)   # what the last poll left unread
-            if all(c.ended > done for c in children):   # it ended the configuration, then died
+            dead = [r for r in dead if not children[r].finished]   # one that wrote its last record, then exited
+            if all(c.ended > done for c in children) or not (dead or named and any(c.failure(done) for c in children)):
                 continue
             on_done(specs[done], [_failed(specs[done], done, children, dead, named)])
             return done + 1
@@ -392,12 +398,12 @@ def _follow(specs: list[harness.RunSpec], children: list[_Rank], timeout: float,
 def _rows(spec: harness.RunSpec, member: int, children: list[_Rank], named: bool) -> list[dict]:
     """The rows of a configuration every process ended: its windows, else one failure row."""
     for r, child in enumerate(children):
-        failure = child.failure(member)
-        if failure is not None:
-            return [results.failed_row(spec, failure["status"], (f"rank {r}: " if named else "") + failure["error"])]
+        if child.failure(member) is not None:
+            return [_failure_row(spec, r, child.failure(member), named)]
     for r, child in enumerate(children):
-        if len(child.rows(member)) < spec.repeats:
-            return [_ended(spec, member, r, child, named)]
+        if len(child.rows(member)) < spec.repeats:   # a harness that yielded fewer windows than asked
+            return [results.failed_row(spec, "error", (f"rank {r}" if named else "its process") + " ended it after "
+                                       f"{len(child.rows(member))} of {spec.repeats} windows")]
     return job_rows([child.rows(member) for child in children])
 
 
@@ -408,6 +414,11 @@ def _failed(spec: harness.RunSpec, member: int, children: list[_Rank], dead: lis
         if children[r].failure(member) is None:
             return _ended(spec, member, r, children[r], named)
     r, failure = next((r, c.failure(member)) for r, c in enumerate(children) if c.failure(member) is not None)
+    return _failure_row(spec, r, failure, named)
+
+
+def _failure_row(spec: harness.RunSpec, r: int, failure: dict, named: bool) -> dict:
+    """The row of a failure a process reported (rank `r`'s, named when there are several)."""
     return results.failed_row(spec, failure["status"], (f"rank {r}: " if named else "") + failure["error"])
 
 

@@ -677,3 +677,7 @@ def test_a_model_without_e2e_beside_it_still_gets_its_model_only_rate(tmp_path):
     assert section.index("`small`") < section.index("`big`")        # fastest first
     assert "305,000" in section and "| 28 " in section                  # its median and compile seconds
     assert "`fed`" not in section                                       # shown beside its e2e row instead
+    shared = [row("model", "none", 20_000, model="shared", step="compile", process=p, compile_s=c, slot=p)
+              for p, c in enumerate([31.0, 0.01, 0.02])]   # compiled where it ran first, then a step each
+    text = report.write([write(tmp_path, shared)], tmp_path / "out").read_text()
+    assert "`shared`" in text and text.rstrip().endswith("|          31 |")

@@ -284,12 +284,13 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                         "under OUT/timeouts/, it is killed with its workers and a `timeout` row written) "
                         "(default: %(default)g)")
     p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
-                   help="each configuration in its own process with the --timeout deadline; --no-isolate runs "
+                   help="each configuration (or, with --share-process, each cell's) in its own process with the "
+                        "--timeout deadline; --no-isolate runs "
                         "them in this one (starts faster, no deadline; always so under torchrun; --ranks N > 1 always "
                         "in processes of their own) (default: on)")
     p.add_argument("--share-process", action="store_true",
                    help="run the model-only and e2e configurations of one model, step kind, loss reads and CPU "
-                        "budget in one process per round, sharing its trainer (started and compiled once), each "
+                        "budget on one GPU in one process per round, sharing its trainer (started and compiled once), each "
                         "pipeline still built, warmed up and timed on its own, in an order that rotates with the "
                         "round; rows say the order (`slot`) (default: each configuration in a process of its own)")
     p.add_argument("--out", type=Path, help="output folder (default: runs/<UTC time>-<device>)")
