@@ -423,8 +423,7 @@ def _run(spec: RunSpec, cores: list[int], shared: Shared | None) -> Iterator[tup
         elif spec.mode == "loader":
             step = Touch(device)
         else:
-            trainer = shared.trainer(spec, device) if shared is not None else Trainer(
-                spec.model, device, config.dtype, config.channels_last, parallel=spec.parallel, step=spec.step)
+            trainer = (shared or Shared()).trainer(spec, device)
             batch = next(batches)
             sync(device)
             t0 = time.perf_counter()

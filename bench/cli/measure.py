@@ -167,11 +167,12 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
         return (reasons.get(spec.pipeline) or pipelines.source_refusal(spec.pipeline, spec.config)
                 or harness.step_refusal(spec.step, device))
 
-    processes = []   # the configurations each process runs (`plan.shared`); one that cannot run alone
+    processes = []   # (the configurations one process runs (`plan.shared`), or one that cannot run: why not)
     for group in plan.shared(specs):
-        cannot = [s for s in group if refusal(s)]
-        processes += [[s] for s in cannot] + [[s for s in group if s not in cannot]] * (len(cannot) < len(group))
-    order = [s for group in processes for s in group]
+        skips = {s: refusal(s) for s in group}
+        processes += [([s], skip) for s, skip in skips.items() if skip]
+        processes += [([s for s, skip in skips.items() if not skip], "")] * (not all(skips.values()))
+    order = [s for group, _ in processes for s in group]
     with tqdm(total=sum(windows(s) for s in order), unit="window", desc=args.command, disable=not lead) as bar:
         ended = {"windows": 0, "configurations": 0}
 
@@ -200,8 +201,7 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
                 describe(order[ended["configurations"]])
 
         describe(order[0])
-        for group in processes:
-            skip = refusal(group[0])
+        for group, skip in processes:
             if skip:
                 on_done(group[0], [results.failed_row(group[0], "skipped", skip)])
             elif world.distributed or (not args.isolate and group[0].config.world_size == 1):
