@@ -511,6 +511,18 @@ def test_the_summary_table_is_measured_end_to_end_and_every_cell_holds_against_i
     assert cells[("mid", 16)] == "`resident`, `dataloader`" and cells[("mid", 4)] == "`resident` (no `dataloader` here)"
 
 
+def test_the_summary_table_has_a_row_for_each_step_kind_of_a_model(tmp_path):
+    """The 224-px ladder: one model eager and compiled is two rungs, each against its own model-only."""
+    rows = []
+    for step, speed, rate in (("eager", 4_000, 3_900), ("compile", 6_000, 4_500)):
+        rows += processes("model", "none", [[speed]] * 2, model="m", step=step, image_size=224, batch_size=256)
+        rows += processes("e2e", "dali", [[rate]] * 2, model="m", step=step, image_size=224, batch_size=256)
+    report.write([write(tmp_path, rows)], tmp_path / "out")
+    table = [line for line in (tmp_path / "out" / "SUMMARY.md").read_text().splitlines() if line.startswith("| `")]
+    assert [[c.strip() for c in line.split("|")[1:-1]] for line in table] == [
+        ["`m` compile (6k)", "none (fastest `dali` 75.0%)"], ["`m` eager (4k)", "`dali` (no `dataloader` here)"]]
+
+
 def test_without_e2e_rows_the_summary_table_is_predicted_from_loader_ceilings_and_says_so(tmp_path):
     rows = [*processes("model", "none", [[330_000], [330_000]], model="m", step="compile")]
     for name, rate in (("dataloader", 33_000), ("resident", 3e6)):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .analysis import ABOVE, FED, SETTING, STEP_ORDER, TOO_FEW, RunView, at_setting
+from .analysis import ABOVE, FED, SETTING, TOO_FEW, RunView, at_setting
 from .answers import base_name, baseline
 from .formatting import code, escape, pct, plural, table
 from .sections import trained
@@ -143,23 +143,21 @@ def which_table(cap: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
 
 def measured_table(s: pd.DataFrame) -> pd.DataFrame:
     """Model x CPU cores per GPU from one setting's e2e situations alone (`situations`, no loader
-    reads): rows the models, fastest model-only first, each with its model-only rate at the most
-    cores; per cell the pipelines fed (verdict "fed": e2e at least FED of model-only), the cheapest
-    in CPU time first, and ×N, the fastest of them over `dataloader`, both e2e; "any (`dataloader`
-    too)" only where every pipeline measured there is fed; "—" where the model did not run with
-    those cores. One step kind per model: the last of STEP_ORDER it ran with; loss never read."""
+    reads): rows each model and step kind it ran with, fastest model-only first, each with its
+    model-only rate at the most cores; per cell the pipelines fed (verdict "fed": e2e at least FED
+    of model-only), the cheapest in CPU time first, and ×N, the fastest of them over `dataloader`,
+    both e2e; "any (`dataloader` too)" only where every pipeline measured there is fed; "—" where
+    the model did not run with those cores. Loss never read."""
     s = s[s.sync_every.fillna(0) == 0]
-    s = s[s.step == s.groupby("model").step.transform(lambda k: max(k, key=STEP_ORDER.index))]
     if s.empty:
         return pd.DataFrame()
     cores = sorted(s.cpus.unique(), reverse=True)
-    speed = s.sort_values("cpus").groupby("model").model_rate.last()   # at the most cores it ran with
+    speed = s.sort_values("cpus").groupby(["model", "step"]).model_rate.last()   # at the most cores it ran with
     found = []
-    for model in speed.sort_values(ascending=False).index:
-        first = s[s.model == model].iloc[0]
-        row = {"model (model-only img/s)": f"{code(model)} {first.step} ({speed_text(speed[model])})"}
+    for model, step in speed.sort_values(ascending=False).index:
+        row = {"model (model-only img/s)": f"{code(model)} {step} ({speed_text(speed[model, step])})"}
         for cpus in cores:
-            here = s[(s.model == model) & (s.cpus == cpus)]
+            here = s[(s.model == model) & (s.step == step) & (s.cpus == cpus)]
             row[f"{int(cpus)} cores"] = measured_cell(here) if len(here) else "—"
         found.append(row)
     return pd.DataFrame(found)
