@@ -647,7 +647,8 @@ def test_a_whole_number_read_back_as_a_float_is_labelled_as_an_integer(tmp_path)
                                            "dali (dali_hw_decoder_load=0.99, dali_threads=2)"]
 
 
-@pytest.mark.parametrize("folder", ["results/2026-11-26-h100-instrument-2", "results/2026-11-26-cpu-first-command"])
+@pytest.mark.parametrize("folder", ["results/2026-11-26-h100-instrument-2", "results/2026-11-26-cpu-first-command",
+                                    "results/2026-11-26-h100-ladder"])
 def test_committed_reports_regenerate_byte_identical(tmp_path, monkeypatch, folder):
     """The committed report of a run, made again from its committed rows by the code of today: the
     same bytes (a refactoring of the report changes no word and no number). Plots are left out:
@@ -666,7 +667,7 @@ def test_cpu_seconds_per_1000_images_show_floating_point_residue_as_0():
 
 
 @pytest.mark.parametrize("run,block", [("results/2026-11-26-h100-photos", "readme_answer"),
-                                       ("results/2026-11-24-h100-reference", "readme"),
+                                       ("results/2026-11-26-h100-ladder", "readme"),
                                        ("results/2026-11-26-h100x2-multi-gpu-2", "readme_hosts")])
 def test_the_readme_s_blocks_are_their_committed_runs(tmp_path, run, block):
     """Each generated block of the README (summary, photo answer, several GPUs) regenerates byte for
@@ -676,6 +677,32 @@ def test_the_readme_s_blocks_are_their_committed_runs(tmp_path, run, block):
     readme.write_text((repo / "README.md").read_text())
     report.write([repo / run / "results.csv"], tmp_path / run, **{block: readme})
     assert readme.read_text() == (repo / "README.md").read_text()
+
+
+def test_every_cell_of_the_readme_table_holds_against_the_reference_run_s_rows():
+    """An independent recomputation of the README's table from the committed reference run: a cell
+    names exactly the pipelines whose median e2e rate is at least 95% of the median model-only rate
+    of its model and cores, each with at least 2 processes, and ×N is the fastest of them over
+    `dataloader`'s median e2e rate."""
+    repo = Path(__file__).resolve().parents[1]
+    df = pd.read_csv(repo / "results/2026-11-26-h100-ladder/results.csv")
+    text = (repo / "README.md").read_text().split(report.README_START)[1].split(report.README_END)[0]
+    lines = [line for line in text.splitlines() if line.startswith("| `")]
+    header = next(line for line in text.splitlines() if line.startswith("| model"))
+    cores = [int(c.split()[0]) for c in header.split("|")[2:-1]]
+    assert len(lines) == df.model.nunique() == 5 and cores == [16, 4, 2]
+    for line in lines:
+        model, *cells = [c.strip() for c in line.split("|")[1:-1]]
+        name = model.split("`")[1]
+        for cpus, cell in zip(cores, cells):
+            here = df[(df.model == name) & (df.cpus == cpus)]
+            assert here.process.nunique() >= 2
+            rate = here.groupby("pipeline").img_per_s.median()
+            share = rate.drop("none") / rate["none"]
+            fed = set(share[share >= 0.95].index)
+            names, _, gain = cell.partition(" ×")
+            assert {n.strip(" `") for n in names.split(",")} == fed, (name, cpus, cell)
+            assert float(gain) == round(rate[sorted(fed)].max() / rate["dataloader"], 1)
 
 
 def test_a_model_without_e2e_beside_it_still_gets_its_model_only_rate(tmp_path):
