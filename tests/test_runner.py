@@ -791,6 +791,17 @@ def test_shared_configurations_under_no_isolate_run_in_order_in_this_process(tmp
         "model": [0], "resident": [1], "dataloader": [2]}
 
 
+def test_a_failed_configuration_under_no_isolate_leaves_the_next_a_new_trainer(tmp_path, synthetic_root, monkeypatch):
+    monkeypatch.setitem(pipelines._REGISTRY, "raising", (__name__, "Raising"))
+    assert run(tmp_path, synthetic_root, "--pipelines", "raising,resident", "--modes", "model,e2e",
+               "--models", "resnet9-w0.25", "--share-process", "--no-isolate") == 1
+    df = pd.read_csv(tmp_path / "run" / "results.csv")
+    ok = df[df.status == "ok"]
+    # model (slot 0), raising (fails), then resident on a new shared trainer, as in a new process
+    assert ok.groupby(ok.pipeline.where(ok["mode"] == "e2e", "model")).slot.unique().to_dict() == {
+        "model": [0], "resident": [0]}
+
+
 def test_share_process_groups_each_cell_and_round_and_rotates_its_order():
     parser = cli.build_parser()
     main = ["dataloader", "prefetch", "resident", "dali", "dali-raw"]

@@ -207,7 +207,10 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
             elif world.distributed or (not args.isolate and group[0].config.world_size == 1):
                 shared = harness.Shared() if len(group) > 1 else None
                 for spec in group:
-                    on_done(spec, runner.run_in_process(spec, world, on_window, shared))
+                    rows = runner.run_in_process(spec, world, on_window, shared)
+                    on_done(spec, rows)
+                    if shared is not None and any(r["status"] != "ok" for r in rows):
+                        shared = harness.Shared()   # what a failed one left (a half-captured step) is not the next's
             else:
                 while group:   # a configuration that hangs or kills its process: the rest in a new one
                     group = group[runner.run_isolated(group, args.timeout, out, on_window, on_done):]
