@@ -135,7 +135,19 @@ def test_window_counts_images_and_steps(synthetic_root):
     batches = workloads.real_batches(config, torch.device("cpu"))
     window = harness.time_window(batches, harness.Touch(torch.device("cpu")), 5, torch.device("cpu"))
     assert window.images == 40 and len(window.step_ms) == len(window.wait_ms) == 5 and window.seconds > 0
-    assert 0 <= window.train_cpu_s <= window.cpu_s   # the training thread's share of the process tree's
+
+
+def test_the_training_thread_s_cpu_seconds_are_what_its_steps_spent(synthetic_root):
+    config = pipelines.PipelineConfig(data_root=str(synthetic_root), batch_size=8, max_samples=64, device="cpu")
+    batches = workloads.real_batches(config, torch.device("cpu"))
+
+    def spin(images, labels, seconds=0.04):   # a step that keeps this thread's core busy
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            pass
+
+    window = harness.time_window(batches, spin, 5, torch.device("cpu"))
+    assert 0.15 <= window.train_cpu_s <= window.cpu_s   # 5 steps of 0.04 s, read in clock ticks
 
 
 def test_model_only_trains_on_real_batches_made_as_the_pipelines_make_them(synthetic_root):
