@@ -249,12 +249,12 @@ def _child(specs: list[harness.RunSpec], entries: dict, parent: int, path: list[
                 for repeat, (facts, window) in enumerate(harness.run(spec, shared)):
                     emit({"member": member, "row": results.measured_row(spec, facts, repeat, window)})
             except workloads.NotApplicable as e:
-                emit({"member": member, "status": "not-applicable", "error": str(e)})
+                emit({"member": member, "status": "not-applicable", "error": str(e), "at": time.monotonic()})
                 emit({"member": member, "ended": True})
                 break
             except Exception as e:
                 emit({"member": member, "status": "error", "error": traceback.format_exc()
-                      if os.environ.get("PIPEBENCH_DEBUG") else f"{type(e).__name__}: {e}"})
+                      if os.environ.get("PIPEBENCH_DEBUG") else f"{type(e).__name__}: {e}", "at": time.monotonic()})
                 emit({"member": member, "ended": True})
                 break   # what it left (a half-captured step, a CUDA error) is not the next one's: a new process
             if shared is not None:   # the next one starts without what this one left
@@ -397,9 +397,9 @@ def _follow(specs: list[harness.RunSpec], children: list[_Rank], timeout: float,
 
 def _rows(spec: harness.RunSpec, member: int, children: list[_Rank], named: bool) -> list[dict]:
     """The rows of a configuration every process ended: its windows, else one failure row."""
-    for r, child in enumerate(children):
-        if child.failure(member) is not None:
-            return [_failure_row(spec, r, child.failure(member), named)]
+    first = _first_failure(member, children)
+    if first is not None:
+        return [_failure_row(spec, *first, named)]
     for r, child in enumerate(children):
         if len(child.rows(member)) < spec.repeats:   # a harness that yielded fewer windows than asked
             return [results.failed_row(spec, "error", (f"rank {r}" if named else "its process") + " ended it after "
@@ -413,8 +413,16 @@ def _failed(spec: harness.RunSpec, member: int, children: list[_Rank], dead: lis
     for r in dead:
         if children[r].failure(member) is None:
             return _ended(spec, member, r, children[r], named)
-    r, failure = next((r, c.failure(member)) for r, c in enumerate(children) if c.failure(member) is not None)
-    return _failure_row(spec, r, failure, named)
+    return _failure_row(spec, *_first_failure(member, children), named)
+
+
+def _first_failure(member: int, children: list[_Rank]) -> tuple[int, dict] | None:
+    """(rank, failure) of the rank whose process reported its failure first (the system-wide
+    monotonic clock): a peer's error in a collective follows from it, and may be read in the same
+    poll; None if none failed."""
+    failed = [(c.failure(member)["at"], r, c.failure(member)) for r, c in enumerate(children)
+              if c.failure(member) is not None]
+    return min(failed, key=lambda f: f[:2])[1:] if failed else None
 
 
 def _failure_row(spec: harness.RunSpec, r: int, failure: dict, named: bool) -> dict:

@@ -198,6 +198,17 @@ def test_one_failing_rank_ends_its_configuration_at_once_with_one_row_naming_it(
     assert failed.error.iloc[0] == "rank 1: RuntimeError: rank one cannot read its shard"
 
 
+def test_of_two_ranks_failing_in_one_poll_the_row_names_the_one_that_failed_first(synthetic_root):
+    """A peer's error in a collective follows the rank that failed, and both can be read in one poll
+    (rank 0 read first): the row names the first failure on the clock, not the lowest rank."""
+    spec = harness.RunSpec("resident", "loader", "none", PipelineConfig(data_root=str(synthetic_root), device="cpu"))
+    children = [runner._Rank(None, None, None) for _ in range(2)]
+    children[0].records = [{"member": 0, "status": "error", "error": "RuntimeError: Connection closed by peer", "at": 2.0}]
+    children[1].records = [{"member": 0, "status": "error", "error": "RuntimeError: rank one cannot read", "at": 1.0}]
+    for row in (runner._rows(spec, 0, children, True)[0], runner._failed(spec, 0, children, [], True)):
+        assert row["error"] == "rank 1: RuntimeError: rank one cannot read"
+
+
 @pytest.mark.parametrize("mode", ["loader", "e2e"])
 def test_a_rank_that_is_killed_is_named_not_the_peer_its_death_stopped(synthetic_root, tmp_path, monkeypatch, mode):
     """Rank 1 killed mid-configuration: the row blames it, not rank 0's collective error or rank 0's end."""
