@@ -6,6 +6,10 @@
 # then starts the sweep in a process session of its own (setsid), so that it runs on between calls,
 # uninterrupted. Every call waits for it to end (at most WAIT_S seconds from the call's start) and
 # copies what it wrote to $OUT. PIPEBENCH_GIT_COMMIT: where the tree has no .git.
+# runs/skphotos, made where pip works (pip install -e '.[photos]'), then carried:
+#   python -c "import shutil, skimage, pathlib; from pipelines.sources.photos import CATALOG; \
+#     d = pathlib.Path('runs/skphotos'); d.mkdir(parents=True, exist_ok=True); \
+#     [shutil.copy(pathlib.Path(skimage.data_dir) / p.file, d) for p in CATALOG]"
 set -u
 mkdir -p runs
 if [ ! -e runs/photos-ladder.started ]; then
