@@ -420,9 +420,9 @@ def _first_failure(member: int, children: list[_Rank]) -> tuple[int, dict] | Non
     """(rank, failure) of the rank whose process reported its failure first (the system-wide
     monotonic clock): a peer's error in a collective follows from it, and may be read in the same
     poll; None if none failed."""
-    failed = [(c.failure(member)["at"], r, c.failure(member)) for r, c in enumerate(children)
-              if c.failure(member) is not None]
-    return min(failed, key=lambda f: f[:2])[1:] if failed else None
+    failed = {r: f for r, f in enumerate(c.failure(member) for c in children) if f is not None}
+    first = min(failed, key=lambda r: (failed[r]["at"], r), default=None)
+    return None if first is None else (first, failed[first])
 
 
 def _failure_row(spec: harness.RunSpec, r: int, failure: dict, named: bool) -> dict:

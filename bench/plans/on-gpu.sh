@@ -1,0 +1,50 @@
+# usage: bash bench/plans/on-gpu.sh PLAN   (reference, photos-ladder, ...: bench/plans/PLAN.json)
+# A plan on a GPU machine reached in calls of at most 10 minutes: the same command in every call,
+# from the project root, on one warm machine, DALI importable (.devcarry/env.sh where it is carried).
+# The first call records nvidia-smi, makes the plan's data (for a photo plan the photo set, from
+# runs/skphotos: see below), compiles every model of the plan's compiled grids once, all at once,
+# into inductor's cache (runs/PLAN/warm: not part of the run; compilation is outside every window
+# anyway, and this spares the sweep's first processes their cold compile), then starts the sweep in
+# a process session of its own (setsid), so that it runs on between calls, uninterrupted. Every call
+# waits for it to end (at most WAIT_S seconds from the call's start) and copies what it wrote to
+# $OUT. PIPEBENCH_GIT_COMMIT: where the tree has no .git.
+# runs/skphotos, made where pip works (pip install -e '.[photos]'), then carried:
+#   python -c "import shutil, skimage, pathlib; from pipelines.sources.photos import CATALOG; \
+#     d = pathlib.Path('runs/skphotos'); d.mkdir(parents=True, exist_ok=True); \
+#     [shutil.copy(pathlib.Path(skimage.data_dir) / p.file, d) for p in CATALOG]"
+set -u
+plan=bench/plans/$1.json
+runs=runs/$1
+mkdir -p "$runs/warm"
+if [ ! -e "$runs/started" ]; then
+  touch "$runs/started"
+  nvidia-smi > "$runs/nvidia-smi.txt"
+  if grep -q '"imagefolder:runs/data/photos-seed0"' "$plan"; then
+    python -m bench.cli prepare --photos 2500 --photos-from runs/skphotos --data-root runs/data > "$runs/prepare.txt" 2>&1
+  else
+    python -c "from pipelines import PipelineConfig; from pipelines.sources.split import resolve_folder; \
+print('data:', *resolve_folder(PipelineConfig()))" > "$runs/prepare.txt" 2>&1   # the synthetic set, once
+  fi
+  python - "$plan" "$runs/warm" > "$runs/warm.sh" <<'PY'
+import json, shlex, sys
+plan, out = json.load(open(sys.argv[1])), sys.argv[2]
+for grid in plan["grids"]:
+    g = {**plan, **grid}
+    if "compile" not in g.get("step", []):
+        continue
+    for model in g["models"]:
+        options = ["--modes", "model", "--models", model, "--step", "compile", "--processes", "1", "--steps", "1",
+                   "--warmup", "0", "--out", f"{out}/{model}"]
+        for key in ("batch_size", "dtype", "image_size", "source"):
+            if key in g:
+                options += [f"--{key.replace('_', '-')}", str(g[key][0] if isinstance(g[key], list) else g[key])]
+        print(f"python -m bench.cli sweep {shlex.join(options)} > {shlex.quote(f'{out}/{model}.txt')} 2>&1 &")
+print("wait")
+PY
+  bash "$runs/warm.sh"
+  setsid bash -c "python -m bench.cli sweep --config $plan --out $runs/sweep > $runs/sweep.txt 2>&1; echo \$? > $runs/sweep.rc" \
+    < /dev/null > /dev/null 2>&1 &
+fi
+while [ ! -e "$runs/sweep.rc" ] && [ "$SECONDS" -lt "${WAIT_S:-570}" ]; do sleep 5; done
+cp "$runs/nvidia-smi.txt" "$runs/prepare.txt" "$runs/sweep.txt" "$runs"/sweep/* "$OUT/" 2>/dev/null
+tail -c 300 "$runs/prepare.txt"; echo; tail -c 300 "$runs/sweep.txt"; echo; cat "$runs/sweep.rc" 2>/dev/null || echo running
