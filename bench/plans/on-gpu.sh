@@ -1,5 +1,6 @@
-# usage: bash bench/plans/on-gpu.sh PLAN   (reference, photos-ladder, ...: bench/plans/PLAN.json)
-# A plan on a GPU machine reached in calls of at most 10 minutes: the same command in every call,
+# usage: bash bench/plans/on-gpu.sh PLAN, then CONTINUE=1 bash bench/plans/on-gpu.sh PLAN until it ends
+#   (PLAN: reference, photos-ladder, ...: bench/plans/PLAN.json)
+# A plan on a GPU machine reached in calls of at most 10 minutes, one call after another,
 # from the project root, on one warm machine, DALI importable (.devcarry/env.sh where it is carried).
 # The first call records nvidia-smi, makes the plan's data (for a photo plan the photo set, from
 # runs/skphotos: see below), compiles every model of the plan's compiled grids once, all at once,
@@ -12,9 +13,17 @@
 #   python -c "import shutil, skimage, pathlib; from pipelines.sources.photos import CATALOG; \
 #     d = pathlib.Path('runs/skphotos'); d.mkdir(parents=True, exist_ok=True); \
 #     [shutil.copy(pathlib.Path(skimage.data_dir) / p.file, d) for p in CATALOG]"
+# Every call after the first: CONTINUE=1, so that a call that finds a fresh machine (the earlier one
+# went back, its sweep with it) says so instead of starting the plan again unnoticed.
 set -u
 plan=bench/plans/$1.json
 runs=runs/$1
+if [ ! -e "$runs/started" ] && [ -n "${CONTINUE:-}" ]; then
+  echo "on-gpu.sh: this machine has no sweep of $1: the earlier machine went back, and its sweep with it" >&2; exit 3
+fi
+if [ ! -e "$runs/started" ] && grep -q '"dali' "$plan" && ! python -c "import nvidia.dali" 2> /dev/null; then
+  echo "on-gpu.sh: $plan times DALI, which this Python cannot import (source .devcarry/env.sh first?)" >&2; exit 3
+fi
 mkdir -p "$runs/warm"
 if [ ! -e "$runs/started" ]; then
   touch "$runs/started"
