@@ -34,23 +34,13 @@ if [ ! -e "$runs/started" ]; then
     python -c "from pipelines import PipelineConfig; from pipelines.sources.split import resolve_folder; \
 print('data:', *resolve_folder(PipelineConfig()))" > "$runs/prepare.txt" 2>&1   # the synthetic set, once
   fi
-  python - "$plan" "$runs/warm" > "$runs/warm.sh" <<'PY'
-import json, shlex, sys
-plan, out = json.load(open(sys.argv[1])), sys.argv[2]
-for grid in plan["grids"]:
-    g = {**plan, **grid}
-    if "compile" not in g.get("step", []):
-        continue
-    for model in g["models"]:
-        options = ["--modes", "model", "--models", model, "--step", "compile", "--processes", "1", "--steps", "1",
-                   "--warmup", "0", "--out", f"{out}/{model}"]
-        for key in ("batch_size", "dtype", "image_size", "source"):
-            if key in g:
-                options += [f"--{key.replace('_', '-')}", str(g[key][0] if isinstance(g[key], list) else g[key])]
-        print(f"python -m bench.cli sweep {shlex.join(options)} > {shlex.quote(f'{out}/{model}.txt')} 2>&1 &")
-print("wait")
-PY
-  bash "$runs/warm.sh"
+  models=$(python -c 'import json, sys; p = json.load(open(sys.argv[1])); gs = [{**p, **g} for g in p["grids"]]
+print(*dict.fromkeys(m for g in gs if "compile" in g.get("step", []) for m in g["models"]))' "$plan")
+  for model in $models; do   # the plan's options, but one model-only window in one process
+    python -m bench.cli sweep --config "$plan" --modes model --models "$model" --step compile --processes 1 --warmup 0 \
+      --cpus "$(nproc)" --out "$runs/warm/$model" > "$runs/warm/$model.txt" 2>&1 &
+  done
+  wait
   setsid bash -c "python -m bench.cli sweep --config $plan --out $runs/sweep > $runs/sweep.txt 2>&1; echo \$? > $runs/sweep.rc" \
     < /dev/null > /dev/null 2>&1 &
 fi

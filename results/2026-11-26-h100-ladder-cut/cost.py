@@ -26,16 +26,15 @@ procs = (rows.groupby(["model", "cpus", "process"], sort=False)
               setup=("setup_s", "sum"), compile=("compile_s", "sum")).sort_values("last").reset_index())
 procs["wall"] = procs["last"].diff().dt.total_seconds()
 procs["rest"] = procs.wall - procs.window - procs.setup - procs.compile
-done = procs[procs.n == 1 + len(grid["pipelines"])].iloc[1:]
+whole = procs[procs.n == 1 + len(grid["pipelines"])]   # every configuration of its cell ended
+done = whole.iloc[1:]
 cold = procs[procs.process == 0].groupby("model", sort=False)["compile"].first()
 span = (rows.timestamp.max() - rows.timestamp.min()).total_seconds()
 bar = re.findall(r"\| *(\d+)/(\d+) \[(\d+):(\d+)<", (here / "sweep.txt").read_text())[-1]   # its last reading
 
 warm = done[done.process > 0].groupby(["model", "cpus"]).wall.median()
-finished = set(zip(procs.model, procs.cpus, procs.process))
-left = [(m, c, p) for p in range(plan["processes"]) for c in grid["cpus"] for m in grid["models"]
-        if (m, c, p) not in finished or procs[(procs.model == m) & (procs.cpus == c) & (procs.process == p)].n.iloc[0]
-        < 1 + len(grid["pipelines"])]
+finished = set(zip(whole.model, whole.cpus, whole.process))
+left = [(m, c, p) for p in range(plan["processes"]) for c in grid["cpus"] for m in grid["models"] if (m, c, p) not in finished]
 predicted = sum(warm.get((m, c), done.wall.median()) for m, c, _ in left)
 
 
