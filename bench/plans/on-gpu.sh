@@ -8,7 +8,7 @@
 # anyway, and this spares the sweep's first processes their cold compile), then starts the sweep in
 # a process session of its own (setsid), so that it runs on between calls, uninterrupted. Every call
 # waits for it to end (at most WAIT_S seconds from the call's start) and copies what it wrote to
-# $OUT. PIPEBENCH_GIT_COMMIT: where the tree has no .git.
+# $OUT. PIPEBENCH_GIT_COMMIT: where the tree has no .git. PHOTOS: the photo set's size (2500 by default).
 # runs/skphotos, made where pip works (pip install -e '.[photos]'), then carried:
 #   python -c "import shutil, skimage, pathlib; from pipelines.sources.photos import CATALOG; \
 #     d = pathlib.Path('runs/skphotos'); d.mkdir(parents=True, exist_ok=True); \
@@ -29,7 +29,7 @@ if [ ! -e "$runs/started" ]; then
   touch "$runs/started"
   nvidia-smi > "$runs/nvidia-smi.txt"
   if grep -q '"imagefolder:runs/data/photos-seed0"' "$plan"; then
-    python -m bench.cli prepare --photos 2500 --photos-from runs/skphotos --data-root runs/data > "$runs/prepare.txt" 2>&1
+    python -m bench.cli prepare --photos "${PHOTOS:-2500}" --photos-from runs/skphotos --data-root runs/data > "$runs/prepare.txt" 2>&1
   else
     python -c "from pipelines import PipelineConfig; from pipelines.sources.split import resolve_folder; \
 print('data:', *resolve_folder(PipelineConfig()))" > "$runs/prepare.txt" 2>&1   # the synthetic set, once
