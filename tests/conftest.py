@@ -5,6 +5,10 @@ LEVEL * digit + LEVEL // 2 for the two base-64 digits of i % 4096 (coarse enough
 JPEG), channel 2 = COL0 + COL_STEP * column (never 0), so after a padded crop the zero rows /
 columns and the column ramp reveal the crop offsets and the flip, and the centre reveals i.
 Label of image i: (7 * i + 3) % 10.
+
+Every test that skips without a CUDA device (a `skipif` whose reason names CUDA) is also marked
+`gpu` (not one that needs a machine *without* CUDA), so the GPU machine runs exactly those:
+`python -m pytest -m gpu`.
 """
 from __future__ import annotations
 
@@ -14,6 +18,14 @@ import pytest
 from pipelines import sources
 
 COL0, COL_STEP = 16, 7
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        reasons = [str(mark.kwargs.get("reason", "")) for mark in item.iter_markers("skipif")]
+        if any("CUDA" in reason and "without" not in reason for reason in reasons):
+            item.add_marker(pytest.mark.gpu)
+
 LEVEL, DIGIT = 4, 64
 
 
