@@ -58,14 +58,15 @@ def bus_sentence(c: pd.DataFrame) -> str | None:
 
 
 def _bus_verdict(binds: list[str], alone: list[int], sizes: int, bound: str, nowhere: str) -> str:
-    """Where copies bind (`binds`), else that they bind nowhere measured; the image sizes `alone`
-    had no model step to compare with, and are named as such."""
+    """Where copies bind (`binds`), else `nowhere` with what it rests on: copies timed alone (no
+    row times a copy beside a step); the image sizes `alone` had no model step to compare with, and
+    are named as such."""
     unmeasured = f"no model step ran at {' and '.join(f'{s} px' for s in alone)} to compare with"
     if binds:
         return bound + ", ".join(binds) + (f" ({unmeasured})" if alone else "")
     if len(alone) == sizes:
         return unmeasured
-    return f"it binds nowhere measured: {nowhere}" + (f" ({unmeasured})" if alone else "")
+    return f"{nowhere} (copies timed alone{'; ' + unmeasured if alone else ''})"
 
 
 def gpus_sentence(group: pd.DataFrame, c: pd.DataFrame, lead: str = "**Several GPUs of one host** copying at once") -> str | None:
