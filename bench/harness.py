@@ -242,7 +242,7 @@ def release(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.empty_cache()
         empty_host_cache = getattr(getattr(torch, "accelerator", None), "empty_host_cache", None) \
-            or getattr(torch._C, "_host_emptyCache", None)   # the public name is newer than torch 2.4
+            or getattr(torch._C, "_host_emptyCache", None)   # newer torches' public name, else (2.11) the private one
         if empty_host_cache is not None:
             empty_host_cache()
 

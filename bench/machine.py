@@ -183,7 +183,8 @@ class GpuMonitor:
         n, h = self.nvml, self.handle
         ways = {"sm_mhz": [lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)],
                 "mem_mhz": [lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM)],
-                "pcie": [lambda: f"gen{n.nvmlDeviceGetCurrPcieLinkGeneration(h)} x{n.nvmlDeviceGetCurrPcieLinkWidth(h)}"],
+                "pcie": [lambda: f"gen{n.nvmlDeviceGetCurrPcieLinkGeneration(h)} "
+                                 f"x{n.nvmlDeviceGetCurrPcieLinkWidth(h)}"],
                 "gpu_temp_c": [lambda: n.nvmlDeviceGetTemperatureV(h, n.NVML_TEMPERATURE_GPU),
                                lambda: n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU)],
                 "gpu_power_w": [lambda: n.nvmlDeviceGetPowerUsage(h) / 1e3],   # NVML reports mW

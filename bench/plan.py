@@ -23,8 +23,9 @@ design in round r (`williams`): a Latin square balanced for first-order carry-ov
 processes as members each runs first once, and with as many processes as the design has rows (the
 members for an even count, twice them for an odd one) each runs right after every other equally
 often, so what one member leaves the next that releasing its memory does not take back (a GPU it
-heated, a power limit it drove the clocks down to) weighs on none more than on the others. With fewer processes the order is the design's first rows and the
-carry-over is not balanced: `carry_over_note` says so, and the run prints it.
+heated, a power limit it drove the clocks down to) weighs on none more than on the others. With
+fewer processes the order is the design's first rows and the carry-over is not balanced:
+`carry_over_note` says so, and the run prints it.
 """
 from __future__ import annotations
 
@@ -213,7 +214,7 @@ def rounds(grids: list[tuple[list[harness.RunSpec], int]]) -> list[harness.RunSp
 
 def williams(n: int) -> list[list[int]]:
     """The rows of a Williams design for `n` members: Latin-square orders of 0..n-1 balanced for
-    first-order carry-over. Row i is the first row (0, 1, n-1, 2, n-2, ...) plus i (mod n), so row i
+    first-order carry-over. Row i < n is the first row (0, 1, n-1, 2, n-2, ...) plus i (mod n), so it
     starts with member i; for even n these n rows have every member right after every other exactly
     once, for odd n the n rows and then their mirror images (2n rows) have it exactly twice."""
     first = [0] + [(k + 1) // 2 if k % 2 else n - k // 2 for k in range(1, n)]
@@ -236,6 +237,7 @@ def shared(specs: list[harness.RunSpec]) -> list[list[harness.RunSpec]]:
 
 
 def _row(members: int, process: int) -> list[int]:
+    """The order of a cell of `members` in process `process`: its design's rows in turn."""
     design = williams(members)
     return design[process % len(design)]
 
