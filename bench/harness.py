@@ -52,8 +52,8 @@ recorded apart (`restart_ms`), and `steady_img_per_s` leaves them out: the image
 steps over the time between their CUDA events (the GPU's timeline, so the queue a restart drains
 is not counted as free time). Each window also records the CPU seconds the process tree burned
 (`cpu_s`), those of the training thread alone (`train_cpu_s`; the rest is the pipeline's threads,
-workers and processes) and, on CUDA with NVML, the SM / memory clocks and PCIe link read before its
-final synchronize. CUDA waits block rather than spin (`machine.blocking_waits`), so a thread
+workers and processes) and, on CUDA with NVML, the SM / memory clocks, PCIe link, temperature, power
+draw and the reasons the clocks are held down (`machine.GpuMonitor`) read before its final synchronize. CUDA waits block rather than spin (`machine.blocking_waits`), so a thread
 waiting for the GPU costs no CPU. Pipeline construction (`setup_s`, including a resident upload)
 is outside every window. `sync_every` = N reads the loss on the host every N steps (`loss.item()`,
 as training loops that log do), which drains the GPU's queue each time; 0 never does.
@@ -64,7 +64,8 @@ Several configurations of one process (`Shared`, `--share-process`): model-only 
 configurations of one cell (model, step kind, loss reads, setting, CPU budget) may run one after
 another in one process and share its trainer, built and compiled (or captured) once; each still
 builds, warms up, sizes and times its own pipeline and windows, and the pipeline before it is
-closed and its memory released first. Its first training call (`compile_s`) then only runs a step
+closed and its memory released first (`release`: Python's garbage, DALI's pools, torch's CUDA and
+pinned-memory caches); `bench.plan.shared` sets the order. Its first training call (`compile_s`) then only runs a step
 (the report reads compilation from slot 0 and rows that ran alone). The rows say which
 configurations shared a process and in which order (`slot`).
 
@@ -79,6 +80,7 @@ from __future__ import annotations
 
 import gc
 import math
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -230,10 +232,19 @@ def sync(device: torch.device) -> None:
 
 
 def release(device: torch.device) -> None:
-    """Free what dropped objects still hold: Python garbage, then the CUDA caching allocator's cache."""
+    """Free what dropped objects still hold: Python garbage, then the unused blocks of DALI's device and
+    pinned memory pools (where DALI was imported), then the CUDA caching allocator's cache and torch's
+    cache of pinned host memory, so the next configuration of a process starts without them."""
     gc.collect()
+    dali = sys.modules.get("nvidia.dali.backend")
+    if dali is not None and hasattr(dali, "ReleaseUnusedMemory"):
+        dali.ReleaseUnusedMemory()
     if device.type == "cuda":
         torch.cuda.empty_cache()
+        empty_host_cache = getattr(getattr(torch, "accelerator", None), "empty_host_cache", None) \
+            or getattr(torch._C, "_host_emptyCache", None)   # newer torches' public name, else (2.11) the private one
+        if empty_host_cache is not None:
+            empty_host_cache()
 
 
 def time_window(batches: Iterator, step: Callable, steps: int, device: torch.device,

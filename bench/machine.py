@@ -1,5 +1,5 @@
 """The machine around a measurement: the CPU budget a configuration runs on, the CPU time it burns,
-the GPU's clocks and link while it runs, and what tells one host from another.
+the GPU's clocks, link, temperature and power while it runs, and what tells one host from another.
 
 - `cpu_budget(cpus, slot)`: confine this process (every thread it has and every process or thread
   it starts later: DataLoader workers, DALI's and torch's threads) to `cpus` cores of those it may
@@ -12,8 +12,11 @@ the GPU's clocks and link while it runs, and what tells one host from another.
 - `blocking_waits(device)`: CUDA waits of this process block instead of spinning (the primary
   context's CU_CTX_SCHED_BLOCKING_SYNC), so a thread waiting for the GPU costs no CPU time and the
   CPU a window records is work, not waiting.
-- `GpuMonitor`: SM and memory clocks and the PCIe link of a GPU through NVML (`nvidia-ml-py`),
-  read at a window's end while its work is still running; empty where NVML is missing.
+- `GpuMonitor`: SM and memory clocks, the PCIe link, the temperature (°C), the power draw (W) and
+  the reasons NVML gives for holding the clocks down (`clock_events`: "sw-power-cap", "hw-thermal",
+  ... joined by "+", "none" for none, `CLOCK_EVENTS`) of a GPU through NVML (`nvidia-ml-py`), read at
+  a window's end while its work is still running; each reading on its own (one the GPU or driver
+  cannot give is left out, the others kept); empty where NVML is missing.
 - `host_identity()`: CPU model, boot id and a short host-speed figure (`host_calibration_ms`: one
   core sorting 2^20 float64 numbers, median of 3) that rows record, so runs of two machines (or two
   leases of one kind, whose host CPUs can differ) are never taken for one.
@@ -174,15 +177,42 @@ class GpuMonitor:
         return f"{p.pci_domain_id:08x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
 
     def sample(self) -> dict[str, object]:
+        """The readings now (module docstring), each on its own: one NVML cannot give is left out."""
         if self.handle is None:
             return {}
         n, h = self.nvml, self.handle
-        try:
-            return {"sm_mhz": n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
-                    "mem_mhz": n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM),
-                    "pcie": f"gen{n.nvmlDeviceGetCurrPcieLinkGeneration(h)} x{n.nvmlDeviceGetCurrPcieLinkWidth(h)}"}
-        except Exception:
-            return {}
+        ways = {"sm_mhz": [lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)],
+                "mem_mhz": [lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM)],
+                "pcie": [lambda: f"gen{n.nvmlDeviceGetCurrPcieLinkGeneration(h)} "
+                                 f"x{n.nvmlDeviceGetCurrPcieLinkWidth(h)}"],
+                "gpu_temp_c": [lambda: n.nvmlDeviceGetTemperatureV(h, n.NVML_TEMPERATURE_GPU),
+                               lambda: n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU)],
+                "gpu_power_w": [lambda: n.nvmlDeviceGetPowerUsage(h) / 1e3],   # NVML reports mW
+                # the newer name first, the older one for older drivers and bindings
+                "clock_events": [lambda: clock_event_names(n.nvmlDeviceGetCurrentClocksEventReasons(h)),
+                                 lambda: clock_event_names(n.nvmlDeviceGetCurrentClocksThrottleReasons(h))]}
+        found = {}
+        for column, alternatives in ways.items():
+            for read in alternatives:
+                try:
+                    found[column] = read()
+                    break
+                except Exception:   # not supported on this GPU or driver, a missing binding: the next, or none
+                    continue
+        return found
+
+
+# NVML's clock event (throttle) reason bits (nvmlClocksEventReason*, nvmlClocksThrottleReason*), by name
+CLOCK_EVENTS = {0x1: "idle", 0x2: "app-clocks", 0x4: "sw-power-cap", 0x8: "hw-slowdown", 0x10: "sync-boost",
+                0x20: "sw-thermal", 0x40: "hw-thermal", 0x80: "hw-power-brake", 0x100: "display-clocks",
+                0x200: "board-limit", 0x400: "reliability"}
+
+
+def clock_event_names(reasons: int) -> str:
+    """NVML's reason bits as names joined by "+" ("none" for none; a bit it does not name in hex)."""
+    names = [name for bit, name in CLOCK_EVENTS.items() if reasons & bit]
+    unknown = reasons & ~sum(CLOCK_EVENTS)
+    return "+".join(names + ([hex(unknown)] if unknown else [])) or "none"
 
 
 def host_identity() -> dict[str, object]:

@@ -18,9 +18,14 @@ and train configurations next to each other.
 `shared(specs)` says which configurations run in one process: each alone, except, with
 `--share-process`, the model-only and e2e configurations of one cell (model, step kind, loss reads,
 setting, CPU budget) and round, which run in one process at the place of the first, sharing its
-trainer (`harness.Shared`: startup and compilation paid once), in an order that rotates with the
-round: round r starts with the cell's member r (mod its size), so with as many rounds as members
-each runs first once (each still follows the same other one).
+trainer (`harness.Shared`: startup and compilation paid once), in the order of row r of a Williams
+design in round r (`williams`): a Latin square balanced for first-order carry-over, so with as many
+processes as members each runs first once, and with as many processes as the design has rows (the
+members for an even count, twice them for an odd one) each runs right after every other equally
+often, so what one member leaves the next that releasing its memory does not take back (a GPU it
+heated, a power limit it drove the clocks down to) weighs on none more than on the others. With
+fewer processes the order is the design's first rows and the carry-over is not balanced:
+`carry_over_note` says so, and the run prints it.
 """
 from __future__ import annotations
 
@@ -207,10 +212,20 @@ def rounds(grids: list[tuple[list[harness.RunSpec], int]]) -> list[harness.RunSp
     return list(dict.fromkeys(order))   # a configuration listed by two grids runs once per round
 
 
+def williams(n: int) -> list[list[int]]:
+    """The rows of a Williams design for `n` members: Latin-square orders of 0..n-1 balanced for
+    first-order carry-over. Row i < n is the first row (0, 1, n-1, 2, n-2, ...) plus i (mod n), so it
+    starts with member i; for even n these n rows have every member right after every other exactly
+    once, for odd n the n rows and then their mirror images (2n rows) have it exactly twice."""
+    first = [0] + [(k + 1) // 2 if k % 2 else n - k // 2 for k in range(1, n)]
+    square = [[(m + i) % n for m in first] for i in range(n)]
+    return square if n % 2 == 0 else square + [row[::-1] for row in square]
+
+
 def shared(specs: list[harness.RunSpec]) -> list[list[harness.RunSpec]]:
     """The configurations each process runs, in order (module docstring): one each, except those
-    marked `share`, which join the others of their cell and round (process index), member k of a
-    cell of n first in its round k mod n."""
+    marked `share`, which join the others of their cell and round (process index r), ordered by
+    row r (mod the rows) of the cell's Williams design (`williams`)."""
     groups: dict[object, list[harness.RunSpec]] = {}
     for s in specs:
         c = s.config
@@ -218,5 +233,29 @@ def shared(specs: list[harness.RunSpec]) -> list[list[harness.RunSpec]]:
                 c.replace(**{name: PipelineConfig.default(name) for name in pipelines.declared_options()})) \
             if s.share else s
         groups.setdefault(cell, []).append(s)
-    return [members[s.process % len(members):] + members[:s.process % len(members)]
-            for members in groups.values() for s in members[:1]]
+    return [[members[m] for m in _row(len(members), members[0].process)] for members in groups.values()]
+
+
+def _row(members: int, process: int) -> list[int]:
+    """The order of a cell of `members` in process `process`: its design's rows in turn."""
+    design = williams(members)
+    return design[process % len(design)]
+
+
+def carry_over_note(groups: list[list[harness.RunSpec]]) -> str:
+    """'' where every cell sharing a process runs in at least as many processes as its Williams design
+    has rows; else one line naming the largest cell short of them (its order is then the design's
+    first rows: each member first once with as many processes as members, the carry-over unbalanced)."""
+    processes: dict[frozenset, int] = {}
+    for group in groups:
+        if len(group) > 1:
+            cell = frozenset(dataclasses.replace(s, process=0) for s in group)
+            processes[cell] = processes.get(cell, 0) + 1
+    short = sorted((len(williams(len(cell))), len(cell), n) for cell, n in processes.items()
+                   if n < len(williams(len(cell))))
+    if not short:
+        return ""
+    rows, members, n = short[-1]
+    return (f"--share-process: a cell of {members} configurations runs in {n} processes; its order is balanced "
+            f"for carry-over (each right after every other equally often) only with --processes {rows} or more "
+            "(a Williams design: as many as members, twice as many for an odd count)")

@@ -44,7 +44,8 @@ SETTING_COLUMNS = ["pipeline", "mode", "stage", "model", "image_size", "batch_si
                    "min_window_s", "warmup"]
 MEASURE_COLUMNS = ["process", "repeat", "busy_ms", "busy_step_ms", "steps", "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
                    "steady_img_per_s", "wait_ms_p50", "wait_ms_p95", "wait_frac", "restart_ms", "step_ms_p50",
-                   "step_ms_p95", "cpu_s", "cpu_s_per_kimg", "train_cpu_s", "pipeline_cpu_s_per_kimg", "blocking_waits", "cpu_set", "sm_mhz", "mem_mhz", "pcie", "test_accuracy",
+                   "step_ms_p95", "cpu_s", "cpu_s_per_kimg", "train_cpu_s", "pipeline_cpu_s_per_kimg", "blocking_waits", "cpu_set", "sm_mhz", "mem_mhz", "pcie",
+                   "gpu_temp_c", "gpu_power_w", "clock_events", "test_accuracy",
                    "peak_gpu_mem_mb", "peak_gpu_mem_mb_others", "setup_s", "upload_s", "compile_s", "slot"]
 # What must match for a sweep to count an earlier row as done: the same machine (boot), software and commit.
 SAME_ENVIRONMENT = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "cpu_count", "hostname", "boot_id",

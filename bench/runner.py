@@ -9,7 +9,8 @@
   a context, a crash or a hang costs one row, not the sweep.
 - **Or several configurations, one process** (`--share-process`, `plan.shared`): model-only and e2e
   configurations of one cell run one after another in one child, sharing its trainer
-  (`harness.Shared`), each with its deadline counted from the end of the one before. One that
+  (`harness.Shared`), what each left released before the next (`harness.release`), each with its
+  deadline counted from the end of the one before. One that
   fails, hangs or kills the child leaves its row, and the rest run in a new child.
 - **Exits cost nothing.** A child leaves with `os._exit` right after its last record (no joining of
   library threads, no interpreter finalizers), and the parent then kills its process group, so

@@ -56,6 +56,9 @@ def run_grid(grids: list, argv: list[str]) -> int:
     except ValueError as e:
         raise _fail(args.command, e) from None
     lead = world.rank == 0
+    note = plan.carry_over_note(plan.shared(specs))
+    if lead and note:
+        print(f"pipebench {args.command}: {note}", file=sys.stderr)
     out = args.out or Path("runs") / f"{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}-{device.type}"
     out = distributed.broadcast(out)
     outcome = runner.Outcome()

@@ -291,8 +291,10 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
     p.add_argument("--share-process", action="store_true",
                    help="run the model-only and e2e configurations of one model, step kind, loss reads and CPU "
                         "budget on one GPU in one process per round, sharing its trainer (started and compiled once), each "
-                        "pipeline still built, warmed up and timed on its own, in an order that rotates with the "
-                        "round; rows say the order (`slot`) (default: each configuration in a process of its own)")
+                        "pipeline still built, warmed up and timed on its own, the one before it released, in the "
+                        "order of a Williams design (each right after every other equally often once --processes "
+                        "reaches the cell's configurations, twice them for an odd count; fewer: a warning); rows say "
+                        "the order (`slot`) (default: each configuration in a process of its own)")
     p.add_argument("--out", type=Path, help="output folder (default: runs/<UTC time>-<device>)")
     _add_data_args(p)
     return p
