@@ -394,6 +394,18 @@ def test_every_committed_plan_parses_into_grids_the_command_line_takes(plan):
         assert parser.parse_args(["sweep", "--out", "x", *tokens]).command == "sweep"
 
 
+@pytest.mark.parametrize("plan", sorted(p.name for p in (Path(__file__).resolve().parents[1] / "bench" / "plans").glob("*.json")))
+def test_no_committed_plan_cuts_the_32_px_split(plan):
+    """A 32-px grid of a committed plan on the default data (not a photo folder) reads the whole
+    training split: with the first N images (`max_samples`) every epoch is a fraction of it, and its
+    restarts weigh that much more in every e2e window."""
+    parser = cli.build_parser()
+    for tokens in cli.config_grids(Path(__file__).resolve().parents[1] / "bench" / "plans" / plan, parser):
+        options = parser.parse_args(["sweep", "--out", "x", *tokens])
+        if 32 in options.image_size and not options.source.startswith("imagefolder:"):
+            assert options.max_samples is None, (plan, tokens)
+
+
 def test_a_corrupt_jpeg_names_its_sample():
     files = [b"\xff\xd8 not a jpeg", b"junk", b"junk"]
     jpeg = JpegSet(np.frombuffer(b"".join(files), np.uint8), np.cumsum([0, *map(len, files)]), 90)

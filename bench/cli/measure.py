@@ -242,7 +242,7 @@ def summary(out: Path, run_id: str | None = None) -> str:
         lines.append(f"{row.status}: {row.pipeline} {row['mode']} {row.model}: {row.error}")
     answers = report.answers(c, seen.situations)
     if answers:
-        report.write_answers(out, [(name, answers)], f"`pipebench report {out} --out {out}`")
+        report.write_answers(out, [(name, group, answers)], f"`pipebench report {out} --out {out}`")
         lines += ["", "The answer (also in ANSWER.md):", *[f"- {a}" for a in answers]]
     else:
         lines += ["", "No answer: no e2e configuration ran beside its model-only one (the rows above say what "

@@ -1,13 +1,43 @@
 """The one-line answers per situation (`answers`) that ANSWER.md, the report and the printed
-summary give: which pipeline keeps the model fed, and what limits the others.
+summary give: which pipeline keeps the model fed, and what limits the others. Every share of
+model-only shown has its restart-free share beside it (`restart_free`); the verdicts rest on the
+rate with epoch restarts (what training gets), and the pipelines short of FED only with them are
+named (`fed_only_restart_free`).
 """
 from __future__ import annotations
 
 import pandas as pd
 
 from ..plan import MIN_PROCESSES
-from .analysis import ABOVE, STEP_ORDER, TOO_FEW, situations, ties
+from .analysis import ABOVE, FED, STEP_ORDER, TOO_FEW, situations, ties
 from .formatting import code, pct, plural
+
+
+def restart_free(r) -> float:
+    """A situation's (or each of a frame's) restart-free share: its e2e rate over the steps that began
+    no epoch (`steady`: the median of its windows' `steady_img_per_s`) over model-only's median; NaN
+    where not recorded."""
+    return r.steady / r.model_rate
+
+
+def restart_free_text(r) -> str:
+    """"96.3% restart-free", or "" where the rows do not record it."""
+    free = restart_free(r)
+    return "" if pd.isna(free) else f"{pct(free)} restart-free"
+
+
+def share_text(r) -> str:
+    """e2e's share of model-only with its restart-free share beside it: "94.6% (96.3% restart-free)"."""
+    free = restart_free_text(r)
+    return pct(r.share) + (f" ({free})" if free else "")
+
+
+def fed_only_restart_free(rows: pd.DataFrame) -> pd.DataFrame:
+    """The situations compared (neither too few measurements nor above model-only) that are not fed
+    but whose restart-free share reaches FED: epoch restarts decide them."""
+    compared = rows[~rows.verdict.isin(["fed", TOO_FEW, ABOVE])]
+    return compared[restart_free(compared) >= FED]
+
 
 def base_name(pipeline: str) -> str:
     return pipeline.split(" (", 1)[0]
@@ -30,7 +60,9 @@ def reads_text(every: int) -> str:
 def answer(rows: pd.DataFrame) -> str:
     """One situation's answer (one model, step kind, loss reads, setting, CPU budget), as a sentence.
     It names a pipeline to use only where one is fed and the others within noise of it are named
-    with it; cells with too few measurements are left out of every comparison, and said so."""
+    with it; cells with too few measurements are left out of every comparison, and said so. Each
+    share it shows has its restart-free share beside it, and the pipelines below FED only with epoch
+    restarts are named (`restarts_clause`)."""
     first = rows.iloc[0]
     per_gpu = "" if str(first.device).startswith("cpu") else " per GPU"   # no GPU: the cores are the machine's
     head = (f"With {plural(int(first.cpus), 'core')}{per_gpu}, {code(first.model)} at {first.image_size} px "
@@ -49,12 +81,14 @@ def answer(rows: pd.DataFrame) -> str:
     base = baseline(rows)
     parts = [head]
     if base is not None:
-        parts.append(f"{code(base.pipeline)} delivers {base.img_per_s:,.0f} ({base.verdict}, {pct(base.share)})")
+        free = restart_free_text(base)
+        parts.append(f"{code(base.pipeline)} delivers {base.img_per_s:,.0f} ({base.verdict}, {pct(base.share)}"
+                     + (f"; {free})" if free else ")"))
     fed = rows[rows.verdict == "fed"].sort_values("img_per_s", ascending=False)
     keep = ", ".join(code(p) for p in fed.pipeline)
     verb = "keeps" if len(fed) == 1 else "keep"
     if base is not None and base.verdict == "fed":
-        return "; ".join(parts) + f": the model is the limit; {keep} {verb} it fed{left}."
+        return "; ".join(parts) + f": the model is the limit; {keep} {verb} it fed{left}{restarts_clause(rows, [base])}."
     pool = fed if len(fed) else rows.sort_values("img_per_s", ascending=False)
     best = pool.iloc[0]
     tied = [best.pipeline] + [r.pipeline for r in pool.iloc[1:].itertuples() if ties(r.e2e, best.e2e)]
@@ -62,11 +96,23 @@ def answer(rows: pd.DataFrame) -> str:
     other = base is not None and best.pipeline != base.pipeline   # a speed-up over dataloader, not over itself
     speed = f", {best.img_per_s / base.img_per_s:.1f}× `dataloader`" if other else ""
     within = " (within noise of each other)" if len(tied) > 1 else ""
+    shown = [r for r in (base,) if r is not None]   # their shares are said already
     if fed.empty:
+        free = restart_free_text(best)
         return "; ".join(parts) + (f"; no pipeline keeps it fed: the fastest, {names}{within}, "
-                                   f"reach{'' if len(tied) > 1 else 'es'} {pct(best.share)} of model-only{speed}{left}.")
+                                   f"reach{'' if len(tied) > 1 else 'es'} {pct(best.share)} of model-only"
+                                   f"{f' ({free})' if free else ''}{speed}{left}{restarts_clause(rows, [*shown, best])}.")
     faster = f" ({best.img_per_s / base.img_per_s:.1f}× faster than `dataloader`)" if other else ""
-    return "; ".join(parts) + f"; {keep} {verb} it fed: use {names}{within}{faster}{left}."
+    return "; ".join(parts) + f"; {keep} {verb} it fed: use {names}{within}{faster}{left}{restarts_clause(rows, shown)}."
+
+
+def restarts_clause(rows: pd.DataFrame, shown: list) -> str:
+    """"; below 95% only with epoch restarts: `p` 94.6% (96.3% restart-free)": the pipelines epoch
+    restarts keep from FED (`fed_only_restart_free`), but those in `shown` (their shares are in the
+    answer already)."""
+    named = {r.pipeline for r in shown}
+    found = [r for r in fed_only_restart_free(rows).itertuples() if r.pipeline not in named]
+    return (f"; below {FED:.0%} only with epoch restarts: " + ", ".join(f"{code(r.pipeline)} {share_text(r)}" for r in found)) if found else ""
 
 
 def answers(c: pd.DataFrame, s: pd.DataFrame | None = None) -> list[str]:

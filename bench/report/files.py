@@ -10,18 +10,18 @@ import pandas as pd
 from .. import results
 from .analysis import RULES, load, runs, view_of
 from .answers import answers
-from .formatting import code
+from .formatting import code, epoch_text
 from .hosts import answer as hosts_answer, most_gpus
 from .readme import ANSWER, BLOCK_NAMES, HOSTS, SUMMARY, readme_block, update_readme
 from .sections import TIMERS, run_sections
 from .summary import gpus_sentence, summary
 
-def write_answers(out: Path, found: list[tuple[str, list[str]]], whole: str) -> None:
-    """OUT/ANSWER.md: each run's answers (`answers`), one line per situation; `whole` says where the
-    whole report is (Markdown)."""
+def write_answers(out: Path, found: list[tuple[str, pd.DataFrame, list[str]]], whole: str) -> None:
+    """OUT/ANSWER.md: each run's (name, rows, answers) answers (`answers`), one line per situation,
+    under its name and epoch length (`epoch_text`); `whole` says where the whole report is (Markdown)."""
     lines = ["# Which pipeline keeps the model fed", ""]
-    for name, said in found:
-        lines += [f"From {code(name)} ({whole} for the whole report).", "", *[f"- {a}" for a in said], ""]
+    for name, group, said in found:
+        lines += [f"From {code(name)} ({whole} for the whole report{_epochs(group)}).", "", *[f"- {a}" for a in said], ""]
     results.replace_file(out / "ANSWER.md", "\n".join(lines))
 
 
@@ -47,11 +47,11 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None, readme
         view = view_of(group)
         sections += run_sections(name, group, view, out, f"run{i}", plots)
         briefs.append((name, summary(name, group, view, "REPORT.md", plots)))
-        said.append((name, answers(view.cells, view.situations)))
+        said.append((name, group, answers(view.cells, view.situations)))
     results.replace_file(out / "SUMMARY.md", "\n".join(["# Summary", "", *[line for _, brief in briefs
                                                                            for line in [*brief, ""]]]))
-    if any(a for _, a in said):
-        write_answers(out, [(n, a) for n, a in said if a], "[REPORT.md](REPORT.md)")
+    if any(a for _, _, a in said):
+        write_answers(out, [entry for entry in said if entry[2]], "[REPORT.md](REPORT.md)")
     else:   # no situation measured: no answer, not an older one left beside this report
         (out / "ANSWER.md").unlink(missing_ok=True)
     parts = ["# Report", "", "Sources: " + ", ".join(code(Path(p).as_posix()) for p in dict.fromkeys(paths)), "",
@@ -61,8 +61,8 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None, readme
     if readme is not None:
         update_readme(readme, briefs[0][1], Path(os.path.relpath(out, readme.resolve().parent)).as_posix())
     if readme_answer is not None:
-        name, answer = said[0]
-        lines = [f"From {code(name)} ([full report](REPORT.md)):", "", *[f"- {a}" for a in answer]] if answer else \
+        name, group, answer = said[0]
+        lines = [f"From {code(name)} ([full report](REPORT.md){_epochs(group)}):", "", *[f"- {a}" for a in answer]] if answer else \
             [f"From {code(name)}: no answer, no e2e configuration ran beside its model-only one ([report](REPORT.md))."]
         update_readme(readme_answer, lines, Path(os.path.relpath(out, readme_answer.resolve().parent)).as_posix(), ANSWER)
     if readme_hosts is not None:
@@ -75,6 +75,12 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None, readme
              + " ([report](REPORT.md))."]
         update_readme(readme_hosts, lines, Path(os.path.relpath(out, readme_hosts.resolve().parent)).as_posix(), HOSTS)
     return out / "REPORT.md"
+
+
+def _epochs(group: pd.DataFrame) -> str:
+    """"; an epoch: ..." (`epoch_text`) for an answer's header, "" for a run without pipeline rows."""
+    epochs = epoch_text(group)
+    return f"; {epochs}" if epochs else ""
 
 
 def _host(group: pd.DataFrame, gpus: int) -> str:

@@ -1,4 +1,5 @@
-"""Numbers as text: rates with their ranges, shares, plurals, code spans and Markdown tables.
+"""Numbers as text: rates with their ranges, shares, plurals, code spans, Markdown tables and a
+run's epoch length (`epoch_text`).
 """
 from __future__ import annotations
 
@@ -39,3 +40,18 @@ def table(frame: pd.DataFrame) -> str:
     a table) is escaped, so every row keeps its columns."""
     cells = frame.map(lambda v: re.sub(r"(?<!\\)\|", r"\\|", v) if isinstance(v, str) else v)
     return cells.to_markdown(index=False) if len(frame) else ""
+
+
+def epoch_text(group: pd.DataFrame) -> str | None:
+    """A run's epoch length from its pipeline rows' `samples` and `steps_per_epoch`: "an epoch: 25,000
+    samples in 48 steps of 512" (per rank under several; every length the run used, "or"-joined);
+    "epoch length not recorded" for rows from before those columns; None for a run without pipeline rows."""
+    ok = group[(group.status == "ok") & (group.pipeline != "none")]
+    if ok.empty:
+        return None
+    if "steps_per_epoch" not in ok or "samples" not in ok or ok.steps_per_epoch.isna().all():
+        return "epoch length not recorded"
+    lengths = ok[ok.steps_per_epoch.notna()].groupby(["samples", "world_size", "steps_per_epoch", "batch_size"]).size()
+    return "an epoch: " + " or ".join(f"{samples:,.0f} samples{' per rank' if ranks > 1 else ''} in "
+                                      f"{plural(int(steps), 'step')} of {batch:.0f}"
+                                      for samples, ranks, steps, batch in sorted(lengths.index, reverse=True))

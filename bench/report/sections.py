@@ -1,5 +1,6 @@
-"""The sections of REPORT.md for one run: provenance, bus, CPU cost, headspace, situations,
-stages, accuracy and drift, with the plots they show (`run_sections`).
+"""The sections of REPORT.md for one run: provenance (with the epoch length), bus, CPU cost,
+headspace, situations (each e2e share with its restart-free share), stages, accuracy and drift,
+with the plots they show (`run_sections`).
 """
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 from .analysis import DRIFT, SETTING, RunView, at_setting, ceiling_text, label_variants
-from .answers import answer, reads_text
-from .formatting import code, escape, pct, plural, rate, table
+from .answers import answer, reads_text, share_text
+from .formatting import code, epoch_text, escape, pct, plural, rate, table
 from .hosts import PREDICTION, SCALING, prediction, scaling
 from .plots import cores_plot, headspace_plot
 
@@ -26,7 +27,10 @@ window: batches queued before it handed over, a drain, not a rate): level 0 is a
 above). **model**: the training step on real batches already on the device (the split's images,
 normalized as e2e gets them). **e2e**: the training step on the pipeline's batches, windows of whole
 epochs (epoch restarts included); "loss read every N" rows call `loss.item()` every N steps.
-**restart**: median host wait of the steps that began an epoch. **CPU s / 1k img**: user + system
+**restart**: median host wait of the steps that began an epoch. **restart-free**: beside each e2e
+share of model-only, the share without them: e2e's images over the steps that began no epoch per
+second of their GPU time (median of the windows' `steady_img_per_s`) over model-only's median; the
+verdicts rest on the rate with restarts, what training gets. **CPU s / 1k img**: user + system
 CPU seconds per 1,000 images of the pipeline (the process tree without the training thread: its
 threads, workers and processes) and, apart, of the training thread (which also runs what a pipeline
 does inside `next()`); CUDA waits block, so waiting costs none. **stage**: one stage of a pipeline
@@ -53,6 +57,9 @@ def provenance(group: pd.DataFrame) -> list[str]:
     if len(ok):
         lines.append(f"- Windows: {ok.seconds.min():.2f}–{ok.seconds.max():.2f} s, {ok.steps.min():.0f}–"
                      f"{ok.steps.max():.0f} steps; {plural(int(ok.groupby(['run_id', 'process']).ngroups), 'process', 'processes')}.")
+    epochs = epoch_text(group)
+    if epochs:
+        lines.append(f"- {epochs[0].upper()}{epochs[1:]}.")
     mixed = [f"{c} {' / '.join(values(c))}" for c in ("warmup", "max_samples", "seed", "last_batch", "torch", "dali",
                                                       "peers") if len(values(c)) > 1]
     if mixed:
@@ -107,7 +114,7 @@ def headspace_table(loader: pd.DataFrame) -> pd.DataFrame:
 
 def situation_table(s: pd.DataFrame) -> pd.DataFrame:
     rows = [{"pipeline": r.pipeline, "loader-only at the model's step": r.loader_text, "e2e img/s": r.e2e_text,
-             "e2e / model": pct(r.share), "host wait": pct(r.wait) if not pd.isna(r.wait) else "—",
+             "e2e / model": share_text(r), "host wait": pct(r.wait) if not pd.isna(r.wait) else "—",
              "CPU s / 1k img (pipeline + training thread)": cpu_text(r),
              "verdict": r.verdict, "because": escape(r.why)}
             for r in s.sort_values("img_per_s", ascending=False).itertuples()]

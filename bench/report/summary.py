@@ -1,14 +1,14 @@
-"""The summary of one run (SUMMARY.md, the top of REPORT.md and the README block): the bus,
-several GPUs, which pipeline keeps which model speed fed at which CPU budget, large JPEG images
-and time to accuracy.
+"""The summary of one run (SUMMARY.md, the top of REPORT.md and the README block), under its
+epoch length: the bus, several GPUs, which pipeline keeps which model speed fed at which CPU
+budget (and which only without epoch restarts), large JPEG images and time to accuracy.
 """
 from __future__ import annotations
 
 import pandas as pd
 
 from .analysis import ABOVE, FED, SETTING, TOO_FEW, RunView, at_setting
-from .answers import base_name, baseline
-from .formatting import code, escape, pct, plural, table
+from .answers import base_name, baseline, fed_only_restart_free, restart_free_text
+from .formatting import code, epoch_text, escape, pct, plural, table
 from .sections import trained
 
 LADDER = (2_000_000, 1_000_000, 500_000, 250_000, 100_000, 50_000, 25_000, 10_000, 5_000, 2_500, 1_000, 500, 250,
@@ -148,7 +148,8 @@ def measured_table(s: pd.DataFrame) -> pd.DataFrame:
     model-only rate at the most cores; per cell the pipelines fed (verdict "fed": e2e at least FED
     of model-only), the cheapest in CPU time first, and ×N, the fastest of them over `dataloader`,
     both e2e; "any (`dataloader` too)" only where every pipeline measured there is fed; "—" where
-    the model did not run with those cores. Loss never read."""
+    the model did not run with those cores; after a cell, the pipelines below FED there only with
+    epoch restarts (`restart_free_note`). Loss never read."""
     s = s[s.sync_every.fillna(0) == 0]
     if s.empty:
         return pd.DataFrame()
@@ -159,7 +160,7 @@ def measured_table(s: pd.DataFrame) -> pd.DataFrame:
         row = {"model (model-only img/s)": f"{code(model)} {step} ({speed_text(speed[model, step])})"}
         for cpus in cores:
             here = s[(s.model == model) & (s.step == step) & (s.cpus == cpus)]
-            row[f"{int(cpus)} cores"] = measured_cell(here) if len(here) else "—"
+            row[f"{int(cpus)} cores"] = measured_cell(here) + restart_free_note(here) if len(here) else "—"
         found.append(row)
     return pd.DataFrame(found)
 
@@ -175,7 +176,8 @@ def measured_cell(here: pd.DataFrame) -> str:
         return "any (`dataloader` too)"
     if fed.empty:
         best = usable.loc[usable.img_per_s.idxmax()]
-        return f"none (fastest {code(short(best.pipeline))} {pct(best.share)})"
+        free = restart_free_text(best)
+        return f"none (fastest {code(short(best.pipeline))} {pct(best.share)}{f', {free}' if free else ''})"
     names = ", ".join(code(short(p)) for p in fed.pipeline[:SHOWN]) + (f" +{len(fed) - SHOWN}" if len(fed) > SHOWN else "")
     if base is None:
         return names + " (no `dataloader` here)"
@@ -184,6 +186,17 @@ def measured_cell(here: pd.DataFrame) -> str:
     several = (usable.pipeline.map(base_name) == "dataloader").sum() > 1   # then say which one ×N is over
     over = f" over {code(short(base.pipeline))}" if several else ""
     return names + f" ×{fed.img_per_s.max() / base.img_per_s:.1f}{over}"
+
+
+def restart_free_note(here: pd.DataFrame) -> str:
+    """" (restart-free also `p`)" after a cell of `measured_table`: the pipelines below FED there only
+    with epoch restarts (`fed_only_restart_free`), cheapest in CPU time first ("also" where the cell
+    names fed pipelines)."""
+    held = fed_only_restart_free(here).assign(cost=lambda d: d.cpu_pipe.fillna(d.cpu)).sort_values("cost")
+    if held.empty:
+        return ""
+    also = "also " if (here.verdict == "fed").any() else ""
+    return f" (restart-free {also}{', '.join(code(short(p)) for p in held.pipeline)})"
 
 
 def jpeg_sentence(c: pd.DataFrame, cap: pd.DataFrame) -> str | None:
@@ -243,8 +256,9 @@ def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: d
     accuracy, the bus shared by several GPUs, one plot; each only where the run measured it."""
     c, cap = view.cells, view.ceilings
     commit = ", ".join(sorted(set(group.git_commit))) or "?"
-    lines = [f"From one run, {code(name)} (commit {escape(commit)}; {escape(', '.join(sorted(set(group.gpu))) or 'CPU')}); "
-             f"every number is in the [full report]({report})."]
+    epochs = epoch_text(group)
+    lines = [f"From one run, {code(name)} (commit {escape(commit)}; {escape(', '.join(sorted(set(group.gpu))) or 'CPU')}"
+             f"{f'; {epochs}' if epochs else ''}); every number is in the [full report]({report})."]
     sentence = bus_sentence(c)
     if sentence:
         lines += ["", sentence]
@@ -259,7 +273,9 @@ def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: d
         lines += ["", f"**Which pipeline keeps your model fed**, measured end to end at {int(setting[0])} px (batch "
                   f"{int(setting[1])}): per model (its model-only img/s) and CPU cores per GPU, the pipelines whose "
                   f"e2e rate is at least {FED:.0%} of model-only (medians), cheapest in CPU time first (+N: N more "
-                  "in the report), and ×N: the fastest of them over `dataloader`, both end to end:", "",
+                  "in the report), and ×N: the fastest of them over `dataloader`, both end to end; "
+                  f"\"restart-free also\": the pipelines below {FED:.0%} only with epoch restarts (at least "
+                  f"{FED:.0%} over the steps that began no epoch):", "",
                   table(measured)]
     elif len(main):
         setting = tuple(main.iloc[0][SETTING])
