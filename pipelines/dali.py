@@ -15,6 +15,13 @@ them) and normalized into the
 contract's dtype and memory format with one kernel. Labels live on the device; the epoch's order
 goes there once per epoch, pinned and asynchronous.
 
+Epochs: the external source streams epoch after epoch on one DALI pipeline (when epoch e's plan runs
+out it goes on with epoch e+1's, the draws of (seed, e+1)), so DALI's prefetch queue
+(`dali_queue_depth`) already holds the next epoch's first batches when an epoch ends and no epoch
+start waits for it to refill; each epoch still yields `len(pipeline)` batches. `set_epoch` to
+another epoch than the next (a jump, a repeat) starts a new source there; an epoch left mid-way
+is run out first when the next one follows it.
+
 Why this structure (the probe and its measured output: results/2026-11-23-h100-peers/probe/):
 DALI's per-sample operators (`slice` with per-sample starts, `crop_mirror_normalize` with per-sample
 flips) cost more than the work they do at 32 px, so the graph augments in torch instead, and DALI
@@ -27,10 +34,11 @@ threads is faster and leaves the GPU to the training step.
 parallel external source). `dali_reader="file"` reads the folder-tree copy with `fn.readers.file`
 instead: DALI's own sharding and per-epoch shuffle (`shuffle_after_epoch`, seeded), one training
 batch per DALI batch; epochs follow the reader's sequence from construction and `set_epoch` does
-not select one. Its sharding policy is DALI's: contiguous shards of the (shuffled) file list whose
-sizes differ by at most one sample, each padded by repeating its last sample to whole batches
-(`pad_last_batch`), so every rank runs the same number of batches; "drop" then drops the shard's
-incomplete last batch. Its crops and flips are drawn per epoch like the external source's, by
+not select one. The reader reads on across epoch ends too (DALI's iterator only counts the epoch's
+samples), so its queue does not drain there either. Its sharding policy is DALI's: contiguous
+shards of the (shuffled) file list whose sizes differ by at most one sample, each padded by
+repeating its last sample to whole batches (`pad_last_batch`), so every rank runs the same number
+of batches; "drop" then drops the shard's incomplete last batch. Its crops and flips are drawn per epoch like the external source's, by
 position in the epoch.
 
 Measured loader ceilings per CPU budget, for both decoders and `dali-raw`, and what they feed: the
