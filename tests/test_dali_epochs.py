@@ -1,7 +1,8 @@
 """`dali`'s input runs across epochs (issue 51): consecutive epochs continue one DALI stream, so
 DALI's prefetch queue holds the next epoch's first batches while an epoch ends, with no pipeline
 built again; each epoch still yields what a pipeline started at that epoch yields, batch by batch
-in the epoch's plan; a jump, a repeat or an abandoned epoch still gives the epoch asked for.
+in the epoch's plan; a jump, a repeat or an abandoned epoch still gives the epoch asked for; the
+files checked after a DALI error reach into the next epoch's batches made ahead.
 CPU-only DALI where there is no GPU, on the index-encoded images of `test_contract`.
 """
 from __future__ import annotations
@@ -105,3 +106,16 @@ def test_a_jump_a_repeat_or_an_abandoned_epoch_gives_the_epoch_asked_for(variant
             want = batches(fresh, e)
         assert len(got) == len(want) and all(torch.equal(g[0], w[0]) and torch.equal(g[1], w[1])
                                              for g, w in zip(got, want)), e
+
+
+def test_the_files_checked_after_a_dali_error_reach_into_the_next_epoch(indexed_root):
+    """After a DALI error the files checked are those of the DALI batches DALI can have made: at an
+    epoch's end, the next epoch's first ones (`_upcoming`)."""
+    with make(("dali", {}), indexed_root, **SMALL) as p:
+        p.set_epoch(0)
+        live = iter(p)
+        while p.fetched < p.dali_batches - 1:   # the last DALI batch of the epoch is due next
+            next(live)
+        window = p._upcoming(SMALL["dali_queue_depth"] + 2)
+        due = [dali._groups(p.batches(e), p.multiple) for e in (0, 1)]
+    assert [w.tolist() for w in window] == [g.tolist() for g in [due[0][-1], *due[1][:3]]]
