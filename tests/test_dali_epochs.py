@@ -10,9 +10,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pipelines import dali
+import pipelines
+from pipelines import PipelineConfig, dali
 
 from test_contract import decode_index, make, to_pixels
+from test_imagefolder import jpeg
 
 SMALL = dict(max_samples=300, batch_size=32, dali_queue_depth=2)   # 10 batches, 3 DALI batches an epoch
 EXTERNAL = [("dali", {}), ("dali-raw", {})]
@@ -106,6 +108,25 @@ def test_a_jump_a_repeat_or_an_abandoned_epoch_gives_the_epoch_asked_for(variant
             want = batches(fresh, e)
         assert len(got) == len(want) and all(torch.equal(g[0], w[0]) and torch.equal(g[1], w[1])
                                              for g, w in zip(got, want)), e
+
+
+def test_photographs_boxes_run_across_epochs_as_a_pipeline_started_at_each_epoch_cuts_them(tmp_path):
+    """Photographs: the external source hands DALI each file with its box and flip; on one stream
+    those of epochs 0, 1, 2 equal those of a pipeline that starts at each."""
+    if pipelines.available()["dali"]:
+        pytest.skip(pipelines.available()["dali"])
+    for k in range(12):
+        jpeg(tmp_path / f"c{k % 3}" / f"{k}.jpg", size=(260 + 10 * k, 230 + 20 * (k % 3)), seed=k)
+    config = PipelineConfig(source=f"imagefolder:{tmp_path}", image_size=64, batch_size=2, num_workers=1,
+                            device="cpu", last_batch="partial", dali_batch_multiple=2, dali_queue_depth=2)
+    with pipelines.build("dali", config) as p:
+        run = [batches(p, e) for e in range(3)]
+        assert not p.pipe.empty()   # DALI already works on epoch 3
+    for e, got in enumerate(run):
+        with pipelines.build("dali", config) as fresh:
+            want = batches(fresh, e)
+        assert len(got) == len(want) == 6 and all(torch.equal(g[0], w[0]) and torch.equal(g[1], w[1])
+                                                  for g, w in zip(got, want)), e
 
 
 def test_the_files_checked_after_a_dali_error_reach_into_the_next_epoch(indexed_root):
