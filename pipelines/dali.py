@@ -206,9 +206,9 @@ class DaliPipeline(Pipeline):
         self._start(first_epoch=0)
 
     def _start(self, first_epoch: int) -> None:
-        """(Re)build the DALI pipeline and iterator; its stream starts at our epoch first_epoch (the
-        external source's runs on epoch after epoch; readers.file's epoch k is our epoch
-        first_epoch + k). The pipeline of stages(), if any, is kept."""
+        """(Re)build the DALI pipeline and iterator, starting at our epoch first_epoch (the external
+        source then streams epoch after epoch; readers.file's epoch k is our epoch first_epoch + k).
+        The pipeline of stages(), if any, is kept."""
         if self.pipe is not None:
             self.pipe._shutdown()
         self.first_epoch = self.next_epoch = first_epoch
@@ -290,7 +290,7 @@ class DaliPipeline(Pipeline):
         already); else a new source that starts at the epoch set (a jump or a repeat)."""
         if not self.file_reader and self.epoch != self.next_epoch:
             self._start(first_epoch=self.epoch)
-        elif self.in_epoch:   # DALI cannot reset mid-epoch: finish the abandoned one
+        elif self.in_epoch:   # DALI cannot reset mid-epoch: run the abandoned one out, then go on
             while self._next() is not None:
                 pass
             self.in_epoch = False
