@@ -15,6 +15,13 @@ them) and normalized into the
 contract's dtype and memory format with one kernel. Labels live on the device; the epoch's order
 goes there once per epoch, pinned and asynchronous.
 
+Epochs: the external source streams epoch after epoch on one DALI pipeline (when epoch e's plan runs
+out it goes on with epoch e+1's, the draws of (seed, e+1)), so DALI's prefetch queue
+(`dali_queue_depth`) already holds the next epoch's first batches when an epoch ends and no epoch
+start waits for it to refill; each epoch still yields `len(pipeline)` batches. `set_epoch` to
+another epoch than the next (a jump, a repeat) starts a new source there; an epoch left mid-way
+is run out first when the next one follows it.
+
 Why this structure (the probe and its measured output: results/2026-11-23-h100-peers/probe/):
 DALI's per-sample operators (`slice` with per-sample starts, `crop_mirror_normalize` with per-sample
 flips) cost more than the work they do at 32 px, so the graph augments in torch instead, and DALI
@@ -27,10 +34,11 @@ threads is faster and leaves the GPU to the training step.
 parallel external source). `dali_reader="file"` reads the folder-tree copy with `fn.readers.file`
 instead: DALI's own sharding and per-epoch shuffle (`shuffle_after_epoch`, seeded), one training
 batch per DALI batch; epochs follow the reader's sequence from construction and `set_epoch` does
-not select one. Its sharding policy is DALI's: contiguous shards of the (shuffled) file list whose
-sizes differ by at most one sample, each padded by repeating its last sample to whole batches
-(`pad_last_batch`), so every rank runs the same number of batches; "drop" then drops the shard's
-incomplete last batch. Its crops and flips are drawn per epoch like the external source's, by
+not select one. The reader reads on across epoch ends too (DALI's iterator only counts the epoch's
+samples), so its queue does not drain there either. Its sharding policy is DALI's: contiguous
+shards of the (shuffled) file list whose sizes differ by at most one sample, each padded by
+repeating its last sample to whole batches (`pad_last_batch`), so every rank runs the same number
+of batches; "drop" then drops the shard's incomplete last batch. Its crops and flips are drawn per epoch like the external source's, by
 position in the epoch.
 
 Measured loader ceilings per CPU budget, for both decoders and `dali-raw`, and what they feed: the
@@ -65,7 +73,7 @@ except ImportError:   # the message every caller (build, sweeps) shows
 from . import sources
 from .contract import Pipeline, Stages
 from .crops import epoch_boxes
-from .epochs import epoch_batches, epoch_draws
+from .epochs import batch_count, epoch_batches, epoch_draws
 from .jpeg_errors import undecodable_jpeg, undecodable_sample
 from .kernels import crop_normalize, normalize, warm_crop_normalize
 from .options import NUM_WORKERS, Option
@@ -93,38 +101,47 @@ def _groups(plan: list[np.ndarray], multiple: int) -> list[np.ndarray]:
 
 
 class _EpochSource:
-    """external_source callback, picklable for worker processes: DALI batch `info.iteration` of epoch
-    `first_epoch + info.epoch_idx` (the plan's batches grouped by `dali_batch_multiple`). `samples`
-    holds the JPEG files (a list of zero-copy views out) or the raw pixels (one dense array out).
-    With `sizes` (photographs' heights and widths) each file comes with its box, as (x, y) and
-    (w, h), and its flip: the epoch's `crops.epoch_boxes`."""
+    """external_source callback, picklable for worker processes: DALI batch `info.iteration` of a
+    stream that runs epoch after epoch from `first_epoch` and never stops, so DALI's prefetch goes on
+    into the next epoch while one ends: each epoch's plan grouped by `multiple` (`per_epoch` DALI
+    batches an epoch, the same for every epoch), epoch `first_epoch + iteration // per_epoch`, a
+    function of the iteration alone (worker processes may serve any). `samples` holds the JPEG files
+    (a list of zero-copy views out) or the raw pixels (one dense array out). With `sizes`
+    (photographs' heights and widths) each file comes with its box, as (x, y) and (w, h), and its
+    flip: the epoch's `crops.epoch_boxes`."""
 
     def __init__(self, config, samples, n: int, first_epoch: int, multiple: int, sizes=None):
         self.config, self.samples, self.n, self.first_epoch = config, samples, n, first_epoch
         self.multiple, self.sizes = multiple, sizes
+        self.per_epoch = -(-batch_count(n, config) // multiple)
         self.epoch, self.groups, self.boxes = None, [], None
         self.files = None   # the JPEG files as views, made on the first call in the process that calls
 
+    def _plan(self, epoch: int) -> None:
+        """Epoch `epoch`'s DALI batches (and photographs' boxes), unless they are those held."""
+        if epoch == self.epoch:
+            return
+        self.epoch = epoch
+        plan = epoch_batches(self.n, self.config, epoch)
+        self.groups = _groups(plan, self.multiple)
+        if self.sizes is not None:
+            y, x, h, w, flip = epoch_boxes(self.config, epoch, self.sizes[np.concatenate(plan)])
+            self.boxes = (np.stack([x, y], 1).astype(np.int32), np.stack([w, h], 1).astype(np.int32),
+                          flip.astype(np.int32))
+
     def __call__(self, info):
-        epoch = self.first_epoch + info.epoch_idx
-        if epoch != self.epoch:
-            self.epoch = epoch
-            plan = epoch_batches(self.n, self.config, epoch)
-            self.groups = _groups(plan, self.multiple)
-            if self.sizes is not None:
-                y, x, h, w, flip = epoch_boxes(self.config, epoch, self.sizes[np.concatenate(plan)])
-                self.boxes = (np.stack([x, y], 1).astype(np.int32), np.stack([w, h], 1).astype(np.int32),
-                              flip.astype(np.int32))
-        if info.iteration >= len(self.groups):
+        if self.per_epoch == 0:   # an epoch without a batch: nothing to stream
             raise StopIteration
-        index = self.groups[info.iteration]
+        epoch, group = divmod(info.iteration, self.per_epoch)
+        self._plan(self.first_epoch + epoch)
+        index = self.groups[group]
         if isinstance(self.samples, sources.JpegSet):   # a list lookup per file, not two numpy scalars
             if self.files is None:
                 self.files = [self.samples[i] for i in range(len(self.samples))]
             files = [self.files[i] for i in index.tolist()]
             if self.boxes is None:
                 return [files]
-            start = sum(len(group) for group in self.groups[:info.iteration])
+            start = sum(len(g) for g in self.groups[:group])
             return [files, *(b[start:start + len(index)] for b in self.boxes)]
         return [self.samples[index]]
 
@@ -184,12 +201,14 @@ class DaliPipeline(Pipeline):
         self.labels = torch.from_numpy(self.data.labels).to(self.device)
         if self.data.sizes is None:   # photographs are cropped by DALI, only normalized here
             warm_crop_normalize(self.device, self.config)
+        self.dali_batches = None if self.file_reader else -(-len(self) // self.multiple)   # an epoch's
         self.pipe = self.iterator = self.fixed_pipe = self.fixed = None
         self._start(first_epoch=0)
 
     def _start(self, first_epoch: int) -> None:
-        """(Re)build the DALI pipeline and iterator; its epoch k is our epoch first_epoch + k. The
-        pipeline of stages(), if any, is kept."""
+        """(Re)build the DALI pipeline and iterator, starting at our epoch first_epoch (the external
+        source then streams epoch after epoch; readers.file's epoch k is our epoch first_epoch + k).
+        The pipeline of stages(), if any, is kept."""
         if self.pipe is not None:
             self.pipe._shutdown()
         self.first_epoch = self.next_epoch = first_epoch
@@ -267,14 +286,16 @@ class DaliPipeline(Pipeline):
         return len(self.iterator) if self.file_reader else super().__len__()
 
     def _iterate(self):
+        """The next epoch of the stream, if it is the one set (its first DALI batches may be made
+        already); else a new source that starts at the epoch set (a jump or a repeat)."""
         if not self.file_reader and self.epoch != self.next_epoch:
-            self._start(first_epoch=self.epoch)   # set_epoch jumped: a new source starts there
-        elif self.in_epoch:   # DALI cannot reset mid-epoch: finish the abandoned one
+            self._start(first_epoch=self.epoch)
+        elif self.in_epoch:   # DALI cannot reset mid-epoch: run the abandoned one out, then go on
             while self._next() is not None:
                 pass
             self.in_epoch = False
-        if self.next_epoch > self.first_epoch:
-            self.iterator.reset()
+        if self.file_reader and self.next_epoch > self.first_epoch:
+            self.iterator.reset()   # the iterator's count only: DALI's reader read on into this epoch
         epoch, self.next_epoch = self.next_epoch, self.next_epoch + 1
         self.in_epoch, self.fetched = True, 0
         return self._epoch(epoch)
@@ -317,7 +338,8 @@ class DaliPipeline(Pipeline):
 
     def _next(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         """DALI's next batch of the epoch under way (epoch `next_epoch - 1`) in memory torch owns
-        (`_own`: nothing of DALI's is held while DALI runs on), None at its end. DALI
+        (`_own`: nothing of DALI's is held while DALI runs on), None at its end (the external
+        source's: after `dali_batches` DALI batches, the stream itself running on). DALI
         reports a file its decoder rejects as an error of the whole pipeline, a RuntimeError with
         the graph's traceback and "nvImageCodec failure: '#4'" (a status: not a supported image) or
         "Failed to decode sample #3" (a position in a batch it does not name), raised by the call
@@ -325,6 +347,8 @@ class DaliPipeline(Pipeline):
         2.4 running CPU-only sometimes crashed the process on that error path when DALI batches of
         several batches were in flight (tests/test_corrupt_jpeg.py); run in its own process (the
         default), such a crash costs one error row."""
+        if self.fetched == self.dali_batches:
+            return None
         try:
             out = next(self.iterator)
         except StopIteration:
@@ -341,8 +365,9 @@ class DaliPipeline(Pipeline):
         """After a DALI error: the error naming the first file that does not decode on the CPU
         (`jpeg_errors.undecodable_jpeg`, see its limits) among those DALI may have been decoding, or None.
         External source: the DALI batches from the one due next to the last that DALI can have
-        prefetched (dali_queue_depth ahead, plus one). readers.file: its own order, so every file of
-        the tree, which holds the same bytes as the packed copy but can be damaged apart from it."""
+        prefetched (dali_queue_depth ahead, plus one), on into the next epoch (`_upcoming`).
+        readers.file: its own order, so every file of the tree, which holds the same bytes as the
+        packed copy but can be damaged apart from it."""
         c = self.config
         if self.encoding != "jpeg":
             return None
@@ -353,11 +378,19 @@ class DaliPipeline(Pipeline):
             return None if bad is None else undecodable_sample(
                 c.split, *bad, f"JPEG file tree ({paths[bad[0]]})",
                 remedy=f"delete {self.tree_root} (it is written again when next used)")
-        groups = _groups(epoch_batches(len(self.data), c, self.next_epoch - 1), self.multiple)
-        window = groups[self.fetched:self.fetched + c.dali_queue_depth + 2]
+        window = self._upcoming(c.dali_queue_depth + 2)
         size = None if self.data.images is None else self.data.images.shape[1]   # photographs: any size
         bad = undecodable_jpeg(self.data.jpeg, np.concatenate(window), size) if window else None
         return None if bad is None else undecodable_sample(c.split, *bad)
+
+    def _upcoming(self, count: int) -> list[np.ndarray]:
+        """The sample indices of the external source's next `count` DALI batches, from the one due
+        next in the epoch under way on into the epochs after it."""
+        epoch, start, groups = self.next_epoch - 1, self.fetched, []
+        while len(groups) < count and self.dali_batches:
+            groups += _groups(epoch_batches(len(self.data), self.config, epoch), self.multiple)[start:]
+            epoch, start = epoch + 1, 0
+        return groups[:count]
 
     def _stages(self) -> Stages:
         """host: the external_source callback over an epoch (with readers.file: none, the reader runs
@@ -370,7 +403,7 @@ class DaliPipeline(Pipeline):
 
         def host():
             for i, index in enumerate(groups):
-                yield source(SimpleNamespace(epoch_idx=0, iteration=i)), torch.from_numpy(self.data.labels[index])
+                yield source(SimpleNamespace(iteration=i)), torch.from_numpy(self.data.labels[index])
 
         first = self.batches()[0]
         if self.encoding == "jpeg" and self.config.dali_decoder == "mixed":
@@ -382,7 +415,7 @@ class DaliPipeline(Pipeline):
             payload = [torch.from_numpy(self.data.images[first])]
         if self.fixed_pipe is not None:   # stages() called again: one fixed pipeline at a time
             self.fixed_pipe._shutdown()
-        self.fixed_pipe = self._graph(_FixedSource(source(SimpleNamespace(epoch_idx=0, iteration=0))))
+        self.fixed_pipe = self._graph(_FixedSource(source(SimpleNamespace(iteration=0))))
         self.fixed = self._iterator(self.fixed_pipe, fixed=True)
         draws = None if self.data.sizes is not None else self.uploads.draws(
             epoch_draws(self.config, self.epoch, len(groups[0])))
