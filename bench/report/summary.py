@@ -146,7 +146,7 @@ def measured_table(s: pd.DataFrame) -> pd.DataFrame:
     """Model x CPU cores per GPU from one setting's e2e situations alone (`situations`, no loader
     reads): rows each model and step kind it ran with, fastest model-only first, each with its
     model-only rate at the most cores; per cell the pipelines fed (verdict "fed": e2e at least FED
-    of model-only), the cheapest in CPU time first, and ×N, the fastest of them over `dataloader`,
+    of model-only, its lowest process FLOOR), the cheapest in CPU time first, and ×N, the fastest of them over `dataloader`,
     both e2e; "any (`dataloader` too)" only where every pipeline measured there is fed; a pipeline
     with no verdict named with why (`left_out`: thin, or e2e above model-only); "—" where the model
     did not run with those cores. Loss never read."""
