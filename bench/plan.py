@@ -39,8 +39,9 @@ from pipelines.config import PipelineConfig
 from . import distributed, harness, machine, runner
 from .models import CHECK_TIMEOUT_S, check_model, runs_user_code
 
-PROCESSES = {"cuda": 3, "cpu": 2}   # --processes by default: independent processes per configuration
-MIN_PROCESSES = 2   # the fewest a verdict, a tie or "the fastest" may rest on (bench.report)
+PROCESSES = {"cuda": 3, "cpu": 3}   # --processes by default: independent processes per configuration
+MIN_PROCESSES = 3   # the fewest a verdict, a tie or "the fastest" may rest on (bench.report)
+MIN_WINDOWS = 2     # the fewest windows per process a verdict may rest on: one window cannot show drift
 CPU_SAMPLES = 2048   # without CUDA and --max-samples: the first 2,048 images, so an epoch (an e2e window) lasts seconds
 
 

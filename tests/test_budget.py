@@ -193,7 +193,7 @@ def test_a_bad_model_spec_is_a_one_line_error_naming_it(tmp_path, synthetic_root
 
 def test_a_cpu_run_prints_its_answer_and_writes_answer_md(tmp_path, synthetic_root, capsys):
     assert run(tmp_path, synthetic_root, "--no-isolate", "--pipelines", "dataloader,resident", "--workers", "1",
-               "--processes", "2") == 0   # a verdict needs two processes per cell
+               "--processes", "3", "--repeats", "2") == 0   # a verdict needs three processes of two windows
     printed = capsys.readouterr().out
     lines = [line[2:] for line in (tmp_path / "run" / "ANSWER.md").read_text().splitlines() if line.startswith("- ")]
     assert len(lines) == 1   # one situation: one model, step kind, size and budget
@@ -218,12 +218,12 @@ CPU_ROW = {"run_id": "run@1", "git_commit": "abc123", "boot_id": "boot-1", "gpu"
 
 
 def cpu_rows(rates: dict[tuple[str, str], float]) -> list[dict]:
-    """CPU rows of one run, two processes of two windows per (pipeline, mode), about `rate` each."""
+    """CPU rows of one run, three processes of two windows per (pipeline, mode), about `rate` each."""
     rows = []
     for (pipeline, mode), rate in rates.items():
         model, step = ("none", "") if mode == "loader" else ("resnet9-w0.25", "eager")
         rows += [{**CPU_ROW, "pipeline": pipeline, "mode": mode, "model": model, "step": step, "process": p,
-                  "repeat": w, "img_per_s": rate * (1 + 0.002 * (p + w)), "images": 640} for p in (0, 1) for w in (0, 1)]
+                  "repeat": w, "img_per_s": rate * (1 + 0.002 * (p + w)), "images": 640} for p in (0, 1, 2) for w in (0, 1)]
     return rows
 
 

@@ -220,7 +220,7 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
     p.add_argument("--processes", type=_positive(int, maximum=MAX_PROCESSES),
                    help="independent processes per configuration, run in rounds (A B A B), so a range between "
                         "processes shows how much a result moves; the report names no verdict, tie or fastest "
-                        f"pipeline from fewer than {plan.MIN_PROCESSES} (default: "
+                        f"pipeline from fewer than {plan.MIN_PROCESSES} of {plan.MIN_WINDOWS} windows each (default: "
                         f"{plan.PROCESSES['cuda']} on CUDA, {plan.PROCESSES['cpu']} on CPU)")
     p.add_argument("--busy-ms", type=_ms_list,
                    help="loader mode: the headspace levels, ms per batch the GPU is kept busy by a synthetic "

@@ -15,22 +15,23 @@ import pandas as pd
 import pipelines
 
 from .. import results
-from ..plan import MIN_PROCESSES
+from ..plan import MIN_PROCESSES, MIN_WINDOWS
 from .formatting import pct, plural, rate
 
 RULES = """\
 How numbers are read (`cells`): a configuration ran in one or more independent processes, each
-timing one or more windows. A rate is the median over all windows, shown with the range of the
-per-process medians, "median [lowest process - highest process] n=windows/processes"; with a
+timing one or more windows. A model-only or e2e window shorter than the run's minimum is left out
+alone (its cell keeps the others). A rate is the median over all windows, shown with the range of
+the per-process medians, "median [lowest process - highest process] n=windows/processes"; with a
 single process the range is its windows' min-max. Windows whose rate drifted by more than DRIFT
 within one process are listed.
 
 Verdicts (`verdict`), per pipeline, model, step kind, loss reads, image size and CPU budget, on
-medians, each from at least MIN_PROCESSES processes per cell and windows no shorter than the run's
-minimum (else "too few measurements"):
-  - inconclusive (e2e above model-only): e2e's whole range lies above model-only's: the two timings
-    disagree, and nothing is called fed;
-  - fed: e2e is at least FED of model-only;
+medians, each from at least MIN_PROCESSES processes of at least MIN_WINDOWS windows each, e2e and
+model-only (else "too few measurements", and the table names the pipeline thin, with what it had):
+  - inconclusive (e2e above model-only): any e2e process above model-only's highest: the two
+    timings disagree, and nothing is called fed;
+  - fed: e2e is at least FED of model-only, and its lowest process at least FLOOR of it;
   - inconclusive: below that, but the e2e and model-only process ranges overlap, or e2e is above
     what the pipeline delivered loader-only at the model's step time (`loader_at`; then the loader
     rows cannot name the cause);
@@ -51,6 +52,7 @@ Two pipelines tie when their medians differ by less than the larger of their bet
 ranges."""
 
 FED = 0.95    # e2e / model-only at or above this: the model is kept fed
+FLOOR = 0.93  # and e2e's lowest process / model-only at or above this
 AT = 0.95     # e2e at least this share of what loader-only delivered (its range's low end): e2e is at it
 DRIFT = 0.05  # a process whose windows moved more than this (last vs first) is listed
 DRAIN = 0.5   # a loader window shorter than this share of the run's minimum window is rejected
@@ -168,36 +170,49 @@ def _drift(windows: pd.DataFrame) -> float:
 
 def cells(df: pd.DataFrame) -> pd.DataFrame:
     """One row per measured cell (KEY) of ok rows: median img/s over its windows, lo/hi (the range of
-    its per-process medians; its windows' range with one process), n windows, p processes, and the
-    medians of the other measurements."""
-    ok = df[(df.status == "ok") & df.img_per_s.notna()].assign(
+    its per-process medians; its windows' range with one process), n windows, p processes, w / w_hi
+    the fewest / most windows of one process, `dropped` its model-only or e2e windows shorter than the
+    run's minimum (left out alone: `short_windows`), and the medians of the other measurements."""
+    ok, dropped = short_windows(df[(df.status == "ok") & df.img_per_s.notna()])
+    ok = ok.assign(
         bytes_per_image=lambda d: d.batch_bytes * d.steps / d.images,
         proc=lambda d: d.run_id + "#" + d.process.astype(str) + "#" + d.seed.astype(str),
-        train_cpu_kimg=lambda d: 1e3 * d.train_cpu_s / d.images, short=lambda d: d.seconds < d.min_window_s,
+        train_cpu_kimg=lambda d: 1e3 * d.train_cpu_s / d.images,
         # a configuration that shared a process compiled only where it ran first (`harness.Shared`)
         compile_first=lambda d: d.compile_s.where(d.slot.isna() | (d.slot == 0)))
     if ok.empty:
-        return pd.DataFrame(columns=[*KEY, "img_per_s", "lo", "hi", "n", "p", "drift", "steady", "restart", "cpu",
-                                     "cpu_pipe", "cpu_train", "busy_step", "short", "wait", "seconds", "compile",
-                                     "accuracy", "sm_mhz", "bytes_per_image", "copy", "device"])
+        return pd.DataFrame(columns=[*KEY, "img_per_s", "lo", "hi", "n", "p", "w", "w_hi", "dropped", "drift", "steady",
+                                     "restart", "cpu", "cpu_pipe", "cpu_train", "busy_step", "wait", "seconds",
+                                     "compile", "accuracy", "sm_mhz", "bytes_per_image", "copy", "device"])
     by_process = ok.groupby([*KEY, "proc"], sort=True)
-    process = by_process.agg(rate=("img_per_s", "median"), accuracy=("test_accuracy", "median")).reset_index()
+    process = by_process.agg(rate=("img_per_s", "median"), accuracy=("test_accuracy", "median"),
+                             windows=("img_per_s", "count")).reset_index()
     drift = by_process[["repeat", "img_per_s"]].apply(_drift).rename("drift").reset_index()
     spans = process.groupby(KEY).agg(p=("proc", "nunique"), plo=("rate", "min"), phi=("rate", "max"),
-                                     acc_lo=("accuracy", "min"), acc_hi=("accuracy", "max"))
+                                     acc_lo=("accuracy", "min"), acc_hi=("accuracy", "max"),
+                                     w=("windows", "min"), w_hi=("windows", "max"))
     drifts = drift.groupby(KEY).drift.agg(lambda d: d.loc[d.abs().idxmax()])
     table = ok.groupby(KEY, sort=True).agg(
         img_per_s=("img_per_s", "median"), wlo=("img_per_s", "min"), whi=("img_per_s", "max"),
         n=("img_per_s", "count"), steady=("steady_img_per_s", "median"), restart=("restart_ms", "median"),
         cpu=("cpu_s_per_kimg", "median"), cpu_pipe=("pipeline_cpu_s_per_kimg", "median"),
-        cpu_train=("train_cpu_kimg", "median"), busy_step=("busy_step_ms", "median"), short=("short", "any"),
+        cpu_train=("train_cpu_kimg", "median"), busy_step=("busy_step_ms", "median"),
         wait=("wait_frac", "median"), seconds=("seconds", "median"), device=("device", "first"),
         compile=("compile_first", "median"), accuracy=("test_accuracy", "median"), sm_mhz=("sm_mhz", "median"),
         bytes_per_image=("bytes_per_image", "median"), copy=("copy", "first")).join(spans).join(drifts)
+    table["dropped"] = dropped.reindex(table.index, fill_value=0)
     several = table.p > 1
     table["lo"] = table.plo.where(several, table.wlo)
     table["hi"] = table.phi.where(several, table.whi)
     return table.reset_index()
+
+
+def short_windows(ok: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
+    """The ok rows without model-only and e2e windows shorter than the run's minimum (each left out
+    alone, its cell keeps the others; loader windows have their own rule, `reject_drains`), and how
+    many each cell (KEY) lost."""
+    short = ok["mode"].isin(["model", "e2e"]) & (ok.seconds < ok.min_window_s)
+    return ok[~short], ok[short].groupby(KEY).size()
 
 
 def overlaps(a, b) -> bool:
@@ -302,18 +317,52 @@ def loader_at(group: pd.DataFrame, step_ms: float) -> SimpleNamespace | None:
                            kept_up=value >= FED * batch / (step_ms / 1e3))
 
 
+def thin(e2e, model) -> str:
+    """What two cells (e2e and its model-only) had too little of for a verdict ('' where enough): per
+    shortfall (processes, then windows) said once where both fell short alike ("2 processes, 1 window
+    per process"), else for the cell that did ("e2e 2 processes, model-only a process of 1 window")."""
+    found = []
+    for mine, theirs in zip(shortfall(e2e), shortfall(model)):
+        if mine == theirs:
+            found += [mine] if mine else []
+        else:
+            found += [f"{who} {text}" for who, text in (("e2e", mine), ("model-only", theirs)) if text]
+    return ", ".join(found)
+
+
+def shortfall(cell) -> tuple[str, str]:
+    """A cell's processes under MIN_PROCESSES and windows of a process under MIN_WINDOWS, as text
+    ('' where enough)."""
+    windows = plural(int(cell.w), "window")
+    return (plural(int(cell.p), "process", "processes") if cell.p < MIN_PROCESSES else "",
+            "" if cell.w >= MIN_WINDOWS else f"{windows} per process" if cell.w_hi == cell.w else
+            f"a process of {windows}")
+
+
 def verdict(e2e, model, loader) -> tuple[str, str]:
     """(label, reason) for one pipeline and model (module docstring); `loader`: `loader_at` the
-    model's step time, None where not measured."""
+    model's step time, None where not measured. The reason says how many short windows were left out."""
+    label, why = judge(e2e, model, loader)
+    dropped = int(e2e.dropped + model.dropped)
+    return label, why + (f" ({plural(dropped, 'window')} shorter than the run's minimum left out)" if dropped else "")
+
+
+def judge(e2e, model, loader) -> tuple[str, str]:
+    """`verdict`'s label and reason from the cells' numbers."""
     share = e2e.img_per_s / model.img_per_s
-    if min(e2e.p, model.p) < MIN_PROCESSES or e2e.short or model.short:
-        return TOO_FEW, (f"e2e ran in {plural(int(e2e.p), 'process', 'processes')}, model-only in {int(model.p)}"
-                         f" (a verdict needs {MIN_PROCESSES} each)" if min(e2e.p, model.p) < MIN_PROCESSES
-                         else "a window shorter than the run's minimum")
-    if e2e.lo > model.hi:
-        return ABOVE, f"e2e is {pct(share)} of model-only, its whole range above model-only's: the two timings disagree"
+    few = thin(e2e, model)
+    if few:
+        return TOO_FEW, (f"thin: {few}; a verdict needs {MIN_PROCESSES} processes of {MIN_WINDOWS} windows each, "
+                         "e2e and model-only")
+    if e2e.hi > model.hi:
+        return ABOVE, (f"e2e is {pct(share)} of model-only, its highest process ({e2e.hi:,.0f}) above model-only's "
+                       f"highest ({model.hi:,.0f}): the two timings disagree")
+    lowest = e2e.lo / model.img_per_s
+    if share >= FED and lowest >= FLOOR:
+        return "fed", f"e2e is {pct(share)} of model-only, its lowest process {pct(lowest)}"
     if share >= FED:
-        return "fed", f"e2e is {pct(share)} of model-only"
+        return "inconclusive", (f"e2e is {pct(share)} of model-only, but its lowest process {pct(lowest)}, "
+                                f"under {FLOOR:.0%}")
     if overlaps(e2e, model):
         return "inconclusive", f"e2e is {pct(share)} of model-only, but their process ranges overlap"
     if loader is None:
@@ -348,7 +397,8 @@ def situations(c: pd.DataFrame) -> pd.DataFrame:
                      "loader_text": "not measured" if loader is None else
                      f"{loader.img_per_s:,.0f} [{loader.lo:,.0f}–{loader.hi:,.0f}] "
                      + ("alone" if math.isnan(loader.step_ms) else f"at {loader.step_ms:.3g} ms"),
-                     "above_loader": above, "verdict": label, "why": why, "e2e_text": rate(e), "e2e": e})
+                     "above_loader": above, "verdict": label, "why": why, "thin": thin(e, m), "e2e_text": rate(e),
+                     "e2e": e})
     return pd.DataFrame(rows)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..plan import MIN_PROCESSES
+from ..plan import MIN_PROCESSES, MIN_WINDOWS
 from .analysis import ABOVE, FED, STEP_ORDER, TOO_FEW, situations, ties
 from .formatting import code, pct, plural
 
@@ -77,7 +77,9 @@ def answer(rows: pd.DataFrame) -> str:
                        f"for {', '.join(code(p) for p in above.pipeline)}: the two timings disagree, so this run names "
                        "no pipeline (longer windows, --min-window-s, or an idle machine may settle it).")
     if rows.empty:
-        return head + f"; too few measurements to compare pipelines (a verdict needs {MIN_PROCESSES} processes per cell)."
+        had = "; ".join(dict.fromkeys(thin.thin))   # what the cells had, each said once
+        return head + (f"; too few measurements to compare pipelines (thin: {had}; a verdict needs {MIN_PROCESSES} "
+                       f"processes of {MIN_WINDOWS} windows each per cell).")
     base = baseline(rows)
     parts = [head]
     if base is not None:

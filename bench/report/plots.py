@@ -1,5 +1,6 @@
-"""The report's plots: delivered rate against CPU cores, and the headspace curves (rate against
-the busy step's time). Same rows, same bytes (no timestamps in the files).
+"""The report's plots: delivered rate against CPU cores, the headspace curves (rate against the
+busy step's time), and the share of model-only e2e keeps against the model's speed, per CPU budget
+(`share_plot`). Same rows, same bytes (no timestamps in the files).
 """
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.lines  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .. import results  # noqa: E402
+from .analysis import ABOVE, FED, TOO_FEW  # noqa: E402
 
 def colour(i: int):
     """The i-th pipeline's colour: 20 apart before one repeats (matplotlib's default cycle has 10),
@@ -87,3 +90,62 @@ def headspace_plot(loader: pd.DataFrame, batch: int, models: pd.DataFrame, path:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     save_plot(fig, path)
+
+
+def share_plot(s: pd.DataFrame, path: Path, title: str) -> bool:
+    """Each pipeline's e2e median as a share of model-only (bars: its lowest and highest process)
+    against the model's speed alone (model-only img/s, log x), one line per pipeline, one panel per
+    CPU budget, FED marked; open markers where the cell got no verdict (thin, or e2e above
+    model-only). `s`: one setting's situations, loss never read. False (nothing drawn) unless they
+    hold at least two model speeds (model and step kind)."""
+    if s[["model", "step"]].drop_duplicates().shape[0] < 2:
+        return False
+    budgets = sorted(s.cpus.unique(), reverse=True)
+    fig, axes = plt.subplots(1, len(budgets), figsize=(4.5 * len(budgets), 4.8), dpi=100, sharey=True, squeeze=False)
+    names = sorted(s.pipeline.unique())
+    for ax, cpus in zip(axes[0], budgets):
+        here = s[s.cpus == cpus]
+        for i, name in enumerate(names):
+            share_line(ax, here[here.pipeline == name].sort_values("model_rate"), colour(i), name)
+        ax.axhline(FED, color="black", lw=0.8, linestyle="--")
+        ax.annotate(f"fed: {FED:.0%}", (here.model_rate.min(), FED), fontsize=7, va="bottom")
+        ax.set(xscale="log", title=f"{int(cpus)} cores")
+        speeds = here.drop_duplicates(["model", "step"]).sort_values("model_rate")
+        ax.set_xticks(speeds.model_rate, [f"{m} {st}\n{v:,.0f}" for m, st, v in
+                                          zip(speeds.model, speeds.step, speeds.model_rate)],
+                      rotation=60, ha="right", fontsize=6)   # each model at its speed
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("e2e / model-only")
+    axes[0][0].set_ylim(top=max(1.05, axes[0][0].get_ylim()[1]))   # 100 % always in view
+    fig.supxlabel("model-only img/s: the model's speed (log scale)", fontsize=9)
+    axes[0][0].yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+    handles = axes[0][0].get_legend_handles_labels()[0]
+    if (~judged(s)).any():
+        handles.append(matplotlib.lines.Line2D([], [], marker="o", markerfacecolor="white", markeredgecolor="grey",
+                                               linestyle="",
+                                               label="open: no verdict (thin, or e2e above model-only)"))
+    fig.suptitle(title, fontsize=10)
+    axes[0][-1].legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    save_plot(fig, path)
+    return True
+
+
+def share_line(ax, rows: pd.DataFrame, colour_, name: str) -> None:
+    """One pipeline's shares in one panel (`share_plot`): a line through its cells, each with its
+    range between processes; a cell without a verdict drawn open."""
+    if rows.empty:
+        return
+    low = rows.e2e.map(lambda e: e.lo) / rows.model_rate
+    high = rows.e2e.map(lambda e: e.hi) / rows.model_rate
+    ax.errorbar(rows.model_rate, rows.share, yerr=[rows.share - low, high - rows.share], fmt="o-", ms=4, capsize=2,
+                color=colour_, label=name)
+    none = ~judged(rows)
+    ax.plot(rows.model_rate[none], rows.share[none], "o", ms=4, markerfacecolor="white", markeredgecolor=colour_,
+            zorder=3)
+
+
+def judged(s: pd.DataFrame) -> pd.Series:
+    """Which situations got a verdict (not thin, not e2e above model-only)."""
+    return ~s.verdict.isin([TOO_FEW, ABOVE])

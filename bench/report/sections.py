@@ -1,6 +1,6 @@
 """The sections of REPORT.md for one run: provenance (with the epoch length), bus, CPU cost,
-headspace, situations (each e2e share with its restart-free share), stages, accuracy and drift,
-with the plots they show (`run_sections`).
+headspace, the share of model-only by model speed, situations (each e2e share with its
+restart-free share), stages, accuracy and drift, with the plots they show (`run_sections`).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .analysis import DRIFT, SETTING, RunView, at_setting, ceiling_text, label_v
 from .answers import answer, reads_text, share_text
 from .formatting import code, epoch_text, escape, pct, plural, rate, table
 from .hosts import PREDICTION, SCALING, prediction, scaling
-from .plots import cores_plot, headspace_plot
+from .plots import cores_plot, headspace_plot, share_plot
 
 TIMERS = """\
 What each timer includes (`bench/harness.py`): every window starts and ends with a device
@@ -181,9 +181,25 @@ def drift_lines(c: pd.DataFrame) -> list[str]:
             for name, (_, r) in zip(what, moved.iterrows())]
 
 
+def share_section(name: str, s: pd.DataFrame, plot: Path, here: str, plots: dict[str, str]) -> list[str]:
+    """The share of model-only against the model's speed (`share_plot`) of one setting's situations,
+    loss never read; none where they hold fewer than two model speeds. `plots` gets its file name
+    ("share")."""
+    s = s[s.sync_every.fillna(0) == 0] if len(s) else s
+    if s.empty or not share_plot(s, plot, f"{name}: e2e as a share of model-only by model speed, {here}"):
+        return []
+    plots.setdefault("share", plot.name)
+    return [f"### Share of model-only by model speed — {here}", "",
+            "Each pipeline's e2e median as a share of model-only against the model's speed alone (model-only "
+            "img/s), one panel per CPU budget, bars from its lowest to its highest process, loss never read; "
+            "an open marker: no verdict there (the tables below say why); the dashed line: the share of "
+            "model-only a median needs to be called fed:", "", f"![share of model-only]({plot.name})",
+            ""]
+
+
 def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slug: str,
                  plots: dict[str, str]) -> list[str]:
-    """The sections of one run; `plots` gets the file name of its main plot ("cores")."""
+    """The sections of one run; `plots` gets the file names of its main plots ("cores", "share")."""
     single, c = view.rows, view.cells
     parts = [f"## Run {escape(name)}", "", *provenance(group)]
     bus = bus_table(c)
@@ -216,6 +232,7 @@ def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slu
                       "Delivered img/s while the GPU is kept busy the given ms per batch:", "",
                       table(headspace_table(loader)), "", f"![headspace]({plot.name})", ""]
         s = at_setting(view.situations, setting) if len(view.situations) else view.situations
+        parts += share_section(name, s, out / f"share-{slug}-{size}px.png", here, plots)
         for (step, every, cpus), rows in (s.groupby(["step", "sync_every", "cpus"], sort=False) if len(s) else []):
             parts += [f"### {step.capitalize()} step{reads_text(every)} — {here}, {plural(int(cpus), 'core')}", ""]
             for model, by_model in rows.groupby("model", sort=True):

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .analysis import ABOVE, FED, SETTING, TOO_FEW, RunView, at_setting
+from ..plan import MIN_PROCESSES, MIN_WINDOWS
+from .analysis import ABOVE, FED, FLOOR, SETTING, TOO_FEW, RunView, at_setting
 from .answers import base_name, baseline, fed_only_restart_free, restart_free_text
 from .formatting import code, epoch_text, escape, pct, plural, table
 from .sections import trained
@@ -146,10 +147,11 @@ def measured_table(s: pd.DataFrame) -> pd.DataFrame:
     """Model x CPU cores per GPU from one setting's e2e situations alone (`situations`, no loader
     reads): rows each model and step kind it ran with, fastest model-only first, each with its
     model-only rate at the most cores; per cell the pipelines fed (verdict "fed": e2e at least FED
-    of model-only), the cheapest in CPU time first, and ×N, the fastest of them over `dataloader`,
-    both e2e; "any (`dataloader` too)" only where every pipeline measured there is fed; "—" where
-    the model did not run with those cores; after a cell, the pipelines below FED there only with
-    epoch restarts (`restart_free_note`). Loss never read."""
+    of model-only, its lowest process FLOOR), the cheapest in CPU time first, and ×N, the fastest of
+    them over `dataloader`, both e2e; "any (`dataloader` too)" only where every pipeline measured there
+    is fed; a pipeline with no verdict named with why (`left_out`: thin, or e2e above model-only); "—"
+    where the model did not run with those cores; after a cell, the pipelines below FED there only
+    with epoch restarts (`restart_free_note`). Loss never read."""
     s = s[s.sync_every.fillna(0) == 0]
     if s.empty:
         return pd.DataFrame()
@@ -166,26 +168,47 @@ def measured_table(s: pd.DataFrame) -> pd.DataFrame:
 
 
 def measured_cell(here: pd.DataFrame) -> str:
-    """One cell of `measured_table`: one model's e2e situations at one CPU budget."""
+    """One cell of `measured_table`: one model's e2e situations at one CPU budget; a pipeline that ran
+    but gets no verdict is named with why (`left_out`), never called absent."""
     usable = here[~here.verdict.isin([TOO_FEW, ABOVE])]
     if usable.empty:
-        return "too few measurements" if (here.verdict == TOO_FEW).any() else "e2e above model-only"
+        return left_out(here, here)
     fed = usable[usable.verdict == "fed"].assign(cost=lambda d: d.cpu_pipe.fillna(d.cpu)).sort_values("cost")
     base = baseline(usable)
     if len(fed) == len(here) and base is not None:
         return "any (`dataloader` too)"
+    aside = f" ({left_out(here, here[here.verdict.isin([TOO_FEW, ABOVE])])})" if len(usable) < len(here) else ""
     if fed.empty:
         best = usable.loc[usable.img_per_s.idxmax()]
         free = restart_free_text(best)
-        return f"none (fastest {code(short(best.pipeline))} {pct(best.share)}{f', {free}' if free else ''})"
+        return f"none (fastest {code(short(best.pipeline))} {pct(best.share)}{f', {free}' if free else ''})" + aside
     names = ", ".join(code(short(p)) for p in fed.pipeline[:SHOWN]) + (f" +{len(fed) - SHOWN}" if len(fed) > SHOWN else "")
     if base is None:
-        return names + " (no `dataloader` here)"
+        return names + (aside if baseline(here) is not None else " (no `dataloader` here)" + aside)
     if base.verdict == "fed":
-        return names
+        return names + aside
     several = (usable.pipeline.map(base_name) == "dataloader").sum() > 1   # then say which one ×N is over
     over = f" over {code(short(base.pipeline))}" if several else ""
-    return names + f" ×{fed.img_per_s.max() / base.img_per_s:.1f}{over}"
+    return names + f" ×{fed.img_per_s.max() / base.img_per_s:.1f}{over}" + aside
+
+
+def left_out(here: pd.DataFrame, out: pd.DataFrame) -> str:
+    """The pipelines of a cell (`here`) left out of its verdicts (`out`), with why ("thin: 2
+    processes", "e2e above model-only"): where every one is, the most common why alone and the others
+    named in brackets ("thin: 1 window per process (`dali-raw`: thin: 2 processes, ...)"); else each
+    named ("`dataloader` thin: 2 processes")."""
+    why = [f"thin: {r.thin}" if r.verdict == TOO_FEW else "e2e above model-only" for r in out.itertuples()]
+    named = [(code(short(p)), w) for p, w in zip(out.pipeline, why)]
+    if len(out) < len(here):
+        return "; ".join(f"{p} {w}" for p, w in named)
+    common = min(set(why), key=lambda w: (-why.count(w), w))
+    others = "; ".join(f"{p}: {w}" for p, w in named if w != common)
+    return common + (f" ({others})" if others else "")
+
+
+def thin_cells(measured: pd.DataFrame) -> bool:
+    """Whether a cell of `measured_table` names a pipeline thin."""
+    return measured.iloc[:, 1:].map(lambda cell: "thin: " in cell).any().any()
 
 
 def restart_free_note(here: pd.DataFrame) -> str:
@@ -253,7 +276,8 @@ def accuracy_sentence(df: pd.DataFrame) -> str | None:
 def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: dict[str, str]) -> list[str]:
     """The short answer of one run (Markdown lines, at most about 25), for SUMMARY.md and the README
     block: host transfer, which pipeline by model speed and cores, large JPEG images, time to
-    accuracy, the bus shared by several GPUs, one plot; each only where the run measured it."""
+    accuracy, the bus shared by several GPUs, the share of model-only by model speed and the loader
+    ceiling by cores (plots); each only where the run measured it."""
     c, cap = view.cells, view.ceilings
     commit = ", ".join(sorted(set(group.git_commit))) or "?"
     epochs = epoch_text(group)
@@ -272,10 +296,12 @@ def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: d
     if len(measured):
         lines += ["", f"**Which pipeline keeps your model fed**, measured end to end at {int(setting[0])} px (batch "
                   f"{int(setting[1])}): per model (its model-only img/s) and CPU cores per GPU, the pipelines whose "
-                  f"e2e rate is at least {FED:.0%} of model-only (medians), cheapest in CPU time first (+N: N more "
-                  "in the report), and ×N: the fastest of them over `dataloader`, both end to end; "
-                  f"\"restart-free also\": the pipelines below {FED:.0%} only with epoch restarts (at least "
-                  f"{FED:.0%} over the steps that began no epoch):", "",
+                  f"e2e rate is at least {FED:.0%} of model-only (medians) with no process under {FLOOR:.0%}, cheapest "
+                  "in CPU time first (+N: N more in the report), and ×N: the fastest of them over `dataloader`, both "
+                  f"end to end; \"restart-free also\": the pipelines below {FED:.0%} only with epoch restarts (at least "
+                  f"{FED:.0%} over the steps that began no epoch)"
+                  + (f"; thin: too few processes or windows for a verdict (it needs {MIN_PROCESSES} "
+                     f"processes of {MIN_WINDOWS} windows each)" if thin_cells(measured) else "") + ":", "",
                   table(measured)]
     elif len(main):
         setting = tuple(main.iloc[0][SETTING])
@@ -287,6 +313,8 @@ def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: d
     for sentence in (jpeg_sentence(c, cap), accuracy_sentence(view.rows), gpus_sentence(group, c)):
         if sentence:
             lines += ["", sentence]
+    if plots.get("share"):
+        lines += ["", f"![e2e as a share of model-only by model speed, per CPU budget]({plots['share']})"]
     if plots.get("cores"):
         lines += ["", f"![loader ceiling by CPU cores per GPU]({plots['cores']})"]
     return lines
