@@ -266,6 +266,12 @@ class DaliPipeline(Pipeline):
     def __len__(self) -> int:
         return len(self.iterator) if self.file_reader else super().__len__()
 
+    @property
+    def queue_capacity(self) -> int:
+        """DALI's prefetch queue (`dali_queue_depth` DALI batches of `multiple` batches each) and the
+        rest of the DALI batch being split."""
+        return self.config.dali_queue_depth * self.multiple + self.multiple - 1
+
     def _iterate(self):
         if not self.file_reader and self.epoch != self.next_epoch:
             self._start(first_epoch=self.epoch)   # set_epoch jumped: a new source starts there
