@@ -41,9 +41,14 @@ covers exactly the window's steps; its CUDA events are created before it starts.
 MODEL_BLOCK steps), so every pipeline pays its epoch restarts alike; loader windows are whole epochs
 too unless an epoch lasts more than LONG_EPOCH times that (then a number of steps, at least
 MIN_LOADER_STEPS, that covers it). Right before a loader or e2e window (after the ranks' barrier;
-not e2e under DDP, `drains`) untimed steps drain what the pipeline queued while nothing consumed it (the barrier's wait, a
-slower busy level, the calibration's synchronizations), so no window counts batches made before it
-began as delivered in it (`drain`).
+under DDP too, `drains`) the drain takes off what the pipeline queued while nothing consumed it (the
+barrier's wait, a slower busy level, the calibration's synchronizations): on an idle device (a
+synchronize first), batches taken with `next()` and no step, a synchronize after each, until one
+waits or the pipeline's declared queue capacity (`Pipeline.queue_capacity`) + 1 were taken; every
+rank takes as many (`drain`). The window then starts on an idle device with nothing queued (unless
+the pipeline refills faster than batches are taken: then it keeps ahead in the window too), so no
+window counts batches made before it began as delivered in it; each records its drain's batches
+(`drain_steps`) and how many batches were ready when it began (`ready_at_start`).
 Per step, `wait` is the host time spent in `next()` (blocked on the input), and the step time is
 the interval between CUDA events recorded at step ends (host clock on CPU). `wait` includes
 whatever `next()` waits for, also device synchronizations inside the pipeline that wait for the
@@ -110,9 +115,7 @@ WINDOW_MARGIN = 1.2   # min_seconds: size windows for 20% more, so run-to-run ji
 CALIBRATION_S = 0.25   # min_seconds: the untimed run that sizes the windows lasts at least this
 MIN_LOADER_STEPS = 8   # a loader window shorter than an epoch has at least this many steps
 LONG_EPOCH = 5   # min_seconds: a loader window is whole epochs unless one lasts more than this x the window
-DRAIN_WAIT_MS = 1.0   # drain: a next() that waited this long found the pipeline's queue empty
-DRAIN_S = 0.25   # drain: at most this long, and at most a window's steps (a pipeline faster than its consumer
-                 # keeps its queue full anyway)
+DRAIN_WAIT_MS = 1.0   # drain: a next() that waited this long (beyond twice the quickest) found the queue empty
 
 
 @dataclass(frozen=True)
@@ -209,6 +212,8 @@ class Window:
     busy_ms: float = 0.0         # loader mode: the consumer's synthetic step per batch (its label)
     busy_step_ms: float = math.nan   # loader mode: that step's measured time (mean over the window)
     rejected: str = ""           # why the window cannot count ('' if it can): busy.rejection
+    drain_steps: int = 0         # batches the drain before it took (`drain`)
+    ready_at_start: float = math.nan   # batches ready when it began (`ready_at_start`); nan: not drained
     test_accuracy: float = math.nan   # train mode
 
 
@@ -249,11 +254,11 @@ def release(device: torch.device) -> None:
 
 def time_window(batches: Iterator, step: Callable, steps: int, device: torch.device,
                 others: tuple[torch.device, ...] = (), monitor: machine.GpuMonitor | None = None,
-                settle: Callable[[], None] | None = None) -> Window:
+                settle: Callable[[], int] | None = None) -> Window:
     """Run `steps` steps as one synchronized window (see the module docstring for what it
     includes); under torch.distributed every rank starts it after a barrier, then `settle()` (the
-    drain), untimed. `others`: further GPUs whose peak memory the window records (DataParallel);
-    `monitor`: NVML readings."""
+    drain, untimed, returning its batches: `drain_steps`) and a second barrier. `others`: further
+    GPUs whose peak memory the window records (DataParallel); `monitor`: NVML readings."""
     cuda = device.type == "cuda"
     if cuda:
         for d in (device, *others):
@@ -262,8 +267,10 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
         for mark in marks:   # CUDA creates an event at its first record: here, not inside the window
             mark.record()
     distributed.barrier()
+    drained = 0
     if settle is not None:
-        settle()
+        drained = settle()
+        distributed.barrier()
     host_marks = np.empty(steps + 1)
     wait = np.empty(steps)
     sizes = np.empty(steps, dtype=np.int64)
@@ -307,7 +314,7 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
         else images / seconds   # the steps that began no epoch, on the GPU's timeline (module docstring)
     other = max((torch.cuda.max_memory_allocated(d) / 2**20 for d in others), default=math.nan)
     return Window(images, seconds, wait * 1e3, step_ms, peak, other, wait[restarts] * 1e3, float(steady), cpu,
-                  train_cpu, gpu)
+                  train_cpu, gpu, drain_steps=drained)
 
 
 def calibrate(batches: Iterator, step: Callable, device: torch.device) -> float:
@@ -328,28 +335,52 @@ def calibrate(batches: Iterator, step: Callable, device: torch.device) -> float:
 
 
 def drains(spec: RunSpec) -> bool:
-    """Whether `spec`'s windows begin with a drain: loader windows, and e2e windows of one process.
-    DDP's ranks step in lockstep (every step's all-reduce), so a rank's queue barely fills while it
-    waits, and a drain of a different number of steps on each rank would pair their collectives
-    wrongly."""
-    return spec.mode == "loader" or (spec.mode == "e2e" and spec.parallel != "ddp")
+    """Whether `spec`'s windows begin with a drain (`drain`): loader and e2e windows, DDP's too (the
+    drain runs no step, so no collective; every rank takes as many batches)."""
+    return spec.mode in ("loader", "e2e")
 
 
-def drain(batches: Iterator, step: Callable, most: int) -> None:
-    """Untimed steps until a `next()` waits DRAIN_WAIT_MS (the pipeline's queue is empty: from here it
-    is the one that waits), or DRAIN_S passed or `most` steps ran (a pipeline that keeps ahead of its
-    consumer keeps its queue full, in the window too; the drain costs at most a window): what it
-    queued while nothing consumed is not counted as delivered in the window that follows."""
-    end = time.perf_counter() + DRAIN_S
-    for _ in range(most):
-        if time.perf_counter() >= end:
-            return
-        t0 = time.perf_counter()
-        x, y = next(batches)
-        waited = time.perf_counter() - t0
-        step(x, y)
-        if waited * 1e3 >= DRAIN_WAIT_MS:
-            return
+def drain(batches: Iterator, capacity: int, device: torch.device,
+          synchronize: Callable[[torch.device], None] = sync) -> int:
+    """Take off what the pipeline queued while nothing consumed it; returns the batches taken.
+    `synchronize(device)` first, so the device is idle; then batches taken with `next()` and
+    dropped, no step (a step's device work would let the pipeline refill while the device catches
+    up), each followed by `synchronize(device)` (work `next()` launched), until a `next()` waited
+    DRAIN_WAIT_MS beyond twice the drain's quickest one (the queue is empty: from here the pipeline
+    is the one that waits; the quickest is the handover of a ready batch, a copy for some), or
+    `capacity` + 1 were taken (the pipeline's `queue_capacity`: a pipeline that refills faster than
+    batches are taken keeps ahead of its consumer, in the window too). Under torch.distributed
+    every rank then takes as many as the rank that took most, so their epochs restart together."""
+    synchronize(device)
+    taken, quickest = 0, math.inf
+    while taken <= capacity:
+        waited = _take(batches, device, synchronize)
+        taken += 1
+        if waited * 1e3 >= DRAIN_WAIT_MS + 2 * quickest:
+            break
+        quickest = min(quickest, waited * 1e3)
+    most = max(distributed.gather(taken))
+    for _ in range(most - taken):
+        _take(batches, device, synchronize)
+    return most
+
+
+def _take(batches: Iterator, device: torch.device, synchronize: Callable[[torch.device], None]) -> float:
+    """One batch off `batches`, dropped, and the device synchronized: the seconds `next()` took."""
+    t0 = time.perf_counter()
+    next(batches)
+    waited = time.perf_counter() - t0
+    synchronize(device)
+    return waited
+
+
+def ready_at_start(wait_ms: np.ndarray, capacity: int) -> int:
+    """Batches ready when a window began: its leading steps whose `next()` returned within
+    DRAIN_WAIT_MS (a batch already made), at most `capacity` + 1 (a pipeline that keeps ahead of
+    its consumer has every batch ready). A pipeline whose handover of a ready batch itself takes
+    DRAIN_WAIT_MS (a large copy inside `next()`) reads 0."""
+    slow = np.flatnonzero(wait_ms[:capacity + 1] >= DRAIN_WAIT_MS)
+    return int(slow[0]) if len(slow) else min(len(wait_ms), capacity + 1)
 
 
 def window_steps(spec: RunSpec, unit: int, step_s: float, busy_ms: float = 0.0) -> int:
@@ -422,7 +453,7 @@ def _run(spec: RunSpec, cores: list[int], shared: Shared | None) -> Iterator[tup
                                      "with last_batch='drop': no step would run (use a smaller batch or 'partial')")
                 facts["batch_size"] = samples
             facts.update(data_source=pipeline.data.source, steps_per_epoch=len(pipeline), samples=samples,
-                         **pipeline.info)
+                         queue_capacity=pipeline.queue_capacity, **pipeline.info)
             batches = endless(pipeline)
             unit = len(pipeline)
         if spec.mode == "stage":
@@ -457,8 +488,10 @@ def _run(spec: RunSpec, cores: list[int], shared: Shared | None) -> Iterator[tup
                 if busy and device.type == "cuda":
                     fit(batches, consumer)
                 steps = window_steps(spec, unit, step_s, busy)
-                settle = (lambda: drain(batches, consumer, steps)) if drains(spec) else None
+                settle = (lambda: drain(batches, pipeline.queue_capacity, device)) if drains(spec) else None
                 window = time_window(batches, consumer, steps, device, others, monitor, settle)
+                if settle is not None:
+                    window.ready_at_start = ready_at_start(window.wait_ms, pipeline.queue_capacity)
                 window.busy_ms = busy
                 if spec.mode == "loader" and consumer.busy is not None:
                     window.busy_step_ms = consumer.busy.measured_ms()

@@ -46,7 +46,8 @@ MEASURE_COLUMNS = ["process", "repeat", "busy_ms", "busy_step_ms", "steps", "ima
                    "steady_img_per_s", "wait_ms_p50", "wait_ms_p95", "wait_frac", "restart_ms", "step_ms_p50",
                    "step_ms_p95", "cpu_s", "cpu_s_per_kimg", "train_cpu_s", "pipeline_cpu_s_per_kimg", "blocking_waits", "cpu_set", "sm_mhz", "mem_mhz", "pcie",
                    "gpu_temp_c", "gpu_power_w", "clock_events", "test_accuracy",
-                   "peak_gpu_mem_mb", "peak_gpu_mem_mb_others", "setup_s", "upload_s", "compile_s", "slot"]
+                   "peak_gpu_mem_mb", "peak_gpu_mem_mb_others", "setup_s", "upload_s", "compile_s", "slot",
+                   "queue_capacity", "drain_steps", "ready_at_start"]   # the drain before the window (harness.drain)
 # What must match for a sweep to count an earlier row as done: the same machine (boot), software and commit.
 SAME_ENVIRONMENT = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "cpu_count", "hostname", "boot_id",
                     "git_commit"]
@@ -244,6 +245,7 @@ def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window) -> dict[str
             "pipeline_cpu_s_per_kimg": 1e3 * (w.cpu_s - w.train_cpu_s) / w.images, **w.gpu,
             "test_accuracy": w.test_accuracy,
             "peak_gpu_mem_mb": w.peak_gpu_mem_mb, "peak_gpu_mem_mb_others": w.peak_gpu_mem_mb_others,
+            "drain_steps": w.drain_steps, "ready_at_start": w.ready_at_start,
             "status": "rejected" if w.rejected else "ok", "error": w.rejected}
 
 

@@ -14,6 +14,8 @@
   - `info`: facts for result rows (e.g. the resident upload time); `data.source`: where data came from.
   - `stages()`: the per-batch work split into stages that can each run alone (`Stages`), so the
     harness can measure every stage's ceiling in isolation.
+  - `queue_capacity`: how many batches it can hold ready ahead of its consumer (made by its
+    workers, threads or launches while nobody asks), so a timer can take them off before a window.
 
 What every pipeline shares beside the contract lives in modules named for it: `epochs` (the epoch
 plan, sharding, augmentation draws, their upload), `kernels` (crop + flip + normalize),
@@ -126,6 +128,15 @@ class Pipeline(abc.ABC):
 
     def __len__(self) -> int:
         return batch_count(len(self.data), self.config)
+
+    @property
+    def queue_capacity(self) -> int:
+        """The most batches this pipeline holds ready ahead of its consumer: made (by its workers,
+        threads or device-side launches) while nobody calls `next()`, each handed over without
+        waiting for the work that makes it. An upper bound, from the pipeline's configuration. 0
+        here: a pipeline that makes every batch inside `next()`; one that makes batches ahead says how
+        many."""
+        return 0
 
     def batches(self, epoch: int | None = None) -> list[np.ndarray]:
         """Epoch `epoch`'s (None: this epoch's) sample indices, batch by batch."""

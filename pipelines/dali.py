@@ -285,6 +285,12 @@ class DaliPipeline(Pipeline):
     def __len__(self) -> int:
         return len(self.iterator) if self.file_reader else super().__len__()
 
+    @property
+    def queue_capacity(self) -> int:
+        """DALI's prefetch queue (`dali_queue_depth` DALI batches of `multiple` batches each) and the
+        rest of the DALI batch being split."""
+        return self.config.dali_queue_depth * self.multiple + self.multiple - 1
+
     def _iterate(self):
         """The next epoch of the stream, if it is the one set (its first DALI batches may be made
         already); else a new source that starts at the epoch set (a jump or a repeat)."""

@@ -38,7 +38,7 @@ from torchvision.transforms import functional as TF
 
 from .contract import Pipeline, Stages
 from .jpeg_errors import undecodable_sample
-from .workers import EpochKeys, SharedArrays, worker_options
+from .workers import EpochKeys, SharedArrays, loader_capacity, worker_options
 from .config import MEAN, STD
 from .options import ENCODING, NUM_WORKERS, WORKER_START, Option
 
@@ -111,6 +111,11 @@ class DataLoaderPipeline(Pipeline):
         options.setdefault("persistent_workers", options["num_workers"] > 0)
         options = {**worker_options(self.config, __name__, options["num_workers"]), **options}
         return torch.utils.data.DataLoader(self.samples, batch_sampler=EpochKeys(self), **options)
+
+    @property
+    def queue_capacity(self) -> int:
+        """The DataLoader's (`workers.loader_capacity`)."""
+        return loader_capacity(self.loader)
 
     def _on_device(self, images: torch.Tensor) -> torch.Tensor:
         return images.to(self.dtype).contiguous(memory_format=self.memory_format)

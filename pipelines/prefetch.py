@@ -158,6 +158,12 @@ class PrefetchPipeline(Pipeline):
         if self.cuda:   # the side stream uses what the current stream made here
             torch.cuda.synchronize(self.device)
 
+    @property
+    def queue_capacity(self) -> int:
+        """Every slot's round but the free one's, produced ahead (`_epoch`), and the rest of the
+        round being handed over."""
+        return len(self.slots) * self.group - 1
+
     def _gather(self, slot: _Slot, index, start: int, draws) -> int:
         """A slot's images (samples `index`, cropped here only with `host_crops`) into a slot the GPU
         no longer reads."""

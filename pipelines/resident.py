@@ -58,6 +58,13 @@ class ResidentPipeline(Pipeline):
         if self.cuda:   # the side stream uses what the current stream made here
             torch.cuda.synchronize(self.device)
 
+    @property
+    def queue_capacity(self) -> int:
+        """The rounds launched ahead of the one handed over (`_epoch`: `prefetch_depth` batches or
+        more) and the rest of that round: made on the device while nobody asks."""
+        group = self.config.round_batches
+        return max(1, -(-self.config.prefetch_depth // group)) * group + group - 1
+
     def _iterate(self):
         plan = planned_ahead(self.upcoming, self.epoch) or self.plan(self.epoch)
         self.upcoming = self.planner.submit(self.plan, self.epoch + 1)

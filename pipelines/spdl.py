@@ -37,6 +37,8 @@ try:
 except ImportError as e:   # optional peer: pipelines.available() reports this, build() raises it
     MISSING = f"SPDL is not installed: pip install -e '.[peers]' ({e})"
 
+STAGE_QUEUE = 2   # the queue SPDL puts after each stage (its internal buffer size between stages)
+
 
 class SpdlPipeline(Pipeline):
     name = "spdl"
@@ -51,6 +53,15 @@ class SpdlPipeline(Pipeline):
         self.threads = max(1, config.num_workers)
         self.views = crop_windows(self.data.images, config.image_size, self.pad)
         self.transfer = ThreadPoolExecutor(1, thread_name_prefix="spdl-h2d") if self.cuda else None
+
+    @property
+    def queue_capacity(self) -> int:
+        """An upper bound: the sink's buffer (`prefetch_depth`) and the batch its node holds, and per
+        stage (the gather on `num_workers` threads; on CUDA the transfer on one) its output queue
+        (STAGE_QUEUE) and its finished tasks: as many as it runs at once, one awaiting its queue
+        and one awaiting its turn."""
+        stages = [self.threads] + ([1] if self.cuda else [])
+        return max(1, self.config.prefetch_depth) + 1 + sum(STAGE_QUEUE + n + 2 for n in stages)
 
     def _gather(self, job) -> tuple[torch.Tensor, torch.Tensor]:
         """Thread stage: one batch's uint8 crops (N x S x S x 3) and labels, on the host."""

@@ -22,7 +22,7 @@ import torch
 
 from .contract import Pipeline, Stages
 from .epochs import rank_seeds
-from .workers import EpochKeys, SharedArrays, worker_options
+from .workers import EpochKeys, SharedArrays, loader_capacity, worker_options
 from .config import MEAN, STD
 from .options import NUM_WORKERS, WORKER_START
 
@@ -70,6 +70,11 @@ class TimmPrefetchPipeline(Pipeline):
         self.loader = PrefetchLoader(loader, mean=MEAN, std=STD, device=self.device,
                                      img_dtype=getattr(torch, config.dtype))
         self.memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
+
+    @property
+    def queue_capacity(self) -> int:
+        """The DataLoader's (`workers.loader_capacity`), and the batch PrefetchLoader copies ahead."""
+        return loader_capacity(self.loader.loader) + 1
 
     def _iterate(self):
         for images, labels in self.loader:

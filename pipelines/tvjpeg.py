@@ -37,6 +37,11 @@ class TorchvisionJpegPipeline(Pipeline):
         if self.data.sizes is None:   # photographs are resized per image (`resized_crops`), not gathered
             warm_crop_normalize(self.device, self.config, planar=True)
 
+    @property
+    def queue_capacity(self) -> int:
+        """None: every batch is decoded inside `next()`."""
+        return 0
+
     def _iterate(self):
         batches = self.batches()
         return self._epoch(batches, self.draws(batches))

@@ -112,6 +112,13 @@ class SharedArrays:
         vars(self).update({k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in state.items()})
 
 
+def loader_capacity(loader: torch.utils.data.DataLoader) -> int:
+    """Batches a DataLoader holds ready ahead of its consumer: `prefetch_factor` per worker (the
+    index queue holds that many tasks per worker, done or not; its pin-memory thread only passes
+    them on); 0 without workers (each batch made inside `next()`)."""
+    return loader.num_workers * (loader.prefetch_factor or 0)
+
+
 class EpochKeys(torch.utils.data.Sampler):
     """Batch sampler of the DataLoader-based pipelines: per batch of the pipeline's current epoch, the
     keys `(index, dy, dx, flip)` of its samples (the epoch's shared draws, `epoch_draws`; zeros and

@@ -25,6 +25,7 @@ class Queued(Pipeline):
     name = "queued"
     PRODUCE_S = 0.025
     QUEUED = 8
+    queue_capacity = QUEUED + 1   # its queue and the batch its producer holds while the queue is full
 
     def _iterate(self):
         if not hasattr(self, "queue"):
@@ -51,6 +52,69 @@ def test_a_loader_window_does_not_count_what_the_pipeline_queued_before_it(synth
     windows = [window for _, window in harness.run(spec)]
     assert [w.busy_ms for w in windows] == [0.0, 50.0, 0.0, 50.0]
     assert windows[2].seconds >= 0.5 * 8 * Queued.PRODUCE_S
+
+
+class AsyncDevice:
+    """A fake asynchronous device: `launch` queues work (a sleep) on a worker thread and returns at
+    once, as a CUDA launch does; `sync` waits until everything queued has run."""
+
+    def __init__(self):
+        self.work: queue.Queue = queue.Queue()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while True:
+            time.sleep(self.work.get())
+            self.work.task_done()
+
+    def launch(self, seconds: float) -> None:
+        self.work.put(seconds)
+
+    def sync(self, device=None) -> None:
+        self.work.join()
+
+
+class Producer:
+    """Batches from a thread making one every PRODUCE_S into a queue of CAPACITY (plus the one it
+    holds while the queue is full); `ready` records the queue's size at each next()."""
+    PRODUCE_S, CAPACITY = 0.02, 8
+
+    def __init__(self):
+        self.queue: queue.Queue = queue.Queue(maxsize=self.CAPACITY)
+        self.ready: list[int] = []
+        threading.Thread(target=self._produce, daemon=True).start()
+
+    def _produce(self):
+        while True:
+            time.sleep(self.PRODUCE_S)
+            self.queue.put((None, range(4)))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.ready.append(self.queue.qsize())
+        return self.queue.get()
+
+
+def test_a_window_starts_on_an_idle_device_with_nothing_queued(monkeypatch):
+    """A pipeline slower than an asynchronous step (12 ms of device work per 20-ms batch), its queue
+    full: a drain that consumes on the host and synchronizes after lets the queue refill while the
+    device works through what the drain launched, and the window starts with batches it did not wait for."""
+    device = AsyncDevice()
+    monkeypatch.setattr(harness, "sync", device.sync)
+    batches = Producer()
+    time.sleep((Producer.CAPACITY + 2) * Producer.PRODUCE_S)   # the queue is full
+    drained = []
+
+    def settle():
+        taken = harness.drain(batches, Producer.CAPACITY + 1, torch.device("cpu"), synchronize=device.sync)
+        drained.append(len(batches.ready))
+        return taken
+
+    harness.time_window(batches, lambda x, y: device.launch(0.6 * Producer.PRODUCE_S), 5, torch.device("cpu"),
+                        settle=settle)
+    assert batches.ready[drained[0]] <= 1, batches.ready
 
 
 class Broken(Pipeline):
@@ -342,20 +406,34 @@ def test_csv_writer_moves_an_older_file_to_the_current_columns(tmp_path):
     assert df.parallel.isna().tolist() == [True, False]
 
 
-def test_loader_windows_and_one_process_e2e_windows_drain_and_ddp_e2e_windows_do_not():
-    """Under DDP every step all-reduces: ranks draining different step counts would pair collectives wrongly."""
+def test_loader_and_e2e_windows_drain_ddp_s_too_and_model_only_windows_do_not():
     def spec(mode, **extra):
         model = "none" if mode == "loader" else "resnet9"
         pipeline = "none" if mode == "model" else "resident"
         return harness.RunSpec(pipeline, mode, model, PipelineConfig(**extra.pop("config", {})), **extra)
     assert harness.drains(spec("loader")) and harness.drains(spec("loader", config=dict(rank=1, world_size=2)))
     assert harness.drains(spec("e2e")) and harness.drains(spec("e2e", parallel="dp"))
-    assert not harness.drains(spec("e2e", parallel="ddp", config=dict(world_size=2)))
+    assert harness.drains(spec("e2e", parallel="ddp", config=dict(world_size=2)))
     assert not harness.drains(spec("model"))
 
 
+def test_every_rank_drains_as_many_batches_as_the_rank_that_drained_most(monkeypatch):
+    """A rank whose queue emptied first takes more, so every rank's epochs restart at the same step."""
+    monkeypatch.setattr(harness.distributed, "gather", lambda taken: [taken, 7])
+    batches = iter(range(100))
+    assert harness.drain(batches, 3, torch.device("cpu"), synchronize=lambda device: None) == 7
+    assert next(batches) == 7
+
+
+def test_the_batches_ready_at_a_window_s_start_are_its_leading_steps_that_did_not_wait():
+    wait_ms = np.array([0.1, 0.2, 5.0, 0.1, 0.1])
+    assert harness.ready_at_start(wait_ms, capacity=8) == 2
+    assert harness.ready_at_start(np.full(20, 0.1), capacity=8) == 9   # keeps ahead: capacity + 1, no more
+    assert harness.ready_at_start(np.array([3.0, 0.1]), capacity=8) == 0
+
+
 def test_steps_that_begin_an_epoch_are_timed_apart_as_restarts(synthetic_root, monkeypatch):
-    monkeypatch.setattr(harness, "drain", lambda *_: None)   # the window starts at the first step
+    monkeypatch.setattr(harness, "drain", lambda *_: 0)   # the window starts at the first step
     config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64)
     spec = harness.RunSpec("resident", "loader", "none", config, steps=9, warmup=0, repeats=1)
     (facts, window), = harness.run(spec)

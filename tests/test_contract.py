@@ -520,3 +520,30 @@ def test_the_next_epoch_is_planned_during_this_one_and_yields_the_same_batches(v
         with make(variant, indexed_root, max_samples=300) as fresh:
             want = epoch(fresh, e)
         assert torch.equal(x, want[0]) and torch.equal(y, want[1]), e
+
+
+def test_every_pipeline_declares_its_queue_capacity():
+    """The drain before a timed window takes up to `queue_capacity` + 1 batches (`bench.harness.drain`):
+    a pipeline that says nothing would read as making every batch inside next()."""
+    undeclared = [name for name in pipelines.names()
+                  if pipelines._declared_class(name).queue_capacity is contract.Pipeline.queue_capacity]
+    assert undeclared == []
+
+
+@pytest.mark.parametrize("variant", LIGHT_VARIANTS, ids=LIGHT_IDS)
+def test_a_pipeline_left_alone_holds_no_more_ready_batches_than_its_queue_capacity(variant, indexed_root):
+    """After a second with nobody asking, the batches handed over without waiting (DRAIN_WAIT_MS, as
+    the drain tells) number at most the declared capacity, + 1 for one finished while they are taken."""
+    from bench.harness import DRAIN_WAIT_MS
+    with make(variant, indexed_root) as p:
+        batches = iter(p)
+        next(batches)   # the producers run
+        time.sleep(1.0)
+        capacity, ready = p.queue_capacity, 0
+        for _ in range(min(capacity + 2, len(p) - 1)):
+            t0 = time.perf_counter()
+            next(batches)
+            if (time.perf_counter() - t0) * 1e3 >= DRAIN_WAIT_MS:
+                break
+            ready += 1
+        assert ready <= capacity + 1, (ready, capacity)

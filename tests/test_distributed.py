@@ -228,6 +228,7 @@ def test_harness_under_torchrun_writes_one_row_per_rank_with_the_job_rate(synthe
         assert len(window) == 2
         assert window.world_img_per_s.nunique() == 1   # the job's rate, the same on both ranks' rows
         assert window.world_img_per_s.iloc[0] == pytest.approx(window.images.sum() / window.seconds.max())
+        assert window.drain_steps.nunique() == 1 and window.drain_steps.iloc[0] >= 1   # DDP's too, as many per rank
     assert (out / "COMMAND.txt").read_text().startswith("torchrun --nnodes=1 --nproc-per-node=2 -m bench.cli compare")
 
 
