@@ -41,17 +41,16 @@ minimum (else "too few measurements"):
   - not fed, cause not measured: no loader rows at the model's step time.
 A pipeline's headspace curve is its delivered rate against the busy step's time t per batch on an
 idle GPU (loader mode, `busy_ms`: a fixed amount of work, its idle time `busy_idle_ms`; rows from
-before the step kept its work read its measured time, to which it was refit); the step alone
-allows batch / t, and the share of it delivered includes the contention: beside the pipeline the
-step runs longer (its stretch, `busy_stretch`), as a training step would. What it delivers at a model's step
+before the step kept its work read its measured time, to which it was refit); the step alone allows
+batch / t, and the share of it delivered includes the contention: beside the pipeline the step runs
+longer (its stretch, `busy_stretch`), as a training step would. What it delivers at a model's step
 time is read from the curve between the two levels around it (log-linear in t; below the fastest
 level, linear from the idle-GPU rate). Its loader ceiling (`ceilings`) is the rate at which it stops
 keeping up: where its share of batch / t crosses FED between the slowest level at which it fell
 behind and the next (interpolated, so a point more or less at one level moves it a little, never
 past another level); "≥" the rate at the fastest level where it kept up at every level; where it
 fell behind at the slowest, its rate there. Rows with no busy level (a CPU run) read the idle rate.
-Two pipelines tie when their medians differ by less than the larger of their between-process
-ranges."""
+Two pipelines tie when their medians differ by less than the larger of their between-process ranges."""
 
 FED = 0.95    # e2e / model-only at or above this: the model is kept fed
 AT = 0.95     # e2e at least this share of what loader-only delivered (its range's low end): e2e is at it

@@ -1,5 +1,5 @@
 """The report's plots: delivered rate against CPU cores, and the headspace curves (rate against
-the busy step's time on an idle GPU). Same rows, same bytes (no timestamps in the files).
+the busy step's time). Same rows, same bytes (no timestamps in the files).
 """
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def headspace_plot(loader: pd.DataFrame, batch: int, models: pd.DataFrame, path:
         at = batch / rows.img_per_s.max() * 1e3
         ax.axvline(at, color="black", lw=0.6, linestyle=":")
         ax.annotate(f"{model} {step}", (at, ax.get_ylim()[0] if busy else 1), rotation=90, fontsize=6, va="bottom")
-    ax.set(xscale="log", yscale="log", xlabel=f"synthetic training step, ms per batch of {batch} on an idle GPU",
+    ax.set(xscale="log", yscale="log", xlabel=f"synthetic training step, ms per batch of {batch}",
            ylabel="delivered img/s")
     if busy:
         ax.set_xticks(busy, [f"{b:g}" for b in busy])   # the levels, as plain numbers

@@ -18,13 +18,15 @@ What each timer includes (`bench/harness.py`): every window starts and ends with
 synchronize and covers exactly its steps; warm-up, the run that sizes the windows and pipeline
 construction (including a resident upload) are outside. **loader**: iterate the pipeline with no
 model; the consumer reads each batch (one tiny kernel) and, at a headspace level of t ms, gives the
-GPU per batch a fixed amount of bf16 matrix products and memory copies on every SM that lasts t ms on
-an idle GPU (`bench/busy.py`, sized before the pipeline exists and never re-sized: beside the
-pipeline it runs longer, its median stretch shown as "step ×s" where recorded: the pipeline's
-contention cost, which the share of batch / t includes; a window that delivered more than its
-measured step allows is rejected and listed, as is one that lasted under half the run's minimum
-window: batches queued before it handed over, a drain, not a rate): level 0 is an idle GPU; the
-**loader ceiling** is the rate at which the pipeline stops keeping up with a busy GPU (the rule
+GPU per batch a fixed amount of bf16 matrix products and memory copies on every SM that lasts t ms
+on an idle GPU (`bench/busy.py`: sized before the pipeline exists and never re-sized, so beside the
+pipeline it runs longer, as a training step does; that stretch, "step ×s" in the headspace tables,
+is the pipeline's contention cost, and the share of batch / t includes it; in runs from before the
+stretch was recorded the step was re-sized beside the pipeline to last t). A window that delivered
+more than its measured step allows is rejected and listed (in those earlier runs, also one whose
+step ran more than 5% off t), as is one that lasted under half the run's minimum window (batches
+queued before it handed over: a drain, not a rate). Level 0 is an idle GPU; the **loader ceiling**
+is the rate at which the pipeline stops keeping up with a busy GPU (the rule
 above). **model**: the training step on real batches already on the device (the split's images,
 normalized as e2e gets them). **e2e**: the training step on the pipeline's batches, windows of whole
 epochs (epoch restarts included); "loss read every N" rows call `loss.item()` every N steps.
@@ -34,6 +36,11 @@ threads, workers and processes) and, apart, of the training thread (which also r
 does inside `next()`); CUDA waits block, so waiting costs none. **stage**: one stage of a pipeline
 alone. **copy**: one batch copied host-to-device, back to back. **train**: whole epochs timed as one
 window (the first step, which compiles, before it), then the test split's accuracy."""
+
+
+STRETCHED = ("Delivered img/s beside a synthetic step that lasts the given ms per batch on an idle GPU "
+             "(\"step ×s\": how much longer it ran beside the pipeline, median):")
+REFIT = "Delivered img/s while the GPU is kept busy the given ms per batch:"   # rows from before the stretch
 
 
 def provenance(group: pd.DataFrame) -> list[str]:
@@ -210,8 +217,7 @@ def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slu
             plot = out / f"headspace-{slug}-{size}px-{int(cpus)}cores.png"
             headspace_plot(loader, batch, models[models.cpus == cpus], plot, f"{name}: headspace, {here}, {int(cpus)} cores")
             parts += [f"### Headspace curves — {here}, {plural(int(cpus), 'core')}", "",
-                      "Delivered img/s beside a synthetic step of the given ms per batch on an idle GPU "
-                      "(\"step ×s\": how much longer it ran beside the pipeline, median):", "",
+                      STRETCHED if loader.stretch.notna().any() else REFIT, "",
                       table(headspace_table(loader)), "", f"![headspace]({plot.name})", ""]
         s = at_setting(view.situations, setting) if len(view.situations) else view.situations
         for (step, every, cpus), rows in (s.groupby(["step", "sync_every", "cpus"], sort=False) if len(s) else []):
