@@ -2,16 +2,21 @@
 
 Modes (what each timer includes):
   - loader: iterate the pipeline with no model. The consumer reads each batch on the device (one
-    tiny kernel) and then, for each level of `busy_ms`, keeps the device busy that many ms per batch
-    with work that loads it like a training step (`bench.busy`: matrix products and memory traffic
-    on every SM, calibrated before the pipeline exists, re-sized to its label by untimed steps
-    beside the running pipeline before each window, its time measured every window; a host sleep
-    without CUDA): the "headspace" method. Level 0 is the bare loop on an idle GPU; the busy
-    levels measure the pipeline under the conditions of training, and the rates against the levels
-    are the pipeline's headspace curve: the crossover for a model of any step time. A busy window
-    whose step ran more than `busy.TOLERANCE` off its label, or that delivered more than batch /
-    step time allows, is rejected (`Window.rejected`). The report derives the pipeline's loader
-    ceiling from the levels (`bench.report.ceilings`).
+    tiny kernel) and then, for each level of `busy_ms`, gives the device a fixed amount of work per
+    batch that loads it like a training step and lasts that many ms on an idle GPU (`bench.busy`:
+    matrix products and memory traffic on every SM, sized once by a calibration before the pipeline
+    exists; a host sleep without CUDA): the "headspace" method. Beside the pipeline that work is
+    never re-sized: it runs longer where the pipeline contends for the GPU, as a training step
+    does, and each window records its work units (`busy_units`), their idle time (`busy_idle_ms`),
+    the measured mean step over the window's steps (`busy_step_ms`; not the drain's) and the ratio
+    of the two (`busy_stretch`): the pipeline's contention cost. (A step refit beside the pipeline
+    to last its label yields to the pipeline and overstates GPU-side pipelines' ceilings.) Level 0
+    is the bare loop on an idle GPU;
+    the busy levels measure the pipeline under the conditions of training, and the rates against
+    the levels are the pipeline's headspace curve: the crossover for a model of any step time. A
+    busy window that delivered more than batch / measured step allows is rejected
+    (`Window.rejected`); a stretched one counts. The report derives the pipeline's loader ceiling
+    from the levels (`bench.report.ceilings`).
   - model:  the same training step as e2e on real batches already on the device (`real_batches`:
     the split's images normalized into the contract's dtype and memory format, as e2e gets them),
     no pipeline. Compute ceiling.
@@ -100,7 +105,7 @@ from pipelines.contract import resolve_device
 from pipelines.epochs import shard_size
 
 from . import distributed, machine
-from .busy import FIT_STEPS, BusyStep, rejection
+from .busy import BusyStep, rejection
 from .training import STEPS, Trainer, evaluate, reading, step_refusal
 from .workloads import copy_workload, endless, real_batches, stage_workload
 
@@ -210,7 +215,10 @@ class Window:
     train_cpu_s: float = math.nan   # of those, the training thread's (the one that ran the window)
     gpu: dict = field(default_factory=dict)   # NVML readings at the window's end (GpuMonitor.sample)
     busy_ms: float = 0.0         # loader mode: the consumer's synthetic step per batch (its label)
-    busy_step_ms: float = math.nan   # loader mode: that step's measured time (mean over the window)
+    busy_units: float = math.nan     # loader mode: that step's work units, the same in every window (nan: a host sleep)
+    busy_idle_ms: float = math.nan   # loader mode: their time on an idle GPU (the label on a host sleep)
+    busy_step_ms: float = math.nan   # loader mode: that step's measured time beside the pipeline (mean over the window)
+    busy_stretch: float = math.nan   # loader mode: busy_step_ms / busy_idle_ms, the pipeline's contention cost
     rejected: str = ""           # why the window cannot count ('' if it can): busy.rejection
     drain_steps: int = 0         # batches the drain before it took (`drain`)
     ready_at_start: float = math.nan   # batches ready when it began (`ready_at_start`); nan: not drained
@@ -383,6 +391,16 @@ def ready_at_start(wait_ms: np.ndarray, capacity: int) -> int:
     return int(slow[0]) if len(slow) else min(len(wait_ms), capacity + 1)
 
 
+def settle_window(batches: Iterator, consumer: Callable, capacity: int, device: torch.device) -> int:
+    """Right before a window: the drain (`drain`; returns the batches it took), then a loader
+    consumer's busy step read once, so that its reading after the window covers the window's calls
+    alone."""
+    taken = drain(batches, capacity, device)
+    if isinstance(consumer, Touch) and consumer.busy is not None:
+        consumer.busy.measured_ms()
+    return taken
+
+
 def window_steps(spec: RunSpec, unit: int, step_s: float, busy_ms: float = 0.0) -> int:
     """Steps of one timed window (module docstring): `spec.steps`, one unit (epoch or block) without
     `min_seconds`, else sized from `step_s` seconds per step (and the busy level's floor)."""
@@ -485,30 +503,28 @@ def _run(spec: RunSpec, cores: list[int], shared: Shared | None) -> Iterator[tup
             step_s = max(distributed.gather(calibrate(batches, step, device)))   # every rank runs the same steps
         for _ in range(spec.repeats):
             for busy, consumer in (consumers or {0.0: step}).items():
-                if busy and device.type == "cuda":
-                    fit(batches, consumer)
                 steps = window_steps(spec, unit, step_s, busy)
-                settle = (lambda: drain(batches, pipeline.queue_capacity, device)) if drains(spec) else None
+                settle = (lambda: settle_window(batches, consumer, pipeline.queue_capacity, device)) \
+                    if drains(spec) else None
                 window = time_window(batches, consumer, steps, device, others, monitor, settle)
                 if settle is not None:
                     window.ready_at_start = ready_at_start(window.wait_ms, pipeline.queue_capacity)
                 window.busy_ms = busy
                 if spec.mode == "loader" and consumer.busy is not None:
-                    window.busy_step_ms = consumer.busy.measured_ms()
-                    window.rejected = rejection(busy, window.busy_step_ms, window.images, len(window.step_ms),
-                                                window.seconds)
+                    record_busy(window, consumer.busy)
                 yield facts, window
     finally:
         if pipeline is not None:
             pipeline.close()
 
 
-def fit(batches: Iterator, consumer: Touch) -> None:
-    """`busy.FIT_STEPS` untimed steps at the consumer's busy level beside the running pipeline, then
-    its step re-sized to the label at that operating point (`bench.busy.BusyStep.fit`)."""
-    for _ in range(FIT_STEPS):
-        consumer(*next(batches))
-    consumer.busy.fit()
+def record_busy(window: Window, busy: BusyStep) -> None:
+    """A busy window's step (module docstring): its work, its idle and measured times, their ratio,
+    and whether the window can count (`bench.busy.rejection`)."""
+    window.busy_units, window.busy_idle_ms = busy.units, busy.idle_ms
+    window.busy_step_ms = busy.measured_ms()
+    window.busy_stretch = window.busy_step_ms / window.busy_idle_ms
+    window.rejected = rejection(window.busy_step_ms, window.images, len(window.step_ms), window.seconds)
 
 
 def _train(spec: RunSpec, pipeline: pipelines.Pipeline, trainer: Trainer, batches: Iterator,

@@ -7,8 +7,8 @@ whole or not at all, so a resumed sweep never counts part of one. A killed run l
 torn last line: `read_rows` drops it with a warning and the next writer moves it aside to
 `results.csv.torn` before appending. A file from an older version is moved to the current columns
 through a new file and `os.replace`, never rewritten in place; a CSV that is not pipebench's is
-refused. Errors are kept on one line. A window that cannot count (`Window.rejected`: its busy step
-ran off its label) is a row with `status="rejected"` and the reason. A configuration that fails becomes a row with
+refused. Errors are kept on one line. A window that cannot count (`Window.rejected`: it delivered
+more than its busy step allows) is a row with `status="rejected"` and the reason. A configuration that fails becomes a row with
 `status="error"` and the exception in `error`; one that cannot run here (a missing optional
 dependency) becomes `status="skipped"` with the reason; a stage the pipeline does not have becomes
 `status="not-applicable"`.
@@ -42,7 +42,7 @@ SETTING_COLUMNS = ["pipeline", "mode", "stage", "model", "image_size", "batch_si
                    "augment", "split", "last_batch", "max_samples", "seed", "world_size", "rank", "parallel", "step",
                    "sync_every", "busy_levels", "payload", "train_epochs", "source", "data_seed", "requested_steps",
                    "min_window_s", "warmup"]
-MEASURE_COLUMNS = ["process", "repeat", "busy_ms", "busy_step_ms", "steps", "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
+MEASURE_COLUMNS = ["process", "repeat", "busy_ms", "busy_units", "busy_idle_ms", "busy_step_ms", "busy_stretch", "steps", "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
                    "steady_img_per_s", "wait_ms_p50", "wait_ms_p95", "wait_frac", "restart_ms", "step_ms_p50",
                    "step_ms_p95", "cpu_s", "cpu_s_per_kimg", "train_cpu_s", "pipeline_cpu_s_per_kimg", "blocking_waits", "cpu_set", "sm_mhz", "mem_mhz", "pcie",
                    "gpu_temp_c", "gpu_power_w", "clock_events", "test_accuracy",
@@ -232,7 +232,8 @@ def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window) -> dict[str
     combined (`bench.runner.job_rows`)."""
     samples = facts.get("samples", math.nan)
     return {**_config_fields(spec), **facts, "process": spec.process, "repeat": repeat, "busy_ms": w.busy_ms,
-            "busy_step_ms": w.busy_step_ms,
+            "busy_units": w.busy_units, "busy_idle_ms": w.busy_idle_ms, "busy_step_ms": w.busy_step_ms,
+            "busy_stretch": w.busy_stretch,
             "steps": len(w.step_ms), "images": w.images, "epochs": w.images / samples if samples else math.nan,
             "seconds": w.seconds, "img_per_s": w.images / w.seconds,
             "world_img_per_s": w.images / w.seconds,

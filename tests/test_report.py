@@ -196,12 +196,18 @@ def test_the_loader_ceiling_has_no_cliff():
             assert 0.9 < kept.img_per_s / fell.img_per_s < 1.15, level
 
 
-def test_a_busy_level_is_read_at_its_measured_step_time(tmp_path):
-    """The headspace curve's x is the step's measured time where the rows have it."""
-    rows = [*processes("loader", "p", [[100_000], [100_000]], busy=2.0, busy_step_ms=2.5)]
+def test_a_busy_level_is_read_at_its_idle_time_and_its_stretch_is_shown(tmp_path):
+    """The headspace curve's x is the step's time on an idle GPU: the share of batch / t includes the
+    stretch beside the pipeline (the contention), which the headspace table shows. Rows from before
+    the step kept its work read its measured time (to which it was refit)."""
+    rows = [*processes("loader", "p", [[100_000], [100_000]], busy=2.0, busy_step_ms=2.5, busy_idle_ms=2.02,
+                       busy_stretch=1.25, busy_units=80),
+            *processes("loader", "old", [[100_000], [100_000]], busy=2.0, busy_step_ms=2.1),
+            *processes("loader", "p", [[900_000], [900_000]])]   # the idle GPU: a headspace table has two levels
     c = report.cells(report.load([write(tmp_path, rows)]))
-    (level,) = report.levels(c).itertuples()
-    assert level.t == 2.5 and level.cap == pytest.approx(512 / 2.5e-3)
+    new, old = (next(report.levels(c[c.pipeline == p]).itertuples()) for p in ("p", "old"))
+    assert new.t == 2.02 and new.cap == pytest.approx(512 / 2.02e-3) and old.t == 2.1
+    assert "step ×1.25" in report.write([write(tmp_path, rows)], tmp_path / "out").read_text()
 
 
 def test_ties_are_within_the_between_process_range():

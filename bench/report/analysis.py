@@ -40,16 +40,18 @@ model-only (else "too few measurements", and the table names the pipeline thin, 
   - slower than both: not fed and e2e below that (the pipeline's work slows the step, or loader-only
     kept up there);
   - not fed, cause not measured: no loader rows at the model's step time.
-A pipeline's headspace curve is its delivered rate against the busy step's measured time t per
-batch (loader mode, `busy_ms`); the step alone allows batch / t. What it delivers at a model's step
+A pipeline's headspace curve is its delivered rate against the busy step's time t per batch on an
+idle GPU (loader mode, `busy_ms`: a fixed amount of work, its idle time `busy_idle_ms`; rows from
+before the step kept its work read its measured time, to which it was refit); the step alone allows
+batch / t, and the share of it delivered includes the contention: beside the pipeline the step runs
+longer (its stretch, `busy_stretch`), as a training step would. What it delivers at a model's step
 time is read from the curve between the two levels around it (log-linear in t; below the fastest
 level, linear from the idle-GPU rate). Its loader ceiling (`ceilings`) is the rate at which it stops
 keeping up: where its share of batch / t crosses FED between the slowest level at which it fell
 behind and the next (interpolated, so a point more or less at one level moves it a little, never
 past another level); "≥" the rate at the fastest level where it kept up at every level; where it
 fell behind at the slowest, its rate there. Rows with no busy level (a CPU run) read the idle rate.
-Two pipelines tie when their medians differ by less than the larger of their between-process
-ranges."""
+Two pipelines tie when their medians differ by less than the larger of their between-process ranges."""
 
 FED = 0.95    # e2e / model-only at or above this: the model is kept fed
 FLOOR = 0.93  # and e2e's lowest process / model-only at or above this
@@ -65,7 +67,8 @@ STEP_ORDER = ["eager", "graph", "compile"]
 # Settings every pipeline reads whose values make two rows of one pipeline different variants (named
 # in its label); the pipelines' own knobs do too (`variant_options`).
 VARIANT_SHARED = ["augment", "channels_last"]
-NUMERIC = {"process": 0, "busy_ms": 0.0, "busy_step_ms": math.nan, "sync_every": 0, "min_window_s": 0.0,
+NUMERIC = {"process": 0, "busy_ms": 0.0, "busy_step_ms": math.nan, "busy_idle_ms": math.nan, "busy_stretch": math.nan,
+           "sync_every": 0, "min_window_s": 0.0,
            "pipeline_cpu_s_per_kimg": math.nan, "train_cpu_s": math.nan, "cpus": math.nan, "steady_img_per_s": math.nan, "cpu_s_per_kimg": math.nan,
            "test_accuracy": math.nan, "compile_s": math.nan, "restart_ms": math.nan, "image_size": 32, "world_size": 1,
            "rank": 0, "gpus": math.nan, "peak_gpu_mem_mb_others": math.nan, "world_img_per_s": math.nan,
@@ -182,8 +185,9 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
         compile_first=lambda d: d.compile_s.where(d.slot.isna() | (d.slot == 0)))
     if ok.empty:
         return pd.DataFrame(columns=[*KEY, "img_per_s", "lo", "hi", "n", "p", "w", "w_hi", "dropped", "drift", "steady",
-                                     "restart", "cpu", "cpu_pipe", "cpu_train", "busy_step", "wait", "seconds",
-                                     "compile", "accuracy", "sm_mhz", "bytes_per_image", "copy", "device"])
+                                     "restart", "cpu", "cpu_pipe", "cpu_train", "busy_step", "busy_idle", "stretch",
+                                     "wait", "seconds", "compile", "accuracy", "sm_mhz", "bytes_per_image", "copy",
+                                     "device"])
     by_process = ok.groupby([*KEY, "proc"], sort=True)
     process = by_process.agg(rate=("img_per_s", "median"), accuracy=("test_accuracy", "median"),
                              windows=("img_per_s", "count")).reset_index()
@@ -197,6 +201,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
         n=("img_per_s", "count"), steady=("steady_img_per_s", "median"), restart=("restart_ms", "median"),
         cpu=("cpu_s_per_kimg", "median"), cpu_pipe=("pipeline_cpu_s_per_kimg", "median"),
         cpu_train=("train_cpu_kimg", "median"), busy_step=("busy_step_ms", "median"),
+        busy_idle=("busy_idle_ms", "median"), stretch=("busy_stretch", "median"),
         wait=("wait_frac", "median"), seconds=("seconds", "median"), device=("device", "first"),
         compile=("compile_first", "median"), accuracy=("test_accuracy", "median"), sm_mhz=("sm_mhz", "median"),
         bytes_per_image=("bytes_per_image", "median"), copy=("copy", "first")).join(spans).join(drifts)
@@ -230,11 +235,11 @@ def ties(a, b) -> bool:
 
 
 def levels(group: pd.DataFrame) -> pd.DataFrame:
-    """One pipeline's busy headspace levels (one setting and budget), by the step's measured time
-    `t` (its label where not measured), with what the step alone allows (`cap`, batch / t) and the
-    share of it delivered."""
+    """One pipeline's busy headspace levels (one setting and budget), by the step's time `t` on an
+    idle GPU (module docstring: its measured time in rows from before it was recorded, else its
+    label), with what the step alone allows (`cap`, batch / t) and the share of it delivered."""
     busy = group[group.busy_ms > 0].copy()
-    busy["t"] = busy.busy_step.where(busy.busy_step.notna(), busy.busy_ms)
+    busy["t"] = busy.busy_idle.fillna(busy.busy_step).fillna(busy.busy_ms)
     busy["cap"] = busy.batch_size / (busy.t / 1e3)
     busy["share"] = busy.img_per_s / busy.cap
     return busy.sort_values("t")

@@ -18,12 +18,16 @@ TIMERS = """\
 What each timer includes (`bench/harness.py`): every window starts and ends with a device
 synchronize and covers exactly its steps; warm-up, the run that sizes the windows and pipeline
 construction (including a resident upload) are outside. **loader**: iterate the pipeline with no
-model; the consumer reads each batch (one tiny kernel) and, at a headspace level of t ms, keeps the
-GPU busy t ms per batch with bf16 matrix products and memory copies on every SM (`bench/busy.py`,
-calibrated before the pipeline exists; a window whose step ran more than 5% off t, or delivered more
-than batch / t allows, is rejected and listed, as is one that lasted under half the run's minimum
-window: batches queued before it handed over, a drain, not a rate): level 0 is an idle GPU; the
-**loader ceiling** is the rate at which the pipeline stops keeping up with a busy GPU (the rule
+model; the consumer reads each batch (one tiny kernel) and, at a headspace level of t ms, gives the
+GPU per batch a fixed amount of bf16 matrix products and memory copies on every SM that lasts t ms
+on an idle GPU (`bench/busy.py`: sized before the pipeline exists and never re-sized, so beside the
+pipeline it runs longer, as a training step does; that stretch, "step ×s" in the headspace tables,
+is the pipeline's contention cost, and the share of batch / t includes it; in runs from before the
+stretch was recorded the step was re-sized beside the pipeline to last t). A window that delivered
+more than its measured step allows is rejected and listed (in those earlier runs, also one whose
+step ran more than 5% off t), as is one that lasted under half the run's minimum window (batches
+queued before it handed over: a drain, not a rate). Level 0 is an idle GPU; the **loader ceiling**
+is the rate at which the pipeline stops keeping up with a busy GPU (the rule
 above). **model**: the training step on real batches already on the device (the split's images,
 normalized as e2e gets them). **e2e**: the training step on the pipeline's batches, windows of whole
 epochs (epoch restarts included); "loss read every N" rows call `loss.item()` every N steps.
@@ -36,6 +40,11 @@ threads, workers and processes) and, apart, of the training thread (which also r
 does inside `next()`); CUDA waits block, so waiting costs none. **stage**: one stage of a pipeline
 alone. **copy**: one batch copied host-to-device, back to back. **train**: whole epochs timed as one
 window (the first step, which compiles, before it), then the test split's accuracy."""
+
+
+STRETCHED = ("Delivered img/s beside a synthetic step that lasts the given ms per batch on an idle GPU "
+             "(\"step ×s\": how much longer it ran beside the pipeline, median):")
+REFIT = "Delivered img/s while the GPU is kept busy the given ms per batch:"   # rows from before the stretch
 
 
 def provenance(group: pd.DataFrame) -> list[str]:
@@ -106,7 +115,9 @@ def cost_text(r) -> str:
 
 
 def headspace_table(loader: pd.DataFrame) -> pd.DataFrame:
-    view = loader.assign(text=[rate(r) for r in loader.itertuples()]).pivot(index="pipeline", columns="busy_ms", values="text")
+    """Pipeline x busy level: the rate and, where recorded, the busy step's median stretch."""
+    view = loader.assign(text=[rate(r) + ("" if pd.isna(r.stretch) else f", step ×{r.stretch:.2f}")
+                               for r in loader.itertuples()]).pivot(index="pipeline", columns="busy_ms", values="text")
     view = view[sorted(view.columns)].fillna("—")
     view.columns = ["idle GPU" if k == 0 else f"{k:g} ms" for k in view.columns]
     return view.reset_index()
@@ -229,7 +240,7 @@ def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slu
             plot = out / f"headspace-{slug}-{size}px-{int(cpus)}cores.png"
             headspace_plot(loader, batch, models[models.cpus == cpus], plot, f"{name}: headspace, {here}, {int(cpus)} cores")
             parts += [f"### Headspace curves — {here}, {plural(int(cpus), 'core')}", "",
-                      "Delivered img/s while the GPU is kept busy the given ms per batch:", "",
+                      STRETCHED if loader.stretch.notna().any() else REFIT, "",
                       table(headspace_table(loader)), "", f"![headspace]({plot.name})", ""]
         s = at_setting(view.situations, setting) if len(view.situations) else view.situations
         parts += share_section(name, s, out / f"share-{slug}-{size}px.png", here, plots)
@@ -263,8 +274,9 @@ def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slu
     if len(rejected):
         loader = group[(group["mode"] == "loader") & group.status.isin(["ok", "rejected"])]
         parts += [f"### Rejected windows ({len(rejected)} of {len(loader)} loader windows)", "",
-                  "Windows left out of every number above because their busy step ran off its label, they "
-                  "delivered more than it allows, or they lasted under half the run's minimum window:", ""] + [
+                  "Windows left out of every number above because their busy step ran off its label (rows from "
+                  "before the step kept its work), they delivered more than it allows, or they lasted under half "
+                  "the run's minimum window:", ""] + [
             f"- {code(r.pipeline)} {int(r.cpus)} cores, {r.busy_ms:g} ms, process {int(r.process)}, window "
             f"{int(r.repeat)}: {escape(r.error)}" for r in rejected.itertuples()] + [""]
     failed = group[~group.status.isin(["ok", "not-applicable", "rejected"])].drop_duplicates(
