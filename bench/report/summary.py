@@ -117,14 +117,14 @@ def speeds(cap: pd.DataFrame, models: pd.DataFrame) -> list[float]:
 
 def which_table(cap: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     """Model step speed x CPU cores per GPU (one setting's ceilings and model-only cells): the
-    pipelines whose loader ceiling keeps that speed fed, the cheapest in CPU time first, and their
+    pipelines whose loader ceiling keeps that speed fed, the cheapest in CPU time first (`cheapest`), and their
     speed-up over `dataloader` at that speed."""
     rows = []
     for speed in speeds(cap, models):
         row = {"model trains at": f"{speed_text(speed)} img/s"}
         for cpus in sorted(cap.cpus.unique(), reverse=True):
             here = cap[cap.cpus == cpus]
-            fed = fed_at(here, speed).assign(cost=lambda d: d.cpu_pipe.fillna(d.cpu)).sort_values("cost")
+            fed = cheapest(fed_at(here, speed))
             base = baseline(here)
             if base is not None and base.img_per_s >= FED * speed:
                 cell = "any (`dataloader` too)"
@@ -141,11 +141,25 @@ def which_table(cap: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def cheapest(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame`'s cells, cheapest in CPU time first: the pipeline's CPU seconds per 1,000 images (its
+    work inside `next()` included), the whole process tree's where the rows cannot tell it apart."""
+    return frame.assign(cost=lambda d: d.cpu_pipe.fillna(d.cpu)).sort_values("cost")
+
+
+def cheapest_words(frame: pd.DataFrame) -> str:
+    """What `cheapest` ranks `frame`'s cells by, as the sentence above a table says it (with its "+N")."""
+    if len(frame) and frame.cpu_pipe.notna().all():
+        return "cheapest in pipeline CPU time first (+N: N more in the report)"
+    return ("cheapest in CPU time first (of all threads where the rows do not tell the pipeline's apart; +N: N more "
+            "in the report)")
+
+
 def measured_table(s: pd.DataFrame) -> pd.DataFrame:
     """Model x CPU cores per GPU from one setting's e2e situations alone (`situations`, no loader
     reads): rows each model and step kind it ran with, fastest model-only first, each with its
     model-only rate at the most cores; per cell the pipelines fed (verdict "fed": e2e at least FED
-    of model-only), the cheapest in CPU time first, and ×N, the fastest of them over `dataloader`,
+    of model-only), the cheapest in CPU time first (`cheapest`), and ×N, the fastest of them over `dataloader`,
     both e2e; "any (`dataloader` too)" only where every pipeline measured there is fed; "—" where
     the model did not run with those cores. Loss never read."""
     s = s[s.sync_every.fillna(0) == 0]
@@ -168,7 +182,7 @@ def measured_cell(here: pd.DataFrame) -> str:
     usable = here[~here.verdict.isin([TOO_FEW, ABOVE])]
     if usable.empty:
         return "too few measurements" if (here.verdict == TOO_FEW).any() else "e2e above model-only"
-    fed = usable[usable.verdict == "fed"].assign(cost=lambda d: d.cpu_pipe.fillna(d.cpu)).sort_values("cost")
+    fed = cheapest(usable[usable.verdict == "fed"])
     base = baseline(usable)
     if len(fed) == len(here) and base is not None:
         return "any (`dataloader` too)"
@@ -257,14 +271,14 @@ def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: d
     if len(measured):
         lines += ["", f"**Which pipeline keeps your model fed**, measured end to end at {int(setting[0])} px (batch "
                   f"{int(setting[1])}): per model (its model-only img/s) and CPU cores per GPU, the pipelines whose "
-                  f"e2e rate is at least {FED:.0%} of model-only (medians), cheapest in CPU time first (+N: N more "
-                  "in the report), and ×N: the fastest of them over `dataloader`, both end to end:", "",
+                  f"e2e rate is at least {FED:.0%} of model-only (medians), {cheapest_words(trained_main)}, and ×N: the "
+                  "fastest of them over `dataloader`, both end to end:", "",
                   table(measured)]
     elif len(main):
         setting = tuple(main.iloc[0][SETTING])
         lines += ["", f"**Which pipeline keeps a model fed** at {int(setting[0])} px (batch {int(setting[1])}), predicted "
                   "from loader ceilings (no e2e row with the loss never read here): the pipelines whose loader ceiling "
-                  f"is at least {FED:.0%} of the model's speed, cheapest in CPU time first (+N: N more in the report), "
+                  f"is at least {FED:.0%} of the model's speed, {cheapest_words(main)}, "
                   "and how much faster than `dataloader` the model would then train:", "",
                   table(which_table(at_setting(cap, setting), at_setting(c[c["mode"] == "model"], setting)))]
     for sentence in (jpeg_sentence(c, cap), accuracy_sentence(view.rows), gpus_sentence(group, c)):
