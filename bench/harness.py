@@ -57,16 +57,29 @@ window counts batches made before it began as delivered in it; each records its 
 Per step, `wait` is the host time spent in `next()` (blocked on the input), and the step time is
 the interval between CUDA events recorded at step ends (host clock on CPU). `wait` includes
 whatever `next()` waits for, also device synchronizations inside the pipeline that wait for the
-model's queued work; the steps that began a new epoch (new iterator, worker start, shuffle) are
-recorded apart (`restart_ms`), and `steady_img_per_s` leaves them out: the images of the other
-steps over the time between their CUDA events (the GPU's timeline, so the queue a restart drains
-is not counted as free time). Each window also records the CPU seconds the process tree burned
-(`cpu_s`), those of the training thread alone (`train_cpu_s`; the rest is the pipeline's threads,
-workers and processes) and, on CUDA with NVML, the SM / memory clocks, PCIe link, temperature, power
-draw and the reasons the clocks are held down (`machine.GpuMonitor`) read before its final synchronize. CUDA waits block rather than spin (`machine.blocking_waits`), so a thread
-waiting for the GPU costs no CPU. Pipeline construction (`setup_s`, including a resident upload)
-is outside every window. `sync_every` = N reads the loss on the host every N steps (`loss.item()`,
-as training loops that log do), which drains the GPU's queue each time; 0 never does.
+model's queued work: a pipeline whose `next()` does (a blocking `.to(device)`, as `dataloader`'s
+unless it pins and copies with `non_blocking`) declares it (`Pipeline.next_syncs`) and its loader,
+e2e and train rows say so (`next_syncs`): their `wait_frac` is input wait plus the copy's device
+sync. The steps that began a new epoch (new iterator, worker start, shuffle) are recorded apart
+(`restart_ms`), and `steady_img_per_s` leaves them out: the images of the other steps over the
+time between their CUDA events (the GPU's timeline, so the queue a restart drains is not counted
+as free time).
+
+CPU: each window records the CPU seconds the process tree burned (`cpu_s`, from /proc in clock
+ticks), those of the training thread (`train_cpu_s`, its own clock) and the part of these it spent
+inside `next()` (`next_cpu_s`: what a pipeline computes on the calling thread, e.g. `tvjpeg`'s
+decode calls, DALI's iterator, `dataloader`'s copies). The pipeline's CPU is `cpu_s - train_cpu_s +
+next_cpu_s` (its threads, workers and processes, and its work inside `next()`); the training
+step's is `train_cpu_s - next_cpu_s` (launching work and running ahead of the GPU, which CUDA's
+blocking waits, `machine.blocking_waits`, do not make free). The two counters are read apart and
+the process tree's in whole ticks, so the pipeline's share can read up to a tick per reading off,
+below 0 where it spent nothing; nothing clamps it.
+
+On CUDA with NVML each window also records the SM / memory clocks, PCIe link, temperature, power
+draw and the reasons the clocks are held down (`machine.GpuMonitor`) read before its final
+synchronize. Pipeline construction (`setup_s`, including a resident upload) is outside every
+window. `sync_every` = N reads the loss on the host every N steps (`loss.item()`, as training loops
+that log do), which drains the GPU's queue each time; 0 never does.
 
 The training step and its kinds (eager, graph, compile): `bench.training`.
 
@@ -91,7 +104,6 @@ from __future__ import annotations
 import gc
 import math
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -212,7 +224,8 @@ class Window:
     restart_ms: np.ndarray = field(default_factory=lambda: np.empty(0))   # wait of the steps that began an epoch
     steady_img_per_s: float = math.nan   # the rate without the steps that began an epoch (GPU timeline)
     cpu_s: float = math.nan      # CPU seconds the process tree burned during the window
-    train_cpu_s: float = math.nan   # of those, the training thread's (the one that ran the window)
+    train_cpu_s: float = math.nan   # the training thread's (the one that ran the window), to the ns
+    next_cpu_s: float = math.nan    # of those, the part spent inside next(): booked to the pipeline
     gpu: dict = field(default_factory=dict)   # NVML readings at the window's end (GpuMonitor.sample)
     busy_ms: float = 0.0         # loader mode: the consumer's synthetic step per batch (its label)
     busy_units: float = math.nan     # loader mode: that step's work units, the same in every window (nan: a host sleep)
@@ -284,17 +297,18 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
     sizes = np.empty(steps, dtype=np.int64)
     restarts = np.zeros(steps, dtype=bool)
     track = isinstance(batches, endless)
-    thread = threading.get_native_id()
+    next_cpu = 0.0   # the training thread's CPU seconds inside next(): the pipeline's work (module docstring)
     sync(device)
-    cpu, train_cpu = machine.cpu_seconds(), machine.thread_cpu_seconds(thread)
+    cpu, train_cpu = machine.cpu_seconds(), time.thread_time()
     start = time.perf_counter()
     host_marks[0] = start
     if cuda:
         marks[0].record()
     for i in range(steps):
         epoch = batches.epoch if track else None
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         x, y = next(batches)
+        next_cpu += time.thread_time() - c0
         wait[i] = time.perf_counter() - t0
         if track:
             restarts[i] = batches.epoch != epoch
@@ -306,11 +320,8 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
     gpu = monitor.sample() if monitor is not None else {}
     sync(device)
     seconds = time.perf_counter() - start
-    train_cpu = machine.thread_cpu_seconds(thread) - train_cpu
+    train_cpu = time.thread_time() - train_cpu
     cpu = machine.cpu_seconds() - cpu
-    # The thread's and the process tree's counters are kept and rounded to clock ticks apart: when the
-    # training thread alone ran, its share can read one tick above the whole (seen in the test suite).
-    train_cpu = min(train_cpu, cpu)
     images = int(sizes.sum())
     if cuda:
         step_ms = np.array([marks[i].elapsed_time(marks[i + 1]) for i in range(steps)])
@@ -322,7 +333,7 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
         else images / seconds   # the steps that began no epoch, on the GPU's timeline (module docstring)
     other = max((torch.cuda.max_memory_allocated(d) / 2**20 for d in others), default=math.nan)
     return Window(images, seconds, wait * 1e3, step_ms, peak, other, wait[restarts] * 1e3, float(steady), cpu,
-                  train_cpu, gpu, drain_steps=drained)
+                  train_cpu, next_cpu, gpu, drain_steps=drained)
 
 
 def calibrate(batches: Iterator, step: Callable, device: torch.device) -> float:
@@ -472,6 +483,8 @@ def _run(spec: RunSpec, cores: list[int], shared: Shared | None) -> Iterator[tup
                 facts["batch_size"] = samples
             facts.update(data_source=pipeline.data.source, steps_per_epoch=len(pipeline), samples=samples,
                          queue_capacity=pipeline.queue_capacity, **pipeline.info)
+            if spec.mode != "stage":   # stage rows time the stages, not next()
+                facts["next_syncs"] = pipeline.next_syncs
             batches = endless(pipeline)
             unit = len(pipeline)
         if spec.mode == "stage":

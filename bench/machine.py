@@ -7,11 +7,11 @@ the GPU's clocks, link, temperature and power while it runs, and what tells one 
   intra-op threads follow the budget. Restored when the block ends. (DataLoader workers also confine
   themselves to their loader's cores: `pipelines.workers.worker_options`.)
 - `cpu_seconds()`: user + system CPU seconds of this process and all its descendants (workers,
-  forkservers), from /proc, so a window's CPU cost is the difference of two readings;
-  `thread_cpu_seconds()`: the same of one thread (the training thread's share, told apart).
+  forkservers), from /proc in clock ticks, so a window's CPU cost is the difference of two readings
+  (the training thread's own share: `time.thread_time()`, `bench.harness.time_window`).
 - `blocking_waits(device)`: CUDA waits of this process block instead of spinning (the primary
-  context's CU_CTX_SCHED_BLOCKING_SYNC), so a thread waiting for the GPU costs no CPU time and the
-  CPU a window records is work, not waiting.
+  context's CU_CTX_SCHED_BLOCKING_SYNC): a thread blocked on the GPU sleeps rather than spin a core.
+  A training thread that runs ahead of the GPU still burns CPU between its waits (the rows record it).
 - `GpuMonitor`: SM and memory clocks, the PCIe link, the temperature (°C), the power draw (W) and
   the reasons NVML gives for holding the clocks down (`clock_events`: "sw-power-cap", "hw-thermal",
   ... joined by "+", "none" for none, `CLOCK_EVENTS`) of a GPU through NVML (`nvidia-ml-py`), read at
@@ -110,16 +110,6 @@ def _cpu_ticks(pid: int) -> int:
     except (FileNotFoundError, ProcessLookupError):
         return 0
     return int(fields[11]) + int(fields[12])   # utime, stime (all threads)
-
-
-def thread_cpu_seconds(native_id: int) -> float:
-    """CPU seconds (user + system) of one thread of this process (`threading.get_native_id()`);
-    NaN where /proc is missing."""
-    try:
-        fields = Path(f"/proc/self/task/{native_id}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 CU_CTX_SCHED_BLOCKING_SYNC = 0x04

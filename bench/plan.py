@@ -111,8 +111,9 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
     reasons = pipelines.available()
 
     def spec(pipeline: str, mode: str, model: str, config: PipelineConfig, cpus: int, **extra) -> harness.RunSpec:
-        """Rows record, and resume matches, the config a pipeline really runs with: the options it does
-        not read at their defaults (so `--workers 1,3` runs `resident` or model-only once)."""
+        """The config a pipeline really runs with, which resume matches: the options it does not read at
+        their defaults (so `--workers 1,3` runs `resident` or model-only once; rows leave them empty:
+        `results.recorded_knobs`)."""
         config = config.replace(**{name: PipelineConfig.default(name) for name in pipelines.declared_options()
                                    if name not in reads(pipeline)})
         if pipeline in reasons and not reasons[pipeline]:

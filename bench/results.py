@@ -42,9 +42,11 @@ SETTING_COLUMNS = ["pipeline", "mode", "stage", "model", "image_size", "batch_si
                    "augment", "split", "last_batch", "max_samples", "seed", "world_size", "rank", "parallel", "step",
                    "sync_every", "busy_levels", "payload", "train_epochs", "source", "data_seed", "requested_steps",
                    "min_window_s", "warmup"]
-MEASURE_COLUMNS = ["process", "repeat", "busy_ms", "busy_units", "busy_idle_ms", "busy_step_ms", "busy_stretch", "steps", "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
-                   "steady_img_per_s", "wait_ms_p50", "wait_ms_p95", "wait_frac", "restart_ms", "step_ms_p50",
-                   "step_ms_p95", "cpu_s", "cpu_s_per_kimg", "train_cpu_s", "pipeline_cpu_s_per_kimg", "blocking_waits", "cpu_set", "sm_mhz", "mem_mhz", "pcie",
+MEASURE_COLUMNS = ["process", "repeat", "busy_ms", "busy_units", "busy_idle_ms", "busy_step_ms", "busy_stretch", "steps",
+                   "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
+                   "steady_img_per_s", "wait_ms_p50", "wait_ms_p95", "wait_frac", "next_syncs", "restart_ms",
+                   "step_ms_p50", "step_ms_p95", "cpu_s", "cpu_s_per_kimg", "train_cpu_s", "next_cpu_s",
+                   "pipeline_cpu_s_per_kimg", "blocking_waits", "cpu_set", "sm_mhz", "mem_mhz", "pcie",
                    "gpu_temp_c", "gpu_power_w", "clock_events", "test_accuracy",
                    "peak_gpu_mem_mb", "peak_gpu_mem_mb_others", "setup_s", "upload_s", "compile_s", "slot",
                    "queue_capacity", "drain_steps", "ready_at_start"]   # the drain before the window (harness.drain)
@@ -126,9 +128,18 @@ def environment() -> dict[str, object]:
             "platform": platform.platform(), "hostname": socket.gethostname(), "git_commit": git_commit()}
 
 
+def recorded_knobs(pipeline: str) -> set[str]:
+    """The knob columns (`pipelines.declared_options`) a row of `pipeline` fills: those it reads
+    (`pipelines.reads`) and `encoding`, which every pipeline reads (its own fixed one where the
+    config's is not: `Pipeline.resolve`); none for "none" (model-only, copies). The others stay empty:
+    a knob nothing read says nothing about the run (the worker count's default at another budget)."""
+    return set() if pipeline == "none" else {*pipelines.reads(pipeline), "encoding"}
+
+
 def _config_fields(spec: RunSpec) -> dict[str, object]:
     c = spec.config
-    fields = {name: getattr(c, name) for name in config_columns() if hasattr(c, name)}
+    unread = set(config_columns()) - set(SETTING_COLUMNS) - recorded_knobs(spec.pipeline)
+    fields = {name: None if name in unread else getattr(c, name) for name in config_columns() if hasattr(c, name)}
     fields.update(pipeline=spec.pipeline, mode=spec.mode, stage=spec.stage, model=spec.model, warmup=spec.warmup,
                   parallel=spec.parallel, step=spec.step if spec.mode in ("model", "e2e", "train") else "",
                   sync_every=spec.sync_every,
@@ -243,11 +254,17 @@ def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window) -> dict[str
             "restart_ms": float(np.median(w.restart_ms)) if len(w.restart_ms) else math.nan,
             "step_ms_p50": float(np.percentile(w.step_ms, 50)), "step_ms_p95": float(np.percentile(w.step_ms, 95)),
             "cpu_s": w.cpu_s, "cpu_s_per_kimg": 1e3 * w.cpu_s / w.images, "train_cpu_s": w.train_cpu_s,
-            "pipeline_cpu_s_per_kimg": 1e3 * (w.cpu_s - w.train_cpu_s) / w.images, **w.gpu,
+            "next_cpu_s": w.next_cpu_s, "pipeline_cpu_s_per_kimg": 1e3 * pipeline_cpu_s(w) / w.images, **w.gpu,
             "test_accuracy": w.test_accuracy,
             "peak_gpu_mem_mb": w.peak_gpu_mem_mb, "peak_gpu_mem_mb_others": w.peak_gpu_mem_mb_others,
             "drain_steps": w.drain_steps, "ready_at_start": w.ready_at_start,
             "status": "rejected" if w.rejected else "ok", "error": w.rejected}
+
+
+def pipeline_cpu_s(w: Window) -> float:
+    """The pipeline's CPU seconds in a window (`bench.harness` docstring): the process tree's without
+    the training thread's, plus what the training thread spent inside `next()`."""
+    return w.cpu_s - w.train_cpu_s + w.next_cpu_s
 
 
 def failed_row(spec: RunSpec, status: str, error: str, facts: dict | None = None) -> dict[str, object]:

@@ -11,6 +11,8 @@
     `RuntimeError` (it never ends quietly as if its epoch were complete).
   - `close()` releases workers, streams and buffers; `iter()` / `next()` after it raise
     `RuntimeError`; pipelines are also context managers.
+  - `next_syncs`: whether `next()` waits for the device's queued work (a blocking copy), so time
+    spent in it is not all waiting for input.
   - `info`: facts for result rows (e.g. the resident upload time); `data.source`: where data came from.
   - `stages()`: the per-batch work split into stages that can each run alone (`Stages`), so the
     harness can measure every stage's ceiling in isolation.
@@ -81,6 +83,9 @@ class Pipeline(abc.ABC):
     options: tuple = ()   # the knobs it reads beyond those every pipeline reads (`pipelines.options`)
     missing: str = ""     # why it cannot be built here (its optional dependency is not installed)
     photos: bool = False  # reads photographs (`imagefolder:PATH`) with ImageNet's crops (`pipelines.crops`)
+    # Its `next()` waits for the device's queued work (a blocking copy on the current stream), so a
+    # caller's time in `next()` includes the model's queued steps; set per instance where it depends on the config.
+    next_syncs: bool = False
 
     def __init__(self, config: PipelineConfig, data: Split | None = None):
         self.config = config = self.resolve(config)

@@ -6,7 +6,8 @@ Bytes: uint8 arrays in host memory -> per sample, in DataLoader worker processes
 `RandomHorizontalFlip`, `ToTensor`, `Normalize`) -> default collate (float32, 4x the uint8 bytes)
 -> `.to(device)` from pageable memory. `config.pin_memory` and `config.non_blocking` switch on
 DataLoader pinning and asynchronous copies for the classic ablation; bf16 and channels_last are
-applied on the device after the copy.
+applied on the device after the copy. Unless both are on, the copy in `next()` waits for the
+model's queued work on the stream (`next_syncs`).
 
 Photographs (`source="imagefolder:PATH"`): decoded with PIL, the sample's box (`crops`: torchvision's
 `RandomResizedCrop` rule, or eval's resize 256 + centre crop 224) resized to S x S, flipped,
@@ -100,6 +101,9 @@ class DataLoaderPipeline(Pipeline):
         self.loader = self.make_loader(pin_memory=self.pins)
         self.host_loader = None   # the same loader without pinning, built by stages()
         self.non_blocking = config.non_blocking and cuda
+        # a blocking copy synchronizes with the stream, and CUDA may too to stage an asynchronous one
+        # from pageable memory: only a non_blocking copy from pinned memory surely does not wait
+        self.next_syncs = cuda and not (self.non_blocking and self.pins)
         self.dtype = getattr(torch, config.dtype)
         self.memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
 

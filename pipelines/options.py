@@ -4,8 +4,9 @@ Every pipeline class lists the knobs it reads beyond those every pipeline reads 
 dtype, ...) in its `options` attribute, as `Option`s. Everything else is generated from those
 declarations: `PipelineConfig` accepts and validates them (`PipelineConfig(prefetch_depth=4)`),
 `pipebench` turns each into a command-line flag, the sweep plan runs a pipeline's variants only
-over the knobs it reads, every results row has a column per knob, and the report names a variant
-by the knobs it reads. Adding a knob is one `Option` in its pipeline's `options`.
+over the knobs it reads, every results row has a column per knob (empty where its pipeline does
+not read it), and the report names a variant by the knobs it reads. Adding a knob is one `Option`
+in its pipeline's `options`.
 
 Knobs read by several pipelines are declared here; a pipeline's own knobs in its module.
 """

@@ -204,6 +204,7 @@ def test_window_counts_images_and_steps(synthetic_root):
 def test_the_training_thread_s_cpu_seconds_are_what_its_steps_spent(synthetic_root):
     config = pipelines.PipelineConfig(data_root=str(synthetic_root), batch_size=8, max_samples=64, device="cpu")
     batches = workloads.real_batches(config, torch.device("cpu"))
+    next(batches)   # the first call makes the batches
 
     def spin(images, labels, seconds=0.04):   # a step that keeps this thread's core busy
         end = time.thread_time() + seconds
@@ -211,7 +212,28 @@ def test_the_training_thread_s_cpu_seconds_are_what_its_steps_spent(synthetic_ro
             pass
 
     window = harness.time_window(batches, spin, 5, torch.device("cpu"))
-    assert 0.15 <= window.train_cpu_s <= window.cpu_s   # 5 steps of 0.04 s, read in clock ticks
+    # 5 steps of 0.04 s on the thread's own clock; the process tree's in whole ticks, read apart: a tick
+    # each reading, so the thread's can read up to TOLERANCE above the whole, never more
+    assert 0.19 <= window.train_cpu_s <= window.cpu_s + TOLERANCE
+    assert window.next_cpu_s < 0.1   # the step spun, not next()
+
+
+TOLERANCE = 2 / machine.TICK   # two readings of /proc's process counter, each a clock tick coarse
+
+
+def test_the_training_thread_s_cpu_seconds_are_read_not_bounded_by_the_process_tree_s(synthetic_root, monkeypatch):
+    """A counter that misreads shows in the rows: nothing clamps one reading to the other."""
+    config = pipelines.PipelineConfig(data_root=str(synthetic_root), batch_size=8, max_samples=64, device="cpu")
+    batches = workloads.real_batches(config, torch.device("cpu"))
+    monkeypatch.setattr(machine, "cpu_seconds", lambda: 1.0)   # a process tree that seems to burn nothing
+
+    def spin(images, labels):
+        end = time.thread_time() + 0.04
+        while time.thread_time() < end:
+            pass
+
+    window = harness.time_window(batches, spin, 5, torch.device("cpu"))
+    assert window.cpu_s == 0 and window.train_cpu_s >= 0.19
 
 
 def test_model_only_trains_on_real_batches_made_as_the_pipelines_make_them(synthetic_root):

@@ -179,30 +179,45 @@ def test_sync_every_is_refused_outside_model_and_e2e():
         harness.RunSpec("none", "model", "resnet9", sync_every=-1)
 
 
+TOLERANCE = 2 / machine.TICK   # the process tree's counter is read twice, each a clock tick coarse
+
+
 def test_the_training_thread_cpu_is_told_apart_from_the_pipelines(tmp_path, synthetic_root):
     df = compare(tmp_path, synthetic_root, "--modes", "loader")
     ok = df[df.status == "ok"]
-    assert (ok.train_cpu_s >= 0).all() and (ok.train_cpu_s <= ok.cpu_s).all()
-    assert ok.pipeline_cpu_s_per_kimg.round(9).eq((1e3 * (ok.cpu_s - ok.train_cpu_s) / ok.images).round(9)).all()
+    assert len(ok) and (0 <= ok.next_cpu_s).all() and (ok.next_cpu_s <= ok.train_cpu_s).all()
+    assert (ok.train_cpu_s <= ok.cpu_s + TOLERANCE).all()   # the thread's own clock, within the tree's ticks
+    assert ok.pipeline_cpu_s_per_kimg.round(9).eq(
+        (1e3 * (ok.cpu_s - ok.train_cpu_s + ok.next_cpu_s) / ok.images).round(9)).all()
 
 
-def test_thread_cpu_seconds_counts_one_thread():
-    spent = {}
+class Decoding:
+    """Batches whose `next()` computes on the calling thread (as a decode call or DALI's iterator does)."""
 
-    def burn():
-        tid = threading.get_native_id()
-        start = machine.thread_cpu_seconds(tid)
-        end = time.process_time() + 0.3
-        while time.process_time() < end:
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.batch = torch.zeros(4, 3, 2, 2), torch.zeros(4, dtype=torch.int64)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        end = time.thread_time() + self.seconds
+        while time.thread_time() < end:
             pass
-        spent["burn"] = machine.thread_cpu_seconds(tid) - start
+        return self.batch
 
-    me = threading.get_native_id()
-    before = machine.thread_cpu_seconds(me)
-    worker = threading.Thread(target=burn)
-    worker.start()
-    worker.join()
-    assert spent["burn"] >= 0.2 and machine.thread_cpu_seconds(me) - before < 0.1   # the burning thread's, not this one's
+
+def test_what_next_computes_on_the_training_thread_is_booked_to_the_pipeline():
+    """`tvjpeg`'s decode, DALI's iterator, `dataloader`'s copies run inside `next()` on the training thread:
+    the pipeline's CPU, not the training step's."""
+    cpu = torch.device("cpu")
+    window = harness.time_window(Decoding(0.04), lambda images, labels: None, 5, cpu)
+    spec = harness.RunSpec("resident", "loader", "none", steps=5)
+    row = results.measured_row(spec, {}, 0, window)
+    assert 0.19 <= row["next_cpu_s"] <= row["train_cpu_s"]
+    assert row["train_cpu_s"] - row["next_cpu_s"] < 0.1   # the training step itself did nothing
+    assert row["pipeline_cpu_s_per_kimg"] * row["images"] / 1e3 >= 0.19 - TOLERANCE
 
 
 def test_prefetch_gathers_in_shares_on_threads_of_one_intra_op_thread_and_leaves_the_rest_alone(synthetic_root, monkeypatch):
@@ -330,13 +345,13 @@ def test_the_calibration_does_not_count_host_stalls():
 
 
 WAITS = """
-import threading, torch
+import time, torch
 from bench import machine
 blocking = machine.blocking_waits(torch.device("cuda"))
 torch.cuda._sleep(1_000_000); torch.cuda.synchronize()
-tid = threading.get_native_id(); cpu = machine.thread_cpu_seconds(tid)
+cpu = time.thread_time()
 torch.cuda._sleep(1_000_000_000); torch.cuda.synchronize()
-print(blocking, machine.thread_cpu_seconds(tid) - cpu)
+print(blocking, time.thread_time() - cpu)
 """
 
 
@@ -385,3 +400,51 @@ def test_no_compile_worker_is_alive_during_a_timed_window(monkeypatch, synthetic
     spec = harness.RunSpec("resident", "e2e", "resnet9-w0.25", config, steps=5, warmup=1, repeats=2, step="compile")
     assert len(list(harness.run(spec))) == 2
     assert seen == [[], []]
+
+
+def test_a_row_records_a_pipeline_s_knob_only_where_the_pipeline_reads_it():
+    """A worker count set for the CPU budget is no fact about `resident`, which starts no worker: its
+    row leaves it empty, as model-only's leaves every knob."""
+    config = PipelineConfig(device="cpu", num_workers=15, prefetch_depth=3)
+    rows = {name: results.measured_row(harness.RunSpec(name, mode, model, config, steps=1), {}, 0,
+                                       harness.Window(8, 1.0, np.zeros(1), np.zeros(1), float("nan")))
+            for name, mode, model in (("resident", "loader", "none"), ("dataloader", "loader", "none"),
+                                      ("none", "model", "resnet9"))}
+    assert (rows["resident"]["num_workers"], rows["resident"]["prefetch_depth"]) == (None, 3)
+    assert (rows["dataloader"]["num_workers"], rows["dataloader"]["prefetch_depth"]) == (15, None)
+    assert rows["resident"]["encoding"] == rows["dataloader"]["encoding"] == "raw"   # every pipeline reads one
+    knobs = set(results.config_columns()) - set(results.SETTING_COLUMNS)
+    assert all(rows["none"][k] is None for k in knobs)
+
+
+def test_the_rows_say_whether_next_waits_for_the_device(synthetic_root):
+    """`next_syncs` is the pipeline's declaration, recorded where the window times `next()`."""
+    config = PipelineConfig(data_root=str(synthetic_root), max_samples=64, batch_size=16, device="cpu")
+    loader = next(harness.run(harness.RunSpec("resident", "loader", "none", config, steps=1, warmup=0, repeats=1)))[0]
+    stage = next(harness.run(harness.RunSpec("resident", "stage", "none", config, stage="device", steps=1, warmup=0,
+                                             repeats=1)))[0]
+    assert loader["next_syncs"] is False and "next_syncs" not in stage
+    assert "next_syncs" in results.all_columns()
+
+
+@needs_cuda
+@pytest.mark.parametrize("pin,non_blocking,waits", [(False, False, True), (True, False, True), (True, True, False),
+                                                    (False, True, None)])
+def test_dataloader_declares_the_device_sync_its_copy_makes(synthetic_root, pin, non_blocking, waits):
+    """Its `next()` behind about 50 ms of queued GPU work: a blocking copy waits for it, an asynchronous
+    one from pinned memory does not; one from pageable memory CUDA may stage either way (declared as
+    waiting, not timed here)."""
+    config = PipelineConfig(data_root=str(synthetic_root), max_samples=256, batch_size=64, num_workers=1,
+                            pin_memory=pin, non_blocking=non_blocking)
+    with pipelines.build("dataloader", config) as loader:
+        batches = iter(loader)
+        next(batches)   # the workers have started
+        time.sleep(0.5)   # and queued the next batches
+        torch.cuda.synchronize()
+        torch.cuda._sleep(100_000_000)   # about 50 ms of GPU time (1e8 cycles) queued on the current stream
+        t0 = time.perf_counter()
+        next(batches)
+        waited = time.perf_counter() - t0
+        torch.cuda.synchronize()
+    assert loader.next_syncs == (waits is not False)
+    assert waits is None or (waited > 0.03) == waits, waited

@@ -982,3 +982,25 @@ def test_every_report_names_its_epoch_length(tmp_path):
     assert formatting.epoch_text(ranks) == "an epoch: 25,000 samples per rank in 48 steps of 512"
     assert formatting.epoch_text(ranks.drop(columns=["samples", "steps_per_epoch"])) == "epoch length not recorded"
     assert formatting.epoch_text(ranks.assign(pipeline="none")) is None   # model-only alone: no epochs
+
+
+def test_the_pipeline_s_cpu_includes_what_it_ran_inside_next_and_old_rows_show_all_threads(tmp_path):
+    """A pipeline whose decode runs inside `next()` on the training thread pays for it; rows written
+    before `next_cpu_s` cannot split the training thread's seconds and show the whole process's."""
+    rows = [*processes("model", "none", [[10_000] * 2] * 3, model="m", step="eager"),
+            *processes("e2e", "decoding", [[9_900] * 2] * 3, model="m", step="eager", images=1_000, cpu_s=1.0,
+                       train_cpu_s=0.9, next_cpu_s=0.6, pipeline_cpu_s_per_kimg=0.7, next_syncs=False),
+            *processes("e2e", "workers", [[9_900] * 2] * 3, model="m", step="eager", images=1_000, cpu_s=0.8,
+                       train_cpu_s=0.3, next_cpu_s=0.0, pipeline_cpu_s_per_kimg=0.5, next_syncs=True),
+            *processes("e2e", "old", [[9_900] * 2] * 3, model="m", step="eager", images=1_000, cpu_s=0.9,
+                       cpu_s_per_kimg=0.9, train_cpu_s=0.9, pipeline_cpu_s_per_kimg=0.0)]
+    c = report.cells(report.load([write(tmp_path, rows)])).set_index("pipeline")
+    assert c.loc["decoding"].cpu_train == pytest.approx(0.3) and c.loc["decoding"].cpu_pipe == 0.7
+    assert math.isnan(c.loc["old"].cpu_pipe) and math.isnan(c.loc["old"].cpu_train)
+    text = report.write([tmp_path / "run" / "results.csv"], tmp_path / "out").read_text()
+    line = {name: next(x for x in text.splitlines() if x.startswith(f"| {name} "))
+            for name in ("decoding", "workers", "old")}
+    assert "0.7 + 0.3" in line["decoding"] and "0.5 + 0.3" in line["workers"] and "0.9 (all threads)" in line["old"]
+    assert "(with the copy's device sync)" in line["workers"] and "device sync" not in line["decoding"]
+    summary = (tmp_path / "out" / "SUMMARY.md").read_text()
+    assert "`workers`, `decoding`, `old`" in summary and "of all threads where" in summary   # "old" cannot split

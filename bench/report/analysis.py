@@ -69,13 +69,15 @@ STEP_ORDER = ["eager", "graph", "compile"]
 VARIANT_SHARED = ["augment", "channels_last"]
 NUMERIC = {"process": 0, "busy_ms": 0.0, "busy_step_ms": math.nan, "busy_idle_ms": math.nan, "busy_stretch": math.nan,
            "sync_every": 0, "min_window_s": 0.0,
-           "pipeline_cpu_s_per_kimg": math.nan, "train_cpu_s": math.nan, "cpus": math.nan, "steady_img_per_s": math.nan, "cpu_s_per_kimg": math.nan,
+           "pipeline_cpu_s_per_kimg": math.nan, "train_cpu_s": math.nan, "next_cpu_s": math.nan, "cpus": math.nan,
+           "steady_img_per_s": math.nan, "cpu_s_per_kimg": math.nan,
            "test_accuracy": math.nan, "compile_s": math.nan, "restart_ms": math.nan, "image_size": 32, "world_size": 1,
            "rank": 0, "gpus": math.nan, "peak_gpu_mem_mb_others": math.nan, "world_img_per_s": math.nan,
            "batch_bytes": math.nan, "sm_mhz": math.nan, "wait_frac": math.nan, "train_epochs": math.nan, "seed": 0,
            "slot": math.nan}
 TEXT = {"stage": "", "step": "", "payload": "", "copy": "", "device": "", "parallel": "none", "git_commit": "", "boot_id": "",
-        "hostname": "", "run_id": "", "error": "", "gpu": "", "cpu_model": "", "peers": "", "dali": ""}
+        "hostname": "", "run_id": "", "error": "", "gpu": "", "cpu_model": "", "peers": "", "dali": "",
+        "next_syncs": ""}
 
 
 def variant_options() -> tuple[list[str], list[str]]:
@@ -180,14 +182,17 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     ok = ok.assign(
         bytes_per_image=lambda d: d.batch_bytes * d.steps / d.images,
         proc=lambda d: d.run_id + "#" + d.process.astype(str) + "#" + d.seed.astype(str),
-        train_cpu_kimg=lambda d: 1e3 * d.train_cpu_s / d.images,
+        # CPU booked as `bench.harness` says: rows from before `next_cpu_s` cannot split it (NaN: all threads shown)
+        pipe_cpu_kimg=lambda d: d.pipeline_cpu_s_per_kimg.where(d.next_cpu_s.notna()),
+        train_cpu_kimg=lambda d: 1e3 * (d.train_cpu_s - d.next_cpu_s) / d.images,
+        syncs=lambda d: d.next_syncs == "True",
         # a configuration that shared a process compiled only where it ran first (`harness.Shared`)
         compile_first=lambda d: d.compile_s.where(d.slot.isna() | (d.slot == 0)))
     if ok.empty:
         return pd.DataFrame(columns=[*KEY, "img_per_s", "lo", "hi", "n", "p", "w", "w_hi", "dropped", "drift", "steady",
                                      "restart", "cpu", "cpu_pipe", "cpu_train", "busy_step", "busy_idle", "stretch",
-                                     "wait", "seconds", "compile", "accuracy", "sm_mhz", "bytes_per_image", "copy",
-                                     "device"])
+                                     "wait", "syncs", "seconds", "compile", "accuracy", "sm_mhz", "bytes_per_image",
+                                     "copy", "device"])
     by_process = ok.groupby([*KEY, "proc"], sort=True)
     process = by_process.agg(rate=("img_per_s", "median"), accuracy=("test_accuracy", "median"),
                              windows=("img_per_s", "count")).reset_index()
@@ -199,10 +204,10 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     table = ok.groupby(KEY, sort=True).agg(
         img_per_s=("img_per_s", "median"), wlo=("img_per_s", "min"), whi=("img_per_s", "max"),
         n=("img_per_s", "count"), steady=("steady_img_per_s", "median"), restart=("restart_ms", "median"),
-        cpu=("cpu_s_per_kimg", "median"), cpu_pipe=("pipeline_cpu_s_per_kimg", "median"),
+        cpu=("cpu_s_per_kimg", "median"), cpu_pipe=("pipe_cpu_kimg", "median"),
         cpu_train=("train_cpu_kimg", "median"), busy_step=("busy_step_ms", "median"),
         busy_idle=("busy_idle_ms", "median"), stretch=("busy_stretch", "median"),
-        wait=("wait_frac", "median"), seconds=("seconds", "median"), device=("device", "first"),
+        wait=("wait_frac", "median"), syncs=("syncs", "any"), seconds=("seconds", "median"), device=("device", "first"),
         compile=("compile_first", "median"), accuracy=("test_accuracy", "median"), sm_mhz=("sm_mhz", "median"),
         bytes_per_image=("bytes_per_image", "median"), copy=("copy", "first")).join(spans).join(drifts)
     table["dropped"] = dropped.reindex(table.index, fill_value=0)

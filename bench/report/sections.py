@@ -34,10 +34,13 @@ epochs (epoch restarts included); "loss read every N" rows call `loss.item()` ev
 **restart**: median host wait of the steps that began an epoch. **restart-free**: beside each e2e
 share of model-only, the share without them: e2e's images over the steps that began no epoch per
 second of their GPU time (median of the windows' `steady_img_per_s`) over model-only's median; the
-verdicts rest on the rate with restarts, what training gets. **CPU s / 1k img**: user + system
-CPU seconds per 1,000 images of the pipeline (the process tree without the training thread: its
-threads, workers and processes) and, apart, of the training thread (which also runs what a pipeline
-does inside `next()`); CUDA waits block, so waiting costs none. **stage**: one stage of a pipeline
+verdicts rest on the rate with restarts, what training gets. **host wait**: the share of the
+window spent in `next()`; for a pipeline marked "with the copy's device sync" `next()` makes a
+blocking copy, which also waits for the model's queued work. **CPU s / 1k img**: user + system CPU
+seconds per 1,000 images of the pipeline (its threads, workers and processes, and what the training
+thread runs inside `next()`) and, after "+", of the training thread outside `next()` (launching the
+step, running ahead of the GPU); "all threads" where the rows do not tell the two apart (before
+`next_cpu_s`). **stage**: one stage of a pipeline
 alone. **copy**: one batch copied host-to-device, back to back. **train**: whole epochs timed as one
 window (the first step, which compiles, before it), then the test split's accuracy."""
 
@@ -95,8 +98,9 @@ def by_cores(cap: pd.DataFrame, text) -> pd.DataFrame:
 
 
 def cpu_text(r) -> str:
-    """CPU seconds per 1,000 images: the pipeline's and, after "+", the training thread's; the whole
-    process tree's for rows from before the two were told apart."""
+    """CPU seconds per 1,000 images: the pipeline's (its work inside `next()` included) and, after "+",
+    the training thread's outside `next()`; the whole process tree's for rows that cannot tell them
+    apart (`cells`)."""
     if pd.isna(r.cpu_pipe):
         return "—" if pd.isna(r.cpu) else f"{seconds(r.cpu)} (all threads)"
     return f"{seconds(r.cpu_pipe)} + {seconds(r.cpu_train)}"
@@ -125,11 +129,19 @@ def headspace_table(loader: pd.DataFrame) -> pd.DataFrame:
 
 def situation_table(s: pd.DataFrame) -> pd.DataFrame:
     rows = [{"pipeline": r.pipeline, "loader-only at the model's step": r.loader_text, "e2e img/s": r.e2e_text,
-             "e2e / model": share_text(r), "host wait": pct(r.wait) if not pd.isna(r.wait) else "—",
+             "e2e / model": share_text(r), "host wait": wait_text(r),
              "CPU s / 1k img (pipeline + training thread)": cpu_text(r),
              "verdict": r.verdict, "because": escape(r.why)}
             for r in s.sort_values("img_per_s", ascending=False).itertuples()]
     return pd.DataFrame(rows)
+
+
+def wait_text(r) -> str:
+    """The share of an e2e cell's time in `next()`, and whether that includes a blocking copy's wait for
+    the model's queued work (`Pipeline.next_syncs`)."""
+    if pd.isna(r.wait):
+        return "—"
+    return pct(r.wait) + (" (with the copy's device sync)" if r.syncs else "")
 
 
 def model_table(models: pd.DataFrame) -> pd.DataFrame:

@@ -119,14 +119,14 @@ def speeds(cap: pd.DataFrame, models: pd.DataFrame) -> list[float]:
 
 def which_table(cap: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     """Model step speed x CPU cores per GPU (one setting's ceilings and model-only cells): the
-    pipelines whose loader ceiling keeps that speed fed, the cheapest in CPU time first, and their
+    pipelines whose loader ceiling keeps that speed fed, the cheapest in CPU time first (`cheapest`), and their
     speed-up over `dataloader` at that speed."""
     rows = []
     for speed in speeds(cap, models):
         row = {"model trains at": f"{speed_text(speed)} img/s"}
         for cpus in sorted(cap.cpus.unique(), reverse=True):
             here = cap[cap.cpus == cpus]
-            fed = fed_at(here, speed).assign(cost=lambda d: d.cpu_pipe.fillna(d.cpu)).sort_values("cost")
+            fed = cheapest(fed_at(here, speed))
             base = baseline(here)
             if base is not None and base.img_per_s >= FED * speed:
                 cell = "any (`dataloader` too)"
@@ -143,15 +143,29 @@ def which_table(cap: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def cheapest(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame`'s cells, cheapest in CPU time first: the pipeline's CPU seconds per 1,000 images (its
+    work inside `next()` included), the whole process tree's where the rows cannot tell it apart."""
+    return frame.assign(cost=lambda d: d.cpu_pipe.fillna(d.cpu)).sort_values("cost")
+
+
+def cheapest_words(frame: pd.DataFrame) -> str:
+    """What `cheapest` ranks `frame`'s cells by, as the sentence above a table says it (with its "+N")."""
+    if len(frame) and frame.cpu_pipe.notna().all():
+        return "cheapest in pipeline CPU time first (+N: N more in the report)"
+    return ("cheapest in CPU time first (of all threads where the rows do not tell the pipeline's apart; +N: N more "
+            "in the report)")
+
+
 def measured_table(s: pd.DataFrame) -> pd.DataFrame:
     """Model x CPU cores per GPU from one setting's e2e situations alone (`situations`, no loader
     reads): rows each model and step kind it ran with, fastest model-only first, each with its
     model-only rate at the most cores; per cell the pipelines fed (verdict "fed": e2e at least FED
-    of model-only, its lowest process FLOOR), the cheapest in CPU time first, and ×N, the fastest of
-    them over `dataloader`, both e2e; "any (`dataloader` too)" only where every pipeline measured there
-    is fed; a pipeline with no verdict named with why (`left_out`: thin, or e2e above model-only); "—"
-    where the model did not run with those cores; after a cell, the pipelines below FED there only
-    with epoch restarts (`restart_free_note`). Loss never read."""
+    of model-only, its lowest process FLOOR), the cheapest in CPU time first (`cheapest`), and ×N, the
+    fastest of them over `dataloader`, both e2e; "any (`dataloader` too)" only where every pipeline
+    measured there is fed; a pipeline with no verdict named with why (`left_out`: thin, or e2e above
+    model-only); "—" where the model did not run with those cores; after a cell, the pipelines below
+    FED there only with epoch restarts (`restart_free_note`). Loss never read."""
     s = s[s.sync_every.fillna(0) == 0]
     if s.empty:
         return pd.DataFrame()
@@ -173,7 +187,7 @@ def measured_cell(here: pd.DataFrame) -> str:
     usable = here[~here.verdict.isin([TOO_FEW, ABOVE])]
     if usable.empty:
         return left_out(here, here)
-    fed = usable[usable.verdict == "fed"].assign(cost=lambda d: d.cpu_pipe.fillna(d.cpu)).sort_values("cost")
+    fed = cheapest(usable[usable.verdict == "fed"])
     base = baseline(usable)
     if len(fed) == len(here) and base is not None:
         return "any (`dataloader` too)"
@@ -296,9 +310,9 @@ def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: d
     if len(measured):
         lines += ["", f"**Which pipeline keeps your model fed**, measured end to end at {int(setting[0])} px (batch "
                   f"{int(setting[1])}): per model (its model-only img/s) and CPU cores per GPU, the pipelines whose "
-                  f"e2e rate is at least {FED:.0%} of model-only (medians) with no process under {FLOOR:.0%}, cheapest "
-                  "in CPU time first (+N: N more in the report), and ×N: the fastest of them over `dataloader`, both "
-                  f"end to end; \"restart-free also\": the pipelines below {FED:.0%} only with epoch restarts (at least "
+                  f"e2e rate is at least {FED:.0%} of model-only (medians) with no process under {FLOOR:.0%}, "
+                  f"{cheapest_words(trained_main)}, and ×N: the fastest of them over `dataloader`, both end to end; "
+                  f"\"restart-free also\": the pipelines below {FED:.0%} only with epoch restarts (at least "
                   f"{FED:.0%} over the steps that began no epoch)"
                   + (f"; thin: too few processes or windows for a verdict (it needs {MIN_PROCESSES} "
                      f"processes of {MIN_WINDOWS} windows each)" if thin_cells(measured) else "") + ":", "",
@@ -307,7 +321,7 @@ def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: d
         setting = tuple(main.iloc[0][SETTING])
         lines += ["", f"**Which pipeline keeps a model fed** at {int(setting[0])} px (batch {int(setting[1])}), predicted "
                   "from loader ceilings (no e2e row with the loss never read here): the pipelines whose loader ceiling "
-                  f"is at least {FED:.0%} of the model's speed, cheapest in CPU time first (+N: N more in the report), "
+                  f"is at least {FED:.0%} of the model's speed, {cheapest_words(main)}, "
                   "and how much faster than `dataloader` the model would then train:", "",
                   table(which_table(at_setting(cap, setting), at_setting(c[c["mode"] == "model"], setting)))]
     for sentence in (jpeg_sentence(c, cap), accuracy_sentence(view.rows), gpus_sentence(group, c)):
