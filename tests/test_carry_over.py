@@ -8,12 +8,11 @@ import sys
 from collections import Counter
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 import torch
 
 import pipelines
-from bench import cli, distributed, harness, machine, plan, results, runner, workloads
+from bench import cli, distributed, harness, machine, plan, results, runner
 from pipelines.config import PipelineConfig
 
 

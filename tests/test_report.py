@@ -971,7 +971,7 @@ def test_every_report_names_its_epoch_length(tmp_path):
             + processes("loader", "p", [[9_000]] * 2, image_size=224, batch_size=256, steps_per_epoch=9, samples=2_500))
     report.write([write(tmp_path, rows)], tmp_path / "out")
     epochs = "an epoch: 25,000 samples in 48 steps of 512 or 2,500 samples in 9 steps of 256"
-    assert f"\n- An epoch: 25,000 samples in 48 steps of 512 or 2,500 samples in 9 steps of 256.\n" in (
+    assert "\n- An epoch: 25,000 samples in 48 steps of 512 or 2,500 samples in 9 steps of 256.\n" in (
         tmp_path / "out" / "REPORT.md").read_text()
     assert (tmp_path / "out" / "SUMMARY.md").read_text().splitlines()[2].startswith(
         f"From one run, `run` (commit abc123; Test GPU; {epochs}); every number")
