@@ -187,12 +187,12 @@ def test_report_gives_each_step_kind_its_own_sections_against_the_same_loader_ro
     rows = []
     for step, model_rate, e2e_rate in (("eager", 50_000, 45_000), ("graph", 200_000, 106_000)):
         rows += [{"mode": "model", "pipeline": "none", "model": "m", "step": step, "img_per_s": model_rate},
-                 {"mode": "e2e", "pipeline": "p", "model": "m", "step": step, "img_per_s": e2e_rate}] * 3
-    rows += [{"mode": "loader", "pipeline": "p", "model": "none", "step": "", "img_per_s": 110_000}] * 3
+                 {"mode": "e2e", "pipeline": "p", "model": "m", "step": step, "img_per_s": e2e_rate}] * 6
+    rows += [{"mode": "loader", "pipeline": "p", "model": "none", "step": "", "img_per_s": 110_000}] * 6
     frame = pd.DataFrame(rows).assign(run_id="r", gpu="G", batch_size=512, num_workers=4, dtype="bfloat16",
                                       cpus=4, status="ok", error="", wait_frac=0.0)
     frame["repeat"] = frame.groupby(["mode", "step"]).cumcount()
-    frame["process"] = frame.repeat % 2   # two processes: enough for a verdict
+    frame["process"] = frame.repeat % 3   # three processes of two windows: enough for a verdict
     frame.reindex(columns=results.all_columns()).to_csv(tmp_path / "results.csv", index=False)
     text = report.write([tmp_path / "results.csv"], tmp_path / "out").read_text()
     sections = {s.split("\n")[0]: s for s in text.split("\n### ")[1:]}
