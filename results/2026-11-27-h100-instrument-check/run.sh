@@ -1,8 +1,10 @@
 # What ran on the GPU machine, from the project root, on one nvidia-h100-x1 lease (DALI 2.4 unpacked
 # beside the checkout, .devcarry/env.sh sourced), back to back on the same warm machine:
-#   PART=tests bash results/2026-11-27-h100-instrument-check/run.sh   (the GPU tests and the stand-in check)
-#   bash bench/plans/on-gpu.sh instrument-check                       (the plan; CONTINUE=1 ... until it ends)
-# PIPEBENCH_GIT_COMMIT: the machine gets a copy of the working tree without .git.
+#   bash results/2026-11-27-h100-instrument-check/run.sh   (the GPU tests and the stand-in check; its logs are
+#     results/2026-11-27-tests/pytest-gpu-e303d5b.txt and pytest-gpu-dali-e303d5b.txt, the stand-in's output
+#     results/2026-11-27-h100-busy-standin/)
+#   WAIT_S=540 bash bench/plans/on-gpu.sh instrument-check   (the plan; it ended within that one call)
+# PIPEBENCH_GIT_COMMIT=e303d5b97806a10cb72778c372b997b42684af3f: the machine gets a copy of the tree without .git.
 set -u
 nvidia-smi > "$OUT/nvidia-smi.txt"
 python -m pytest -q -rs -p no:cacheprovider -m gpu > "$OUT/pytest-gpu.txt" 2>&1; tail -1 "$OUT/pytest-gpu.txt"
