@@ -8,7 +8,7 @@ Modes (what each timer includes):
     exists; a host sleep without CUDA): the "headspace" method. Beside the pipeline that work is
     never re-sized: it runs longer where the pipeline contends for the GPU, as a training step
     does, and each window records its work units (`busy_units`), their idle time (`busy_idle_ms`),
-    the measured mean step over the window's steps (`busy_step_ms`; not the drain's) and the ratio
+    the measured mean step over the window's steps (`busy_step_ms`; the drain runs no step) and the ratio
     of the two (`busy_stretch`): the pipeline's contention cost. (A step refit beside the pipeline
     to last its label yields to the pipeline and overstates GPU-side pipelines' ceilings.) Level 0
     is the bare loop on an idle GPU;
@@ -306,10 +306,11 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
         marks[0].record()
     for i in range(steps):
         epoch = batches.epoch if track else None
-        t0, c0 = time.perf_counter(), time.thread_time()
+        c0 = time.thread_time()
+        t0 = time.perf_counter()
         x, y = next(batches)
-        next_cpu += time.thread_time() - c0
         wait[i] = time.perf_counter() - t0
+        next_cpu += time.thread_time() - c0
         if track:
             restarts[i] = batches.epoch != epoch
         step(x, y)
@@ -400,16 +401,6 @@ def ready_at_start(wait_ms: np.ndarray, capacity: int) -> int:
     DRAIN_WAIT_MS (a large copy inside `next()`) reads 0."""
     slow = np.flatnonzero(wait_ms[:capacity + 1] >= DRAIN_WAIT_MS)
     return int(slow[0]) if len(slow) else min(len(wait_ms), capacity + 1)
-
-
-def settle_window(batches: Iterator, consumer: Callable, capacity: int, device: torch.device) -> int:
-    """Right before a window: the drain (`drain`; returns the batches it took), then a loader
-    consumer's busy step read once, so that its reading after the window covers the window's calls
-    alone."""
-    taken = drain(batches, capacity, device)
-    if isinstance(consumer, Touch) and consumer.busy is not None:
-        consumer.busy.measured_ms()
-    return taken
 
 
 def window_steps(spec: RunSpec, unit: int, step_s: float, busy_ms: float = 0.0) -> int:
@@ -517,8 +508,7 @@ def _run(spec: RunSpec, cores: list[int], shared: Shared | None) -> Iterator[tup
         for _ in range(spec.repeats):
             for busy, consumer in (consumers or {0.0: step}).items():
                 steps = window_steps(spec, unit, step_s, busy)
-                settle = (lambda: settle_window(batches, consumer, pipeline.queue_capacity, device)) \
-                    if drains(spec) else None
+                settle = (lambda: drain(batches, pipeline.queue_capacity, device)) if drains(spec) else None
                 window = time_window(batches, consumer, steps, device, others, monitor, settle)
                 if settle is not None:
                     window.ready_at_start = ready_at_start(window.wait_ms, pipeline.queue_capacity)

@@ -216,12 +216,14 @@ def rounds(grids: list[tuple[list[harness.RunSpec], int]]) -> list[harness.RunSp
 
 def williams(n: int) -> list[list[int]]:
     """The rows of a Williams design for `n` members: Latin-square orders of 0..n-1 balanced for
-    first-order carry-over. Row i < n is the first row (0, 1, n-1, 2, n-2, ...) plus i (mod n), so it
-    starts with member i; for even n these n rows have every member right after every other exactly
-    once, for odd n the n rows and then their mirror images (2n rows) have it exactly twice."""
+    first-order carry-over. Square row i is the first row (0, 1, n-1, 2, n-2, ...) plus i (mod n), so
+    it starts with member i; for even n these n rows have every member right after every other
+    exactly once. For odd n each square row is followed by its mirror image (2n rows, every member
+    right after every other exactly twice): its first n rows still start with each member once and
+    run most ordered pairs both ways, where the square's first rows would be a cyclic shift."""
     first = [0] + [(k + 1) // 2 if k % 2 else n - k // 2 for k in range(1, n)]
     square = [[(m + i) % n for m in first] for i in range(n)]
-    return square if n % 2 == 0 else square + [row[::-1] for row in square]
+    return square if n % 2 == 0 else [row for r in square for row in (r, r[::-1])]
 
 
 def shared(specs: list[harness.RunSpec]) -> list[list[harness.RunSpec]]:
@@ -247,7 +249,7 @@ def _row(members: int, process: int) -> list[int]:
 def carry_over_note(groups: list[list[harness.RunSpec]]) -> str:
     """'' where every cell sharing a process runs in at least as many processes as its Williams design
     has rows; else one line naming the largest cell short of them (its order is then the design's
-    first rows: each member first once with as many processes as members, the carry-over unbalanced)."""
+    first rows: each member first once with as many processes as members, the carry-over not balanced)."""
     processes: dict[frozenset, int] = {}
     for group in groups:
         if len(group) > 1:

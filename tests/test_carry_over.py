@@ -4,8 +4,10 @@ between them (`bench.harness.release`), and the GPU readings each window records
 (`bench.machine.GpuMonitor`)."""
 from __future__ import annotations
 
+import json
 import sys
 from collections import Counter
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -45,10 +47,28 @@ def test_for_an_odd_count_the_square_and_its_mirror_have_every_pair_twice(n):
     assert not balanced(rows[:n], n, 1)   # the square alone cannot be
 
 
-@pytest.mark.parametrize("n", [3, 4, 6])
-def test_the_old_cyclic_shift_fails_the_pair_test(n):
+@pytest.mark.parametrize("n", [3, 5, 7])
+def test_an_odd_cell_in_as_many_processes_as_members_is_no_cyclic_shift(n):
+    """With n processes for an odd n members (the plans' case), the order is not the old rotation
+    (member k always right after member k - 1: n ordered pairs) but runs most pairs, both ways."""
     cyclic = [[(m + r) % n for m in range(n)] for r in range(n)]   # round r started with member r
-    assert not balanced(cyclic, n, 1) and not balanced(cyclic + cyclic, n, 2)
+    assert len(follows(cyclic)) == n
+    assert len(follows(plan.williams(n)[:n])) >= n * (n - 1) - (n + 1) // 2
+
+
+def test_every_committed_plan_that_shares_a_process_runs_as_many_processes_as_a_cell_has_members():
+    """A cell sharing a process (model-only and each pipeline) gets at least as many processes as it
+    has members: each runs first once, and the carry-over is balanced for an even count."""
+    root = Path(__file__).resolve().parents[1] / "bench" / "plans"
+    checked = 0
+    for path in sorted(root.glob("*.json")):
+        top = json.loads(path.read_text())
+        for grid in ({**top, **g} for g in top.get("grids", [top])):
+            if grid.get("share_process"):
+                members = len(grid["pipelines"]) + ("model" in grid["modes"])
+                assert grid.get("processes", 3) >= members, (path.name, grid)
+                checked += 1
+    assert checked >= 3
 
 
 def share_groups(processes: int, pipelines_run: list[str]) -> list[list[harness.RunSpec]]:

@@ -51,12 +51,11 @@ def test_the_step_time_is_the_mean_of_every_call_since_the_last_reading(monkeypa
 
 class Replays:
     """A CUDA-like busy step's graphs without a GPU: each replay sleeps its units' time on an idle
-    GPU (UNIT_MS each) times the stretch the pipeline causes now: DRAINING while the harness drains,
-    WINDOW in the timed window."""
-    UNIT_MS, DRAINING, WINDOW = 0.25, 10.0, 2.0
+    GPU (UNIT_MS each) times the stretch the pipeline causes (WINDOW); `replayed` counts them."""
+    UNIT_MS, WINDOW = 0.25, 2.0
 
     def __init__(self):
-        self.captured, self.stretch, self.unit_ms = [], self.WINDOW, self.UNIT_MS
+        self.captured, self.stretch, self.unit_ms, self.replayed = [], self.WINDOW, self.UNIT_MS, 0
 
     def capture(self, units):
         self.captured.append(units)
@@ -66,6 +65,7 @@ class Replays:
             took = 0.0
 
             def replay(self):
+                replays.replayed += 1
                 self.took = units * replays.UNIT_MS * replays.stretch
                 time.sleep(self.took / 1e3)
 
@@ -90,17 +90,19 @@ def compare(tmp_path, root, *extra) -> pd.DataFrame:
 def test_the_busy_step_keeps_its_work_and_records_its_stretch_in_every_window(tmp_path, synthetic_root, monkeypatch):
     """The step is sized once, before the pipeline, and never re-sized beside it: every window of a
     loader run does the same work, however much longer the pipeline makes it run; a stretched window
-    is kept, with its stretch over the window's steps alone (not the drain's)."""
+    is kept, with its stretch; the drain before each window runs no busy step."""
     replays = Replays()
     monkeypatch.setattr(busy, "work", lambda device: replays)
     monkeypatch.setattr(harness, "BusyStep", lambda device, ms: busy.BusyStep(torch.device("cuda"), ms))
 
+    during_drains = []
+
     def drain(*args):
-        replays.stretch = Replays.DRAINING
+        before = replays.replayed
         try:
-            drained(*args)
+            return drained(*args)
         finally:
-            replays.stretch = Replays.WINDOW
+            during_drains.append(replays.replayed - before)
 
     drained = harness.drain
     monkeypatch.setattr(harness, "drain", drain)
@@ -112,6 +114,7 @@ def test_the_busy_step_keeps_its_work_and_records_its_stretch_in_every_window(tm
     assert level.busy_stretch.to_numpy() == pytest.approx(Replays.WINDOW, rel=0.01)
     assert level.busy_step_ms.to_numpy() == pytest.approx(Replays.WINDOW * 2.0, rel=0.01)
     assert replays.captured == [8] * busy.RING * 2   # one step per process, captured once
+    assert len(during_drains) >= 6 and not any(during_drains)
     c = report.cells(report.load([tmp_path / "run" / "results.csv"]))
     assert c[c.busy_ms == 2.0].stretch.iloc[0] == pytest.approx(Replays.WINDOW, rel=0.01)
 

@@ -229,7 +229,7 @@ def restart_free_note(here: pd.DataFrame) -> str:
     """" (restart-free also `p`)" after a cell of `measured_table`: the pipelines below FED there only
     with epoch restarts (`fed_only_restart_free`), cheapest in CPU time first ("also" where the cell
     names fed pipelines)."""
-    held = fed_only_restart_free(here).assign(cost=lambda d: d.cpu_pipe.fillna(d.cpu)).sort_values("cost")
+    held = cheapest(fed_only_restart_free(here))
     if held.empty:
         return ""
     also = "also " if (here.verdict == "fed").any() else ""
@@ -311,7 +311,7 @@ def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: d
         lines += ["", f"**Which pipeline keeps your model fed**, measured end to end at {int(setting[0])} px (batch "
                   f"{int(setting[1])}): per model (its model-only img/s) and CPU cores per GPU, the pipelines whose "
                   f"e2e rate is at least {FED:.0%} of model-only (medians) with no process under {FLOOR:.0%}, "
-                  f"{cheapest_words(trained_main)}, and ×N: the fastest of them over `dataloader`, both end to end; "
+                  f"{cheapest_words(at_setting(trained_main, setting))}, and ×N: the fastest of them over `dataloader`, both end to end; "
                   f"\"restart-free also\": the pipelines below {FED:.0%} only with epoch restarts (at least "
                   f"{FED:.0%} over the steps that began no epoch)"
                   + (f"; thin: too few processes or windows for a verdict (it needs {MIN_PROCESSES} "
