@@ -53,7 +53,10 @@ waits or the pipeline's declared queue capacity (`Pipeline.queue_capacity`) + 1 
 rank takes as many (`drain`). The window then starts on an idle device with nothing queued (unless
 the pipeline refills faster than batches are taken: then it keeps ahead in the window too), so no
 window counts batches made before it began as delivered in it; each records its drain's batches
-(`drain_steps`) and how many batches were ready when it began (`ready_at_start`).
+(`drain_steps`) and how many batches were ready when it began (`ready_at_start`: its leading
+steps whose `next()` did not wait beyond the drain's own rule, DRAIN_WAIT_MS past twice a ready
+batch's handover). A queue already empty when the drain begins costs capacity + 1 takes at the
+pipeline's own pace (untimed): a steady wait cannot be told from a slow handover.
 Per step, `wait` is the host time spent in `next()` (blocked on the input), and the step time is
 the interval between CUDA events recorded at step ends (host clock on CPU). `wait` includes
 whatever `next()` waits for, also device synchronizations inside the pipeline that wait for the
@@ -234,6 +237,7 @@ class Window:
     busy_stretch: float = math.nan   # loader mode: busy_step_ms / busy_idle_ms, the pipeline's contention cost
     rejected: str = ""           # why the window cannot count ('' if it can): busy.rejection
     drain_steps: int = 0         # batches the drain before it took (`drain`)
+    drain_handover_ms: float = math.nan   # the drain's quickest next(): a ready batch's handover
     ready_at_start: float = math.nan   # batches ready when it began (`ready_at_start`); nan: not drained
     test_accuracy: float = math.nan   # train mode
 
@@ -275,7 +279,7 @@ def release(device: torch.device) -> None:
 
 def time_window(batches: Iterator, step: Callable, steps: int, device: torch.device,
                 others: tuple[torch.device, ...] = (), monitor: machine.GpuMonitor | None = None,
-                settle: Callable[[], int] | None = None) -> Window:
+                settle: Callable[[], tuple[int, float]] | None = None) -> Window:
     """Run `steps` steps as one synchronized window (see the module docstring for what it
     includes); under torch.distributed every rank starts it after a barrier, then `settle()` (the
     drain, untimed, returning its batches: `drain_steps`) and a second barrier. `others`: further
@@ -288,9 +292,9 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
         for mark in marks:   # CUDA creates an event at its first record: here, not inside the window
             mark.record()
     distributed.barrier()
-    drained = 0
+    drained, handover = 0, math.nan
     if settle is not None:
-        drained = settle()
+        drained, handover = settle()
         distributed.barrier()
     host_marks = np.empty(steps + 1)
     wait = np.empty(steps)
@@ -334,7 +338,7 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
         else images / seconds   # the steps that began no epoch, on the GPU's timeline (module docstring)
     other = max((torch.cuda.max_memory_allocated(d) / 2**20 for d in others), default=math.nan)
     return Window(images, seconds, wait * 1e3, step_ms, peak, other, wait[restarts] * 1e3, float(steady), cpu,
-                  train_cpu, next_cpu, gpu, drain_steps=drained)
+                  train_cpu, next_cpu, gpu, drain_steps=drained, drain_handover_ms=handover)
 
 
 def calibrate(batches: Iterator, step: Callable, device: torch.device) -> float:
@@ -361,8 +365,9 @@ def drains(spec: RunSpec) -> bool:
 
 
 def drain(batches: Iterator, capacity: int, device: torch.device,
-          synchronize: Callable[[torch.device], None] = sync) -> int:
-    """Take off what the pipeline queued while nothing consumed it; returns the batches taken.
+          synchronize: Callable[[torch.device], None] = sync) -> tuple[int, float]:
+    """Take off what the pipeline queued while nothing consumed it; returns the batches taken and
+    the handover of a ready batch (ms: the drain's quickest `next()`, which `ready_at_start` reads).
     `synchronize(device)` first, so the device is idle; then batches taken with `next()` and
     dropped, no step (a step's device work would let the pipeline refill while the device catches
     up), each followed by `synchronize(device)` (work `next()` launched), until a `next()` waited
@@ -382,7 +387,7 @@ def drain(batches: Iterator, capacity: int, device: torch.device,
     most = max(distributed.gather(taken))
     for _ in range(most - taken):
         _take(batches, device, synchronize)
-    return most
+    return most, quickest
 
 
 def _take(batches: Iterator, device: torch.device, synchronize: Callable[[torch.device], None]) -> float:
@@ -394,12 +399,13 @@ def _take(batches: Iterator, device: torch.device, synchronize: Callable[[torch.
     return waited
 
 
-def ready_at_start(wait_ms: np.ndarray, capacity: int) -> int:
+def ready_at_start(wait_ms: np.ndarray, capacity: int, handover_ms: float = 0.0) -> int:
     """Batches ready when a window began: its leading steps whose `next()` returned within
-    DRAIN_WAIT_MS (a batch already made), at most `capacity` + 1 (a pipeline that keeps ahead of
-    its consumer has every batch ready). A pipeline whose handover of a ready batch itself takes
-    DRAIN_WAIT_MS (a large copy inside `next()`) reads 0."""
-    slow = np.flatnonzero(wait_ms[:capacity + 1] >= DRAIN_WAIT_MS)
+    DRAIN_WAIT_MS beyond twice `handover_ms` (a batch already made, by the drain's own rule: the
+    handover of a ready batch, a copy for some, is the drain's quickest `next()`), at most
+    `capacity` + 1 (a pipeline that keeps ahead of its consumer has every batch ready). A `next()`
+    that also waits for the model's queued work (`next_syncs`) can read as not ready."""
+    slow = np.flatnonzero(wait_ms[:capacity + 1] >= DRAIN_WAIT_MS + 2 * handover_ms)
     return int(slow[0]) if len(slow) else min(len(wait_ms), capacity + 1)
 
 
@@ -511,7 +517,8 @@ def _run(spec: RunSpec, cores: list[int], shared: Shared | None) -> Iterator[tup
                 settle = (lambda: drain(batches, pipeline.queue_capacity, device)) if drains(spec) else None
                 window = time_window(batches, consumer, steps, device, others, monitor, settle)
                 if settle is not None:
-                    window.ready_at_start = ready_at_start(window.wait_ms, pipeline.queue_capacity)
+                    window.ready_at_start = ready_at_start(window.wait_ms, pipeline.queue_capacity,
+                                                           window.drain_handover_ms)
                 window.busy_ms = busy
                 if spec.mode == "loader" and consumer.busy is not None:
                     record_busy(window, consumer.busy)

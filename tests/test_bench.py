@@ -443,7 +443,7 @@ def test_every_rank_drains_as_many_batches_as_the_rank_that_drained_most(monkeyp
     """A rank whose queue emptied first takes more, so every rank's epochs restart at the same step."""
     monkeypatch.setattr(harness.distributed, "gather", lambda taken: [taken, 7])
     batches = iter(range(100))
-    assert harness.drain(batches, 3, torch.device("cpu"), synchronize=lambda device: None) == 7
+    assert harness.drain(batches, 3, torch.device("cpu"), synchronize=lambda device: None)[0] == 7
     assert next(batches) == 7
 
 
@@ -452,6 +452,8 @@ def test_the_batches_ready_at_a_window_s_start_are_its_leading_steps_that_did_no
     assert harness.ready_at_start(wait_ms, capacity=8) == 2
     assert harness.ready_at_start(np.full(20, 0.1), capacity=8) == 9   # keeps ahead: capacity + 1, no more
     assert harness.ready_at_start(np.array([3.0, 0.1]), capacity=8) == 0
+    # a handover that is itself a copy of 3 ms: ready until a next() waits 1 ms beyond twice that
+    assert harness.ready_at_start(np.array([3.0, 3.2, 2.9, 7.5, 3.0]), capacity=8, handover_ms=3.0) == 3
 
 
 def test_steps_that_begin_an_epoch_are_timed_apart_as_restarts(synthetic_root, monkeypatch):
@@ -469,3 +471,12 @@ def test_every_invocation_gets_its_own_run_id(tmp_path, synthetic_root):
     for _ in range(2):
         df = compare(tmp_path, synthetic_root, "--pipelines", "resident", "--modes", "loader")
     assert df.run_id.nunique() == 2 and df.run_id.str.startswith("run@").all()
+
+
+def test_a_window_records_its_drain_and_the_handover_its_ready_count_is_judged_by(monkeypatch):
+    """`time_window` keeps what its drain returned (batches taken, a ready batch's handover); `_run`
+    judges `ready_at_start` by that handover, not by a fixed threshold alone."""
+    batches = iter([(None, range(4))] * 10)
+    window = harness.time_window(batches, lambda x, y: None, 3, torch.device("cpu"), settle=lambda: (5, 2.5))
+    assert window.drain_steps == 5 and window.drain_handover_ms == 2.5
+    assert harness.ready_at_start(np.array([4.0, 4.0, 9.0]), capacity=8, handover_ms=window.drain_handover_ms) == 2
