@@ -457,7 +457,7 @@ def test_the_batches_ready_at_a_window_s_start_are_its_leading_steps_that_did_no
 
 
 def test_steps_that_begin_an_epoch_are_timed_apart_as_restarts(synthetic_root, monkeypatch):
-    monkeypatch.setattr(harness, "drain", lambda *_: 0)   # the window starts at the first step
+    monkeypatch.setattr(harness, "drain", lambda *_: (0, 0.0))   # the window starts at the first step
     config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64)
     spec = harness.RunSpec("resident", "loader", "none", config, steps=9, warmup=0, repeats=1)
     (facts, window), = harness.run(spec)
