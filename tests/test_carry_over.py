@@ -56,12 +56,19 @@ def test_an_odd_cell_in_as_many_processes_as_members_is_no_cyclic_shift(n):
     assert len(follows(plan.williams(n)[:n])) >= n * (n - 1) - (n + 1) // 2
 
 
+# Plans whose cells share fewer processes than they have members, and why (their runs' READMEs say
+# the carry-over is not balanced; the run prints `plan.carry_over_note`).
+UNBALANCED = {"photos-best.json": "6 members at 16 cores in 3 processes of 2-4 min each: one session's GPU time"}
+
+
 def test_every_committed_plan_that_shares_a_process_runs_as_many_processes_as_a_cell_has_members():
     """A cell sharing a process (model-only and each pipeline) gets at least as many processes as it
     has members: each runs first once, and the carry-over is balanced for an even count."""
     root = Path(__file__).resolve().parents[1] / "bench" / "plans"
     checked = 0
     for path in sorted(root.glob("*.json")):
+        if path.name in UNBALANCED:
+            continue
         top = json.loads(path.read_text())
         for grid in ({**top, **g} for g in top.get("grids", [top])):
             if grid.get("share_process"):

@@ -633,6 +633,31 @@ def test_answers_come_largest_cpu_budget_first(tmp_path):
     assert [line.split(" per GPU")[0] for line in said] == ["With 16 cores", "With 4 cores", "With 2 cores"]
 
 
+def needs_line(tmp_path, shares: dict[int, dict[str, float]]) -> str:
+    rows = []
+    for cpus, fed in shares.items():
+        rows += processes("model", "none", windows(5_000, 5_000, 5_000), model="m", step="compile", cpus=cpus,
+                          image_size=224)
+        for name, share in fed.items():
+            rate = 5_000 * share
+            rows += processes("e2e", name, windows(rate, rate, rate), model="m", step="compile", cpus=cpus,
+                              image_size=224)
+    said = report.answers(report.cells(report.load([write(tmp_path, rows)])))
+    assert len(said) == len(shares) + 1   # one answer per budget, then the cores the model needs
+    return said[-1]
+
+
+def test_the_answers_say_how_many_cores_per_gpu_a_model_needs_to_be_kept_fed(tmp_path):
+    """Per model measured at several budgets: the fewest cores with a fed pipeline (the fastest fed
+    there), the closest pipeline at each budget below; or that none is fed at any."""
+    text = needs_line(tmp_path, {16: {"a": 0.98, "b": 0.85}, 8: {"a": 0.97, "b": 0.90}, 4: {"a": 0.40, "b": 0.84}})
+    assert text == ("`m` at 224 px (compile step) needs 8 cores per GPU of those measured to be kept fed, with `a` "
+                    "(97.0%); fewer fall short (closest — 4 cores: `b` 84.0%).")
+    text = needs_line(tmp_path, {16: {"a": 0.80}, 4: {"a": 0.50}})
+    assert text == "`m` at 224 px (compile step): no pipeline keeps it fed with any core count measured (closest — 4 cores: `a` 50.0%; 16 cores: `a` 80.0%)."
+    assert needs_line(tmp_path, {16: {"a": 0.99}, 4: {"a": 0.99}}).endswith("needs 4 cores per GPU of those measured to be kept fed, with `a` (99.0%).")
+
+
 def test_files_are_runs_of_their_own_even_in_folders_of_one_name_and_a_file_given_twice_counts_once(tmp_path):
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
     first, second = write(tmp_path / "a", processes("loader", "p", [[1_000]])), write(tmp_path / "b", processes("loader", "p", [[2_000]]))

@@ -1,4 +1,6 @@
 # usage: bash bench/plans/on-gpu.sh PLAN, then CONTINUE=1 bash bench/plans/on-gpu.sh PLAN until it ends
+#   (`bash bench/plans/on-gpu.sh PLAN prepare` first, optionally: starts the photo set in the background
+#   and returns, so that a call can do other work while it is made; the plan's first call then waits for it)
 #   (PLAN: reference, photos-ladder, ...: bench/plans/PLAN.json)
 # A plan on a GPU machine reached in calls of at most 10 minutes, one call after another,
 # from the project root, on one warm machine, DALI importable (.devcarry/env.sh where it is carried).
@@ -25,10 +27,18 @@ if [ ! -e "$runs/started" ] && grep -q '"dali' "$plan" && ! python -c "import nv
   echo "on-gpu.sh: $plan times DALI, which this Python cannot import (source .devcarry/env.sh first?)" >&2; exit 3
 fi
 mkdir -p "$runs/warm"
+if [ "${2:-}" = prepare ]; then   # only start making the photo set, in the background, and return
+  touch "$runs/prepare.started"
+  setsid bash -c "python -m bench.cli prepare --photos ${PHOTOS:-2500} --photos-from runs/skphotos --data-root runs/data \
+    > $runs/prepare.txt 2>&1; echo \$? > $runs/prepare.rc" < /dev/null > /dev/null 2>&1 &
+  exit 0
+fi
 if [ ! -e "$runs/started" ]; then
   touch "$runs/started"
   nvidia-smi > "$runs/nvidia-smi.txt"
-  if grep -q '"imagefolder:runs/data/photos-seed0"' "$plan"; then
+  if [ -e "$runs/prepare.started" ]; then   # `on-gpu.sh PLAN prepare` started the data in an earlier call
+    while [ ! -e "$runs/prepare.rc" ]; do sleep 2; done
+  elif grep -q '"imagefolder:runs/data/photos-seed0"' "$plan"; then
     python -m bench.cli prepare --photos "${PHOTOS:-2500}" --photos-from runs/skphotos --data-root runs/data > "$runs/prepare.txt" 2>&1
   else
     python -c "from pipelines import PipelineConfig; from pipelines.sources.split import resolve_folder; \

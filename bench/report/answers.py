@@ -1,5 +1,6 @@
 """The one-line answers per situation (`answers`) that ANSWER.md, the report and the printed
-summary give: which pipeline keeps the model fed, and what limits the others. Every share of
+summary give: which pipeline keeps the model fed, and what limits the others; and per model measured
+at several CPU budgets, how many cores per GPU it needs to be kept fed (`cores_needed`). Every share of
 model-only shown has its restart-free share beside it (`restart_free`); the verdicts rest on the
 rate with epoch restarts (what training gets), and the pipelines short of FED only with them are
 named (`fed_only_restart_free`).
@@ -117,9 +118,35 @@ def restarts_clause(rows: pd.DataFrame, shown: list) -> str:
     return (f"; below {FED:.0%} only with epoch restarts: " + ", ".join(f"{code(r.pipeline)} {share_text(r)}" for r in found)) if found else ""
 
 
+def cores_needed(rows: pd.DataFrame) -> str | None:
+    """One model's (size, step kind, loss reads) situations at several CPU budgets -> the fewest
+    cores per GPU measured with which some pipeline keeps it fed (the fastest fed there named), and
+    the closest pipeline at the budgets below that; None unless at least two budgets have a verdict."""
+    rows = rows[~rows.verdict.isin([TOO_FEW, ABOVE])]
+    budgets = sorted(rows.cpus.unique())
+    if len(budgets) < 2:
+        return None
+    first = rows.iloc[0]
+    per_gpu = "" if str(first.device).startswith("cpu") else " per GPU"
+    head = f"{code(first.model)} at {first.image_size} px ({first.step} step{reads_text(first.sync_every)})"
+    fed = rows[rows.verdict == "fed"]
+    short = [b for b in budgets if fed.empty or b < fed.cpus.min()]
+
+    def closest(cpus) -> str:
+        best = rows[rows.cpus == cpus].sort_values("img_per_s").iloc[-1]
+        return f"{plural(int(cpus), 'core')}: {code(best.pipeline)} {pct(best.share)}"
+    below = "; ".join(closest(b) for b in short)
+    if fed.empty:
+        return f"{head}: no pipeline keeps it fed with any core count measured (closest — {below})."
+    fewest = int(fed.cpus.min())
+    best = fed[fed.cpus == fewest].sort_values("img_per_s").iloc[-1]
+    return (f"{head} needs {plural(fewest, 'core')}{per_gpu} of those measured to be kept fed, with "
+            f"{code(best.pipeline)} ({pct(best.share)})" + (f"; fewer fall short (closest — {below})." if below else "."))
+
+
 def answers(c: pd.DataFrame, s: pd.DataFrame | None = None) -> list[str]:
     """The answer for every measured situation (`s`: `situations(c)` if already made), largest CPU
-    budget first."""
+    budget first, then per model measured at several budgets the cores it needs (`cores_needed`)."""
     s = situations(c) if s is None else s
     if s.empty:
         return []
@@ -127,4 +154,5 @@ def answers(c: pd.DataFrame, s: pd.DataFrame | None = None) -> list[str]:
     found = [((-cpus, size, model, rank, every), answer(rows))
              for (size, model, rank, every, cpus), rows in order.groupby(["image_size", "model", "step_rank",
                                                                           "sync_every", "cpus"], sort=True)]
-    return [line for _, line in sorted(found, key=lambda item: item[0])]
+    needs = [cores_needed(rows) for _, rows in order.groupby(["image_size", "model", "step_rank", "sync_every"], sort=True)]
+    return [line for _, line in sorted(found, key=lambda item: item[0])] + [n for n in needs if n]
