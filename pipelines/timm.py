@@ -11,22 +11,23 @@ stream converts it, counted as part of this pipeline's cost. Workers start with 
 (see `workers.worker_options`).
 
 Photographs (`source="imagefolder:PATH"`): the CPU loader timm's `train.py` runs on ImageNet
-(`create_loader` with `use_prefetcher=True`: `transforms_imagenet_train`, `fast_collate`, pinned
-batches, persistent workers, `PrefetchLoader` normalizing on the GPU's side stream in the contract's
-dtype). Each worker opens the sample's file from the packed JPEG copy with PIL and converts it to
-RGB, as timm's `ImageDataset` does, then runs timm's training transform with the epoch's shared box
-(`crops.epoch_boxes`: RandomResizedCrop's rule, or eval's resize 256 + centre crop 224) instead of
-drawing its own: `F.resized_crop` with the box, as `RandomResizedCropAndInterpolation` calls it,
-the flip, and `MaybePILToTensor`, the uint8 C x H x W tensor that timm 1.0's transforms end with
-for the prefetcher (older timm's `ToNumpy`, the same pixels as a numpy array). Three choices of
-the suite, so that every pipeline cuts sample k of an epoch alike: the interpolation is fixed to
-bilinear (`create_loader`'s default and every other pipeline's; `train.py` passes "random", a
-choice of bilinear or bicubic drawn per sample by the worker, whose pixels would depend on the
-worker's random state and the number of workers); `train.py`'s default ColorJitter(0.4) is left
-out (the suite's augmentation is the crop and the flip, for every pipeline); and a file that does
-not decode is named (`jpeg_errors.undecodable_sample`, as `dataloader` does) instead of skipped
-for the next one, as timm's `ImageDataset` does. Per-sample CPU work bounds it: PIL's decode and
-resize, in as many processes as there are workers.
+(`create_loader` with `use_prefetcher=True`: `transforms_imagenet_train`, `fast_collate`, batches
+pinned as with `--pin-mem`, persistent workers, `PrefetchLoader` normalizing on the GPU's side
+stream in the contract's dtype). Each worker opens the sample's file from the packed JPEG copy with
+PIL and converts it to RGB, as timm's `ImageDataset` does, then does the work of timm's training
+transform with the epoch's shared box (`crops.epoch_boxes`: RandomResizedCrop's rule, or eval's
+resize 256 + centre crop 224) instead of drawing its own: `F.resized_crop` with the box and the
+interpolation of a `RandomResizedCropAndInterpolation`, as that class calls it, the flip, and
+`MaybePILToTensor`, the uint8 C x H x W tensor timm 1.0's transforms end with for the prefetcher
+(older timm's `ToNumpy` gave the same pixels as a numpy array). Where the suite departs from
+`train.py`: the interpolation is bilinear (`create_loader`'s default), not `train.py`'s "random"
+(bilinear or bicubic, drawn per sample by the worker), so that every pipeline cuts sample k of an
+epoch alike and the pixels depend neither on a worker's random state nor on the number of workers;
+`train.py`'s default ColorJitter(0.4) is left out (the suite's augmentation is the crop and the
+flip, for every pipeline); and a file that does not decode is named
+(`jpeg_errors.undecodable_sample`, as `dataloader` does) instead of skipped for the next one, as
+timm's `ImageDataset` does. Per-sample CPU work bounds it: PIL's decode and resize, in as many
+processes as there are workers.
 
 Measured loader ceilings per CPU budget and what they feed: the reference run,
 results/2026-11-24-h100-reference/REPORT.md.
