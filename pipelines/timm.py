@@ -1,14 +1,33 @@
 """`timm`: the field's most copied GPU prefetcher, as timm's training script builds it.
 
-Bytes: uint8 arrays in host memory -> DataLoader workers (config.num_workers, persistent) crop the
-zero-padded image and flip it per sample in numpy (the offsets and flips come with the sample keys:
-the epoch's shared draws, `workers.EpochKeys`) and return C x H x W uint8 ->
+Bytes (CIFAR-like images): uint8 arrays in host memory -> DataLoader workers (config.num_workers,
+persistent) crop the zero-padded image and flip it per sample in numpy (the offsets and flips come
+with the sample keys: the epoch's shared draws, `workers.EpochKeys`) and return C x H x W uint8 ->
 `timm.data.fast_collate` stacks them into a uint8 batch (no ToTensor: the float conversion happens
-on the GPU) -> the DataLoader's pin-memory thread -> `timm.data.PrefetchLoader` copies the next batch
-`non_blocking` on its side stream and normalizes it there in the contract's dtype, one batch ahead.
-Its output is N x C x H x W contiguous: for `channels_last` one more copy on the consumer's stream
-converts it, counted as part of this pipeline's cost. Workers start with config.worker_start (see
-`workers.worker_options`).
+on the GPU) -> the DataLoader's pin-memory thread -> `timm.data.PrefetchLoader` copies the next
+batch `non_blocking` on its side stream and normalizes it there in the contract's dtype, one batch
+ahead. Its output is N x C x H x W contiguous: for `channels_last` one more copy on the consumer's
+stream converts it, counted as part of this pipeline's cost. Workers start with config.worker_start
+(see `workers.worker_options`).
+
+Photographs (`source="imagefolder:PATH"`): the CPU loader timm's `train.py` runs on ImageNet
+(`create_loader` with `use_prefetcher=True`: `transforms_imagenet_train`, `fast_collate`, batches
+pinned as with `--pin-mem`, persistent workers, `PrefetchLoader` normalizing on the GPU's side
+stream in the contract's dtype). Each worker opens the sample's file from the packed JPEG copy with
+PIL and converts it to RGB, as timm's `ImageDataset` does, then does the work of timm's training
+transform with the epoch's shared box (`crops.epoch_boxes`: RandomResizedCrop's rule, or eval's
+resize 256 + centre crop 224) instead of drawing its own: `F.resized_crop` with the box and the
+interpolation of a `RandomResizedCropAndInterpolation`, as that class calls it, the flip, and
+`MaybePILToTensor`, the uint8 C x H x W tensor timm 1.0's transforms end with for the prefetcher
+(older timm's `ToNumpy` gave the same pixels as a numpy array). Where the suite departs from
+`train.py`: the interpolation is bilinear (`create_loader`'s default), not `train.py`'s "random"
+(bilinear or bicubic, drawn per sample by the worker), so that every pipeline cuts sample k of an
+epoch alike and the pixels depend neither on a worker's random state nor on the number of workers;
+`train.py`'s default ColorJitter(0.4) is left out (the suite's augmentation is the crop and the
+flip, for every pipeline); and a file that does not decode is named
+(`jpeg_errors.undecodable_sample`, as `dataloader` does) instead of skipped for the next one, as
+timm's `ImageDataset` does. Per-sample CPU work bounds it: PIL's decode and resize, in as many
+processes as there are workers.
 
 Measured loader ceilings per CPU budget and what they feed: the reference run,
 results/2026-11-24-h100-reference/REPORT.md.
@@ -17,20 +36,28 @@ Needs timm (`pip install -e '.[peers]'`); without it the pipeline is unavailable
 """
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import torch
+from PIL import Image
+from torchvision.transforms import functional as F   # what timm's transforms call
 
 from .contract import Pipeline, Stages
 from .epochs import rank_seeds
+from .jpeg_errors import undecodable_sample
 from .workers import EpochKeys, SharedArrays, loader_capacity, worker_options
 from .config import MEAN, STD
 from .options import NUM_WORKERS, WORKER_START
 
 try:
     from timm.data.loader import PrefetchLoader, fast_collate
+    from timm.data.transforms import MaybePILToTensor, RandomResizedCropAndInterpolation
     MISSING = ""
 except ImportError as e:   # optional peer: pipelines.available() reports this, build() raises it
     MISSING = f"timm is not installed: pip install -e '.[peers]' ({e})"
+
+INTERPOLATION = "bilinear"   # on photographs; timm's train.py draws "random" (module docstring)
 
 
 class _Crops(SharedArrays, torch.utils.data.Dataset):
@@ -50,17 +77,46 @@ class _Crops(SharedArrays, torch.utils.data.Dataset):
         return np.ascontiguousarray(crop.transpose(2, 0, 1)), int(self.labels[index])
 
 
+class _Photos(SharedArrays, torch.utils.data.Dataset):
+    """Map-style dataset keyed by (index, y, x, h, w, flip): timm's training transform of the
+    photograph with the given box and flip (module docstring), a uint8 C x S x S tensor."""
+
+    def __init__(self, data, size: int, split: str):
+        self.jpeg, self.offsets, self.labels, self.split = data.jpeg.data, data.jpeg.offsets, data.labels, split
+        self.crop = RandomResizedCropAndInterpolation(size, interpolation=INTERPOLATION)   # its size and mode
+        self.to_uint8 = MaybePILToTensor()
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, key):
+        index, y, x, h, w, flip = key
+        file = self.jpeg[self.offsets[index]:self.offsets[index + 1]]
+        try:   # timm's ImageDataset: Image.open, then convert (which decodes)
+            image = Image.open(io.BytesIO(file)).convert("RGB")
+        except OSError as e:   # name the sample, not just PIL's complaint
+            raise undecodable_sample(self.split, index, str(e)) from None
+        image = F.resized_crop(image, y, x, h, w, self.crop.size, self.crop.interpolation)
+        if flip:   # transforms.RandomHorizontalFlip's work
+            image = F.hflip(image)
+        return self.to_uint8(image), int(self.labels[index])
+
+
 class TimmPrefetchPipeline(Pipeline):
     name = "timm"
     encoding = "raw"
     options = (NUM_WORKERS, WORKER_START)
     missing = MISSING
+    photos = True
 
     def __init__(self, config, data=None):
         super().__init__(config, data)
-        pad = config.pad if config.augment else 0
-        padded = np.pad(self.data.images, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
-        self.samples = _Crops(padded, self.data.labels, config.image_size)
+        if config.photos:
+            self.samples = _Photos(self.data, config.image_size, config.split)
+        else:
+            pad = config.pad if config.augment else 0
+            padded = np.pad(self.data.images, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+            self.samples = _Crops(padded, self.data.labels, config.image_size)
         cuda = self.device.type == "cuda"
         workers = config.num_workers
         loader = torch.utils.data.DataLoader(
@@ -82,8 +138,8 @@ class TimmPrefetchPipeline(Pipeline):
 
     def _stages(self) -> Stages:
         """host: the DataLoader alone (workers, fast_collate and, on CUDA, its pin-memory thread), no
-        copy; payload: one uint8 batch; device: PrefetchLoader's normalization of a batch already on
-        the device, plus the memory-format conversion."""
+        copy; payload: one uint8 batch (of S x S crops on photographs); device: PrefetchLoader's
+        normalization of a batch already on the device, plus the memory-format conversion."""
         self._end_live()   # the stages iterate the same workers' plan
         batch, labels = next(iter(self.loader.loader))
         on_device = batch.to(self.device)

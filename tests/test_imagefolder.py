@@ -141,6 +141,59 @@ def test_training_batches_are_random_resized_crops_of_each_photograph(folder):
         assert torch.allclose(images[k], expected)
 
 
+@pytest.mark.parametrize("augment", [True, False])
+def test_timm_cuts_the_same_crops_as_dataloader_with_any_number_of_workers(folder, augment):
+    """timm's transform (PIL, bilinear, antialiased as PIL always is) of the same boxes and flips as
+    `dataloader`'s PIL path: the same pixels, up to float32 rounding (timm normalizes uint8 values
+    by 255 x mean and 255 x std, dataloader scales by 1/255 first), with 0 and 2 workers alike."""
+    reason = pipelines.available()["timm"]
+    if reason:
+        pytest.skip(reason)
+    config = PipelineConfig(source=f"imagefolder:{folder}", image_size=64, batch_size=5, device="cpu",
+                            worker_start="fork", last_batch="partial", augment=augment)
+    with pipelines.build("dataloader", config.replace(num_workers=0)) as loader:
+        expected = [(x.clone(), y.clone()) for x, y in loader]
+    for workers in (0, 2):
+        with pipelines.build("timm", config.replace(num_workers=workers)) as timm:
+            batches = [(x.clone(), y.clone()) for x, y in timm]
+        assert [(x.shape, x.dtype) for x, _ in batches] == [((5, 3, 64, 64), torch.float32)] * 2 + [
+            ((2, 3, 64, 64), torch.float32)]
+        for (a, la), (b, lb) in zip(expected, batches):
+            assert torch.equal(la, lb) and (a - b).abs().max() < 1e-5
+
+
+def test_timm_stages_photographs_as_uint8_crops_and_normalizes_them_in_the_contract_dtype(folder):
+    reason = pipelines.available()["timm"]
+    if reason:
+        pytest.skip(reason)
+    config = PipelineConfig(source=f"imagefolder:{folder}", image_size=64, batch_size=4, device="cpu",
+                            worker_start="fork", num_workers=2, dtype="bfloat16")
+    with pipelines.build("timm", config) as timm:
+        first, _ = next(iter(timm))
+        assert timm.queue_capacity == 2 * 2 + 1   # 2 workers x prefetch_factor 2, and PrefetchLoader's one
+        stages = timm.stages()
+        images, labels = stages.payload
+        assert images.shape == (4, 3, 64, 64) and images.dtype == torch.uint8 and labels.shape == (4,)
+        assert first.dtype == torch.bfloat16 and torch.equal(stages.device(), first)
+    assert timm.loader is None   # released: its persistent workers shut down
+
+
+@pytest.mark.parametrize("name", ["dataloader", "timm"])
+def test_a_photograph_that_does_not_decode_is_named_by_its_sample(folder, name):
+    reason = pipelines.available()[name]
+    if reason:
+        pytest.skip(reason)
+    path = folder / "fox" / "0.jpg"   # sample 2: the classes interleave
+    path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 2])   # cut short: its header still reads
+    config = PipelineConfig(source=f"imagefolder:{folder}", image_size=64, batch_size=4, device="cpu",
+                            num_workers=0, last_batch="partial")
+    with pipelines.build(name, config) as loader, pytest.raises(ValueError) as caught:
+        for _ in loader:
+            pass
+    assert str(caught.value).startswith("sample 2 of the train JPEG copy cannot be decoded (")
+    assert str(caught.value).endswith("): rebuild it with `pipebench prepare`") and "\n" not in str(caught.value)
+
+
 GPU = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))
 
 
