@@ -117,7 +117,7 @@ def test_the_table_gives_medians_ranges_and_n_per_configuration_and_a_sentence_e
         "Beside `dali` the step's own GPU work took 1.25 × its time alone and the training stream idled 40 % of each "
         "step's period; other streams ran 5.00 ms of kernels per step, 2.50 ms of them during the step."]
     text = timeline.report(rows(), "python -m bench.timeline --out x --pipelines dali")
-    assert text.count("\n| `") == 2 and "timeline.png" in text and "`torchvision:resnet50`, compile step" in text
+    assert text.count("\n| `") == 2 and "timeline.png" in text and "`torchvision:resnet50`, compile step, 224 px, batch 256, bfloat16, 16 cores" in text
 
 
 def test_a_variant_is_a_pipeline_with_knobs_it_reads():
