@@ -12,7 +12,8 @@ first training call, the warm-up steps and the drain (`harness.drain`), the pipe
 memory released before the next.
 
 Each configuration then runs PROFILER_WARMUP + steps + 1 steps under `torch.profiler` (CPU and CUDA
-activities; the first PROFILER_WARMUP unrecorded, the profiler starting), each recorded step's
+activities, the profiler first started before the step is captured so the graph's kernels are traced;
+the first PROFILER_WARMUP steps unmarked, the profiler starting), each recorded step's
 training call inside a `record_function`. From the exported Chrome trace every piece of GPU work
 (kernel, memset, copy) is given to the recorded step whose call launched it (its CUDA runtime or
 driver call's correlation, on the step's thread, inside the step's range) or to none (the
@@ -399,6 +400,9 @@ def measure(model: RunSpec, variants: list[tuple[str, RunSpec]], device: torch.d
     rows, traces, shared = [], {}, Shared()
     with machine.cpu_budget(model.cpus):
         machine.blocking_waits(device)
+        # the profiler started once before any CUDA graph is captured: PyTorch's workaround for the kernels of a
+        # graph made before the profiler's first use, which traces may otherwise lack (pytorch/pytorch#100441)
+        torch.profiler._utils._init_for_cuda_graphs()
         for label, spec in [(MODEL_ONLY, model), *variants]:
             work, gpu = record(label, spec, shared, device, out)
             stream = training_stream(work)
