@@ -12,11 +12,13 @@ the GPU's clocks, link, temperature and power while it runs, and what tells one 
 - `blocking_waits(device)`: CUDA waits of this process block instead of spinning (the primary
   context's CU_CTX_SCHED_BLOCKING_SYNC): a thread blocked on the GPU sleeps rather than spin a core.
   A training thread that runs ahead of the GPU still burns CPU between its waits (the rows record it).
-- `GpuMonitor`: SM and memory clocks, the PCIe link, the temperature (°C), the power draw (W) and
-  the reasons NVML gives for holding the clocks down (`clock_events`: "sw-power-cap", "hw-thermal",
-  ... joined by "+", "none" for none, `CLOCK_EVENTS`) of a GPU through NVML (`nvidia-ml-py`), read at
-  a window's end while its work is still running; each reading on its own (one the GPU or driver
-  cannot give is left out, the others kept); empty where NVML is missing.
+- `GpuMonitor`: SM and memory clocks, the PCIe link, the temperature (°C), the power draw (W), the
+  reasons NVML gives for holding the clocks down (`clock_events`: "sw-power-cap", "hw-thermal",
+  ... joined by "+", "none" for none, `CLOCK_EVENTS`) and the hardware JPEG decoder's utilization
+  (`gpu_jpg_util`: NVML's percent of its last sampling period the JPEG engines were busy, so a row
+  shows whether they decoded) of a GPU through NVML (`nvidia-ml-py`), read at a window's end while
+  its work is still running; each reading on its own (one the GPU or driver cannot give, e.g. no
+  JPEG engine, is left out, the others kept); empty where NVML is missing.
 - `host_identity()`: CPU model, boot id and a short host-speed figure (`host_calibration_ms`: one
   core sorting 2^20 float64 numbers, median of 3) that rows record, so runs of two machines (or two
   leases of one kind, whose host CPUs can differ) are never taken for one.
@@ -180,7 +182,8 @@ class GpuMonitor:
                 "gpu_power_w": [lambda: n.nvmlDeviceGetPowerUsage(h) / 1e3],   # NVML reports mW
                 # the newer name first, the older one for older drivers and bindings
                 "clock_events": [lambda: clock_event_names(n.nvmlDeviceGetCurrentClocksEventReasons(h)),
-                                 lambda: clock_event_names(n.nvmlDeviceGetCurrentClocksThrottleReasons(h))]}
+                                 lambda: clock_event_names(n.nvmlDeviceGetCurrentClocksThrottleReasons(h))],
+                "gpu_jpg_util": [lambda: n.nvmlDeviceGetJpgUtilization(h)[0]]}   # (percent, sampling period µs)
         found = {}
         for column, alternatives in ways.items():
             for read in alternatives:

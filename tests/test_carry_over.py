@@ -174,6 +174,9 @@ class FakeNvml:
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
         return 0x4 | 0x20   # software power cap, software thermal slowdown
 
+    def nvmlDeviceGetJpgUtilization(self, handle):
+        return [37, 166_667]   # percent, sampling period (µs)
+
 
 def failing(*args):
     raise FakeNvml.NVMLError("Not Supported")
@@ -192,15 +195,16 @@ def monitored_row(monkeypatch, nvml) -> dict:
     return results.measured_row(spec, {}, 0, window)
 
 
-def test_each_window_records_temperature_power_and_the_clock_event_reasons(monkeypatch, tmp_path):
+def test_each_window_records_temperature_power_the_clock_event_reasons_and_the_jpeg_engine(monkeypatch, tmp_path):
     row = monitored_row(monkeypatch, FakeNvml())
-    assert {k: row[k] for k in ("sm_mhz", "mem_mhz", "pcie", "gpu_temp_c", "gpu_power_w", "clock_events")} == {
+    columns = ("sm_mhz", "mem_mhz", "pcie", "gpu_temp_c", "gpu_power_w", "clock_events", "gpu_jpg_util")
+    assert {k: row[k] for k in columns} == {
         "sm_mhz": 1755, "mem_mhz": 2619, "pcie": "gen5 x16", "gpu_temp_c": 61, "gpu_power_w": 412.345,
-        "clock_events": "sw-power-cap+sw-thermal"}
+        "clock_events": "sw-power-cap+sw-thermal", "gpu_jpg_util": 37}
     path = tmp_path / "results.csv"
     results.CsvWriter(path, results.environment(), run_id="r").write(row)
     written = results.read_rows(path).iloc[0]
-    assert (written.gpu_power_w, written.clock_events) == (412.345, "sw-power-cap+sw-thermal")
+    assert (written.gpu_power_w, written.clock_events, written.gpu_jpg_util) == (412.345, "sw-power-cap+sw-thermal", 37)
 
 
 def test_a_reading_nvml_cannot_give_leaves_the_others(monkeypatch):
@@ -208,8 +212,9 @@ def test_a_reading_nvml_cannot_give_leaves_the_others(monkeypatch):
     nvml.nvmlDeviceGetPowerUsage = failing
     nvml.nvmlDeviceGetCurrentClocksEventReasons = failing   # an older driver: the older name answers
     nvml.nvmlDeviceGetCurrentClocksThrottleReasons = lambda handle: 0
+    nvml.nvmlDeviceGetJpgUtilization = failing   # a GPU without a JPEG engine
     row = monitored_row(monkeypatch, nvml)
-    assert "gpu_power_w" not in row
+    assert "gpu_power_w" not in row and "gpu_jpg_util" not in row
     assert (row["sm_mhz"], row["gpu_temp_c"], row["clock_events"]) == (1755, 61, "none")
 
 
