@@ -240,7 +240,7 @@ class DaliPipeline(Pipeline):
         self.file_reader = config.dali_reader == "file"
         self.multiple = 1 if self.file_reader else self.config.dali_batch_multiple   # batches per DALI batch
         self.labels = torch.from_numpy(self.data.labels).to(self.device)
-        if self.data.sizes is None:   # photographs are cropped by DALI, only normalized here
+        if self.data.sizes is None:   # photographs come out of DALI as contract images
             warm_crop_normalize(self.device, self.config)
         self.dali_batches = None if self.file_reader else -(-len(self) // self.multiple)   # an epoch's
         share = self.config.dali_cpu_share if CPU_SHARE in self.options else 0.0

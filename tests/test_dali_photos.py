@@ -6,14 +6,18 @@ tests whose reason names CUDA compare the GPU decoders with the CPU's on a GPU m
 """
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import pytest
 import torch
 
 import pipelines
-from pipelines import PipelineConfig, dali
+from pipelines import PipelineConfig, dali, sources
 from pipelines.config import MEAN, STD
 from pipelines.kernels import normalize
 
+from test_corrupt_jpeg import _assert_names, _corrupt
 from test_imagefolder import jpeg
 
 if pipelines.available()["dali"]:
@@ -33,8 +37,8 @@ def folder(tmp_path_factory):
 
 
 def photos_config(folder, **changes) -> PipelineConfig:
-    return PipelineConfig(source=f"imagefolder:{folder}", image_size=64, batch_size=5, num_workers=1,
-                          device="cpu", last_batch="partial", dali_queue_depth=2, **changes)
+    return PipelineConfig(**{**dict(source=f"imagefolder:{folder}", image_size=64, batch_size=5, num_workers=1,
+                                    device="cpu", last_batch="partial", dali_queue_depth=2), **changes})
 
 
 def epochs(name: str, config: PipelineConfig, count: int = 2) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
@@ -107,6 +111,36 @@ def test_a_split_runs_two_pipelines_sharing_the_threads_and_its_stages(folder):
     assert p.pipes == p.fixed_pipes == []
     assert [dali.cpu_count(n, 0.5) for n in (1, 2, 5, 256)] == [1, 1, 2, 128]   # round half to even
     assert [dali.cpu_count(8, share) for share in (0.01, 0.99)] == [1, 7]   # never an empty part
+
+
+def test_nvjpeg_is_set_up_as_nvidias_resnet50_example_sets_it_up(folder):
+    """The mixed decoder's arguments: the example's memory padding, the hardware decoder's buffers
+    preallocated for the set's largest photograph, DALI's share for the hardware decoder."""
+    with pipelines.build("dali", photos_config(folder)) as p:
+        args = p._photo_decoder(mixed=True)
+        heights, widths = p.data.sizes[:, 0], p.data.sizes[:, 1]
+    assert args == dict(device="mixed", hw_decoder_load=dali.PHOTO_HW_DECODER_LOAD, device_memory_padding=211025920,
+                        host_memory_padding=140544512, preallocate_width_hint=widths.max(),
+                        preallocate_height_hint=heights.max())
+    assert widths.max() != heights.max()   # a swap of the two hints shows
+
+
+def test_a_photograph_that_does_not_decode_in_a_split_is_named_in_one_line(folder):
+    """DALI's error in either pipeline of a split becomes the one-line error naming the sample."""
+    config = photos_config(folder, batch_size=4, dali_cpu_share=0.5)
+    data = sources.open_split(pipelines.resolve_config("dali", config))
+    with pipelines.build("dali", config, data=data) as p:
+        bad = int(p.batches(1)[1][2])   # the second batch's third file: nvJPEG's half
+    files = [bytes(data.jpeg[i]) for i in range(len(data))]
+    files[bad] = _corrupt(files[bad], "truncated")
+    offsets = np.concatenate([[0], np.cumsum([len(f) for f in files])])
+    jpeg_set = sources.JpegSet(np.frombuffer(b"".join(files), np.uint8).copy(), offsets, data.jpeg.quality)
+    with pipelines.build("dali", config, data=dataclasses.replace(data, jpeg=jpeg_set)) as p:
+        p.set_epoch(1)
+        with pytest.raises(ValueError) as caught:
+            for _ in p:
+                pass
+    _assert_names(str(caught.value), bad)
 
 
 @pytest.mark.parametrize("changes,message", [
