@@ -3,7 +3,7 @@ pipeline on raw uint8 pixels, no decode, so decode cost and DALI's own cost can 
 
 Bytes: the packed JPEG copy (`dali`) or the uint8 arrays (`dali-raw`) in host memory -> a batch-mode
 `fn.external_source` hands DALI `dali_batch_multiple` consecutive batches of the shared epoch plan at
-once (one DALI batch; its fixed per-batch cost is shared) -> DALI decodes them:
+once (one DALI batch; its fixed per-batch cost is shared; photographs: one batch) -> DALI decodes them:
 `fn.decoders.image(device="mixed")` (nvJPEG: Huffman decoding on DALI's `dali_threads` CPU threads,
 the rest on the GPU; `dali_hw_decoder_load` of the files on the hardware JPEG engine; the threads
 follow `num_workers`, the CPU budget, unless `dali_threads` is set) or, with
@@ -45,14 +45,22 @@ Measured loader ceilings per CPU budget, for both decoders and `dali-raw`, and w
 reference run, results/2026-11-24-h100-reference/REPORT.md; on photographs (threads x
 `dali_hw_decoder_load` too): results/2026-11-26-h100-photos/ and results/2026-11-26-h100-photos-dali/.
 
-Photographs (`source="imagefolder:PATH"`): the external source hands DALI each file with its box
-and flip (`crops`: RandomResizedCrop, or eval's centre crop, the boxes every pipeline draws) ->
-`fn.decoders.image_slice` decodes the box only (region-of-interest decoding; "mixed": nvJPEG,
-`dali_hw_decoder_load` of it on the hardware JPEG engine; "cpu": libjpeg-turbo) -> `fn.resize` to
-S x S (antialiased linear, on the GPU after "mixed", on DALI's threads after "cpu", as DALI's
-ImageNet example does) -> `fn.flip` -> the contract's normalize in torch, one kernel.
+Photographs (`source="imagefolder:PATH"`), set up as NVIDIA's ResNet-50 example sets DALI up, with
+one training batch per DALI batch (`dali_batch_multiple` is not read): the external source hands
+DALI each file with its box and flip (`crops`: RandomResizedCrop, or eval's centre crop, the boxes
+every pipeline draws) -> `fn.decoders.image_slice` decodes the box only (region-of-interest
+decoding; "mixed": nvJPEG with the example's memory padding and preallocation for the set's largest
+photograph, `dali_hw_decoder_load` of it on the hardware JPEG engine; "cpu": libjpeg-turbo on
+DALI's threads, the box's pixels then copied to the GPU) -> `fn.resize` to S x S on the GPU
+(antialiased linear) -> `fn.crop_mirror_normalize` mirrors and normalizes into the contract's
+layout (HWC seen as channels_last, or CHW) as float32, or float16 for a bfloat16 contract (DALI has
+no bfloat16) -> the one copy that makes the batch torch's converts it to the contract's dtype.
+`dali_cpu_share` splits every batch between the two decoders: two DALI pipelines, one decoding
+round(share x B) files of each batch with libjpeg-turbo, the other the rest with nvJPEG, each fed
+its slice of the same plan (one graph cannot concatenate two batches), `dali_threads` shared in
+proportion; the copy that owns the batch concatenates the two.
 
-Without a GPU the same graph runs CPU-only (`device_id=None`, CPU decoder).
+Without a GPU the same graphs run CPU-only (`device_id=None`, CPU decoder).
 """
 from __future__ import annotations
 
@@ -71,11 +79,12 @@ except ImportError:   # the message every caller (build, sweeps) shows
                "drivers) or pip install -e '.[dali-cu13]' (nvidia-dali-cuda130, CUDA 13)")
 
 from . import sources
+from .config import MEAN, STD
 from .contract import Pipeline, Stages
 from .crops import epoch_boxes
 from .epochs import batch_count, epoch_batches, epoch_draws
 from .jpeg_errors import undecodable_jpeg, undecodable_sample
-from .kernels import crop_normalize, normalize, warm_crop_normalize
+from .kernels import crop_normalize, warm_crop_normalize
 from .options import NUM_WORKERS, Option
 
 # The knobs; defaults from the tuning runs in results/2026-11-21-h100-dali.
@@ -90,9 +99,14 @@ QUEUE_DEPTH = Option("dali_queue_depth", 4, "DALI's prefetch queue depth (DALI b
 HW_DECODER_LOAD = Option("dali_hw_decoder_load", None, "share of JPEGs for the hardware decoder", kind=float,
                          low=0.0, high=1.0, none="0 for CIFAR's files, DALI's own 0.65 for photographs", listed=True)
 PHOTO_HW_DECODER_LOAD = 0.65   # DALI's default
-BATCH_MULTIPLE = Option("dali_batch_multiple", 4, "external / parallel reader: DALI runs batches of this many "
-                        "training batches, which the pipeline splits (its fixed cost shared)", low=1, high=64,
-                        within=True)
+BATCH_MULTIPLE = Option("dali_batch_multiple", 4, "external / parallel reader on CIFAR's images: DALI runs batches "
+                        "of this many training batches, which the pipeline splits (its fixed cost shared); "
+                        "photographs: 1", low=1, high=64, within=True)
+CPU_SHARE = Option("dali_cpu_share", 0.0, "photographs: share of each batch's files decoded by libjpeg-turbo on DALI's "
+                   "threads, the rest by nvJPEG (dali_decoder mixed), in two DALI pipelines sharing dali_threads in "
+                   "proportion; 0 = all by dali_decoder", kind=float, low=0.0, high=1.0, listed=True)
+# NVIDIA's ResNet-50 example's nvJPEG memory padding (its ImageNet's largest sample), in bytes
+DEVICE_MEMORY_PADDING, HOST_MEMORY_PADDING = 211025920, 140544512
 
 
 def _groups(plan: list[np.ndarray], multiple: int) -> list[np.ndarray]:
@@ -146,6 +160,29 @@ class _EpochSource:
         return [self.samples[index]]
 
 
+def cpu_count(n: int, share: float) -> int:
+    """Of a batch of n files split by `dali_cpu_share`, how many the CPU decoder takes: round(share x
+    n), at least 1 and, where n > 1, at most n - 1 (DALI cannot run an empty batch)."""
+    return min(max(round(share * n), 1), max(n - 1, 1))
+
+
+class _Share:
+    """external_source callback, picklable: one decoder's slice of each batch `source` gives (its
+    files with their boxes and flips): the CPU decoder's first `cpu_count`, the other decoder the
+    rest. A batch of one file goes to both (no empty batch); the second copy is left over past the
+    batch's count (`_epoch` takes each batch's own count)."""
+
+    def __init__(self, source, share: float, cpu: bool):
+        self.source, self.share, self.cpu = source, share, cpu
+
+    def __call__(self, info):
+        batch = self.source(info)
+        n = len(batch[0])
+        k = cpu_count(n, self.share)
+        cut = slice(0, k) if self.cpu else slice(k, n) if k < n else slice(0, n)
+        return [part[cut] for part in batch]
+
+
 class _FixedSource:
     """external_source callback returning one batch forever (the device stage alone)."""
 
@@ -170,7 +207,7 @@ class DaliPipeline(Pipeline):
     name = "dali"
     encoding = "jpeg"
     photos = True
-    options = (READER, DECODER, THREADS, QUEUE_DEPTH, HW_DECODER_LOAD, BATCH_MULTIPLE, NUM_WORKERS)
+    options = (READER, DECODER, THREADS, QUEUE_DEPTH, HW_DECODER_LOAD, BATCH_MULTIPLE, CPU_SHARE, NUM_WORKERS)
     missing = MISSING
 
     @classmethod
@@ -182,8 +219,10 @@ class DaliPipeline(Pipeline):
     def resolve(cls, config):
         """DALI's CPU threads follow the worker budget unless set (`dali_threads`); the hardware
         decoder's share is 0 for CIFAR's files (tuned: results/2026-11-21-h100-dali) and DALI's
-        default for photographs unless set."""
+        default for photographs unless set; photographs run one training batch per DALI batch."""
         config = super().resolve(config)
+        if config.photos and config.dali_batch_multiple != 1:
+            config = config.replace(dali_batch_multiple=1)
         if config.dali_threads is None:
             config = config.replace(dali_threads=max(1, config.num_workers))
         if config.dali_hw_decoder_load is None:
@@ -191,29 +230,50 @@ class DaliPipeline(Pipeline):
         return config
 
     def __init__(self, config, data=None):
+        if CPU_SHARE in self.options:
+            self._refuse_share(config)
         super().__init__(config, data)
         if config.dali_reader == "file" and self.data.folder is None:
             raise ValueError(f"{self.name}: dali_reader='file' reads the JPEG file tree of a data folder; the "
                              f"data passed ({self.data.source}) has none: use dali_reader='external'")
         self.cuda = self.device.type == "cuda"
         self.file_reader = config.dali_reader == "file"
-        self.multiple = 1 if self.file_reader else config.dali_batch_multiple   # batches per DALI batch
+        self.multiple = 1 if self.file_reader else self.config.dali_batch_multiple   # batches per DALI batch
         self.labels = torch.from_numpy(self.data.labels).to(self.device)
-        if self.data.sizes is None:   # photographs are cropped by DALI, only normalized here
+        if self.data.sizes is None:   # photographs come out of DALI as contract images
             warm_crop_normalize(self.device, self.config)
         self.dali_batches = None if self.file_reader else -(-len(self) // self.multiple)   # an epoch's
-        self.pipe = self.iterator = self.fixed_pipe = self.fixed = None
+        share = self.config.dali_cpu_share if CPU_SHARE in self.options else 0.0
+        # the decoders each batch is split between (with a split, the CPU's part first)
+        self.decoders = [self.config.dali_decoder] if share == 0 else ["cpu"] if share == 1 else ["cpu", "mixed"]
+        self.pipes, self.iterators, self.fixed_pipes, self.fixed = [], [], [], []
         self._start(first_epoch=0)
 
+    def _refuse_share(self, config) -> None:
+        """A one-line ValueError for a `dali_cpu_share` this pipeline cannot run."""
+        share = config.dali_cpu_share
+        if share == 0:
+            return
+        if not config.photos:
+            raise ValueError(f"{self.name}: dali_cpu_share={share} splits photographs' batches "
+                             f"(source='imagefolder:PATH'), not {config.source!r}'s: leave it at 0")
+        if config.dali_reader != "external":
+            raise ValueError(f"{self.name}: dali_cpu_share={share} runs with dali_reader='external' only, "
+                             f"not {config.dali_reader!r}")
+        if config.dali_decoder == "cpu":
+            raise ValueError(f"{self.name}: dali_cpu_share={share} with dali_decoder='cpu': the share splits "
+                             "batches between 'cpu' and 'mixed': use dali_decoder='mixed' (all on the CPU: "
+                             "dali_decoder='cpu', share 0)")
+
     def _start(self, first_epoch: int) -> None:
-        """(Re)build the DALI pipeline and iterator, starting at our epoch first_epoch (the external
+        """(Re)build the DALI pipelines and iterators, starting at our epoch first_epoch (the external
         source then streams epoch after epoch; readers.file's epoch k is our epoch first_epoch + k).
-        The pipeline of stages(), if any, is kept."""
-        if self.pipe is not None:
-            self.pipe._shutdown()
+        The pipelines of stages(), if any, are kept."""
+        for pipe in self.pipes:
+            pipe._shutdown()
         self.first_epoch = self.next_epoch = first_epoch
-        self.pipe = self._graph()
-        self.iterator = self._iterator(self.pipe)
+        self.pipes = self._pipelines(None if self.file_reader else lambda: self._source(first_epoch))
+        self.iterators = [self._iterator(pipe) for pipe in self.pipes]
         self.in_epoch = False   # an epoch was started and not run to its end
 
     def _iterator(self, pipe, fixed: bool = False) -> DALIGenericIterator:
@@ -234,28 +294,42 @@ class DaliPipeline(Pipeline):
         images = fn.decoders.image(samples, device="cpu", output_type=types.RGB)
         return images.gpu() if self.cuda else images
 
-    def decode_photos(self, files, anchors, shapes, flips):
-        """Photographs' files -> their boxes (anchors (x, y), shapes (w, h)) decoded alone, resized to
-        uint8 S x S x 3, mirrored where flips is set, where the rest of the graph runs."""
+    def decode_photos(self, decoder: str, files, anchors, shapes, flips):
+        """Photographs' files -> contract images where the rest of the graph runs: each box (anchors
+        (x, y), shapes (w, h)) decoded alone by `decoder`, resized to S x S on the GPU, mirrored where
+        flips is set and normalized into the contract's layout (module docstring)."""
         c = self.config
-        mixed = self.cuda and c.dali_decoder == "mixed"
-        decoder = dict(device="mixed", hw_decoder_load=c.dali_hw_decoder_load) if mixed else dict(device="cpu")
-        images = fn.decoders.image_slice(files, anchors, shapes, output_type=types.RGB, axis_names="WH", **decoder)
-        images = fn.flip(fn.resize(images, resize_x=c.image_size, resize_y=c.image_size, antialias=True),
-                         horizontal=flips)
-        return images.gpu() if self.cuda and not mixed else images
+        mixed = self.cuda and decoder == "mixed"
+        images = fn.decoders.image_slice(files, anchors, shapes, output_type=types.RGB, axis_names="WH",
+                                         **self._photo_decoder(mixed))
+        if self.cuda and not mixed:
+            images = images.gpu()
+        images = fn.resize(images, resize_x=c.image_size, resize_y=c.image_size, antialias=True)
+        return fn.crop_mirror_normalize(images, dtype=types.FLOAT if c.dtype == "float32" else types.FLOAT16,
+                                        output_layout="HWC" if c.channels_last else "CHW",
+                                        mean=[255 * v for v in MEAN], std=[255 * v for v in STD], mirror=flips)
+
+    def _photo_decoder(self, mixed: bool) -> dict:
+        """The region-of-interest decoder's arguments: "mixed" as NVIDIA's ResNet-50 example sets
+        nvJPEG up (its memory padding; the hardware decoder's buffers preallocated for the set's
+        largest photograph), with `dali_hw_decoder_load`; else libjpeg-turbo."""
+        if not mixed:
+            return dict(device="cpu")
+        height, width = (int(side) for side in self.data.sizes.max(axis=0))
+        return dict(device="mixed", hw_decoder_load=self.config.dali_hw_decoder_load,
+                    device_memory_padding=DEVICE_MEMORY_PADDING, host_memory_padding=HOST_MEMORY_PADDING,
+                    preallocate_width_hint=width, preallocate_height_hint=height)
 
     def _source(self, first_epoch: int) -> _EpochSource:
         return _EpochSource(self.config, self.samples(), len(self.data), first_epoch, self.multiple, self.data.sizes)
 
-    def _inputs(self, fixed: _FixedSource | None):
-        """The graph's inputs: encoded files (and, from readers.file, their labels; for
-        photographs, their boxes and flips)."""
+    def _inputs(self, source, parallel: bool):
+        """The graph's inputs: encoded files from `source` (None: from readers.file, with their
+        labels); for photographs, their boxes and flips too."""
         c = self.config
-        if fixed is not None or not self.file_reader:
-            return fn.external_source(source=fixed or self._source(self.first_epoch), batch=True, batch_info=True,
-                                      num_outputs=1 if self.data.sizes is None else 4,
-                                      parallel=c.dali_reader == "parallel" and not fixed)
+        if source is not None:
+            return fn.external_source(source=source, batch=True, batch_info=True,
+                                      num_outputs=1 if self.data.sizes is None else 4, parallel=parallel)
         root = self.tree_root = sources.prepare_jpeg_tree(self.data.folder, c.jpeg_quality, c.image_size,
                                                           c.cache_root)
         files = [sources.tree_path(c.split, i, label) for i, label in enumerate(self.data.labels)]
@@ -264,31 +338,46 @@ class DaliPipeline(Pipeline):
             random_shuffle=False, shuffle_after_epoch=c.shuffle, seed=c.seed, shard_id=c.rank,
             num_shards=c.world_size, pad_last_batch=True)   # one shuffle seed for every shard
 
-    def _graph(self, fixed: _FixedSource | None = None):
+    def _pipelines(self, make_source) -> list:
+        """The DALI pipelines fed by the sources `make_source()` makes (None: readers.file): one, or
+        with a split (`dali_cpu_share`) the CPU decoder's and nvJPEG's, each fed its slice of every
+        batch by a source of its own, `dali_threads` shared in proportion (at least 1 each)."""
         c = self.config
-        parallel = dict(py_num_workers=max(1, c.num_workers), py_start_method="spawn") \
-            if c.dali_reader == "parallel" and not fixed else {}
+        if len(self.decoders) == 1:
+            source = None if make_source is None else make_source()
+            parallel = c.dali_reader == "parallel" and isinstance(source, _EpochSource)
+            return [self._graph(source, self.decoders[0], c.dali_threads, parallel)]
+        cpu = max(1, round(c.dali_cpu_share * c.dali_threads))
+        threads = {"cpu": cpu, "mixed": max(1, c.dali_threads - cpu)}
+        return [self._graph(_Share(make_source(), c.dali_cpu_share, cpu=decoder == "cpu"), decoder, threads[decoder])
+                for decoder in self.decoders]
 
-        @pipeline_def(batch_size=c.batch_size * self.multiple, num_threads=c.dali_threads,
+    def _graph(self, source, decoder: str, threads: int, parallel: bool = False):
+        """One DALI pipeline: `source`'s files (None: readers.file's) decoded by `decoder`."""
+        c = self.config
+        workers = dict(py_num_workers=max(1, c.num_workers), py_start_method="spawn") if parallel else {}
+
+        @pipeline_def(batch_size=c.batch_size * self.multiple, num_threads=threads,
                       device_id=(self.device.index or 0) if self.cuda else None,
                       prefetch_queue_depth=c.dali_queue_depth,
-                      seed=c.seed, **parallel)   # no random operator in the graph: crops and flips are torch's
+                      seed=c.seed, **workers)   # no random operator in the graph: crops and flips are drawn here
         def graph():
-            inputs = self._inputs(fixed)
-            if self.file_reader and fixed is None:
+            inputs = self._inputs(source, parallel)
+            if source is None:   # readers.file: labels come with the files
                 labels = inputs[1].gpu() if self.cuda else inputs[1]
                 return self.decode(inputs[0]), labels
-            return self.decode_photos(*inputs) if self.data.sizes is not None else self.decode(inputs[0])
+            return self.decode_photos(decoder, *inputs) if self.data.sizes is not None else self.decode(inputs[0])
 
         return graph()
 
     def __len__(self) -> int:
-        return len(self.iterator) if self.file_reader else super().__len__()
+        return len(self.iterators[0]) if self.file_reader else super().__len__()
 
     @property
     def queue_capacity(self) -> int:
-        """DALI's prefetch queue (`dali_queue_depth` DALI batches of `multiple` batches each) and the
-        rest of the DALI batch being split."""
+        """DALI's prefetch queue (`dali_queue_depth` DALI batches of `multiple` batches each; with a
+        split, both pipelines' queues hold the same batches' halves) and the rest of the DALI batch
+        being split."""
         return self.config.dali_queue_depth * self.multiple + self.multiple - 1
 
     def _iterate(self):
@@ -301,7 +390,7 @@ class DaliPipeline(Pipeline):
                 pass
             self.in_epoch = False
         if self.file_reader and self.next_epoch > self.first_epoch:
-            self.iterator.reset()   # the iterator's count only: DALI's reader read on into this epoch
+            self.iterators[0].reset()   # the iterator's count only: DALI's reader read on into this epoch
         epoch, self.next_epoch = self.next_epoch, self.next_epoch + 1
         self.in_epoch, self.fetched = True, 0
         return self._epoch(epoch)
@@ -326,20 +415,30 @@ class DaliPipeline(Pipeline):
                 at, start, b = at + n, start + n, b + 1
         self.in_epoch = False
 
-    def _own(self, out) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """A DALI batch in memory torch owns, made at once: DALI hands its own buffers over without a
-        copy, and a DALI error in a batch being prefetched can free them: one copy kernel per DALI
-        batch."""
-        images = out[0]["images"].clone()
-        labels = out[0].get("labels")   # readers.file only
-        return images, None if labels is None else labels.long().view(-1)
+    def _own(self, outs: list) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """A DALI batch (the outputs of each of `self.pipes`) in memory torch owns, made at once: DALI
+        hands its own buffers over without a copy, and a DALI error in a batch being prefetched can
+        free them: one copy per DALI batch. Photographs: the copy makes the contract's images (a
+        split's two parts concatenated, DALI's float16 converted to bfloat16, HWC seen as
+        channels_last)."""
+        labels = outs[0][0].get("labels")   # readers.file only
+        labels = None if labels is None else labels.long().view(-1)
+        if self.data.sizes is None:
+            return outs[0][0]["images"].clone(), labels
+        c = self.config
+        parts = [out[0]["images"] for out in outs]
+        parts = [part.permute(0, 3, 1, 2) for part in parts] if c.channels_last else parts
+        images = torch.empty((sum(len(part) for part in parts), *parts[0].shape[1:]), dtype=getattr(torch, c.dtype),
+                             device=parts[0].device,
+                             memory_format=torch.channels_last if c.channels_last else torch.contiguous_format)
+        return torch.cat(parts, out=images), labels
 
     def _augment(self, images: torch.Tensor, draws, start: int) -> torch.Tensor:
         """uint8 N x S x S x 3 on the device -> contract images: crop + flip with the epoch's draws
         of positions start.. (on the device) and normalize, one kernel (`crop_normalize`);
-        photographs, cropped and flipped by DALI, normalized."""
+        photographs: DALI made them contract images already."""
         if self.data.sizes is not None:
-            return normalize(images, self.config)
+            return images
         return crop_normalize(images, torch.arange(len(images), device=images.device), draws, self.config, start)
 
     def _next(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
@@ -356,7 +455,7 @@ class DaliPipeline(Pipeline):
         if self.fetched == self.dali_batches:
             return None
         try:
-            out = next(self.iterator)
+            outs = [next(iterator) for iterator in self.iterators]
         except StopIteration:
             return None
         except Exception:   # DALI maps its errors to RuntimeError, ValueError, IndexError, TypeError
@@ -365,7 +464,7 @@ class DaliPipeline(Pipeline):
                 raise
             raise bad from None
         self.fetched += 1
-        return self._own(out)
+        return self._own(outs)
 
     def _undecodable(self) -> ValueError | None:
         """After a DALI error: the error naming the first file that does not decode on the CPU
@@ -400,10 +499,9 @@ class DaliPipeline(Pipeline):
 
     def _stages(self) -> Stages:
         """host: the external_source callback over an epoch (with readers.file: none, the reader runs
-        inside DALI); payload: one batch's bytes as DALI copies them to the GPU from its own pinned
-        buffers (the encoded files; the decoded pixels with the cpu decoder); device: the DALI graph
-        (decode on its threads and the GPU) fed one fixed DALI batch forever, then the crop + flip and
-        normalize of each batch in it."""
+        inside DALI); payload: one batch's bytes as DALI copies them to the GPU (`_payload`); device:
+        the DALI pipelines (decode on its threads and the GPU) fed one fixed DALI batch forever, then
+        the crop + flip and normalize of each batch in it (photographs: DALI's, all inside)."""
         source = self._source(self.epoch)
         groups = _groups(self.batches(), self.multiple)
 
@@ -411,39 +509,47 @@ class DaliPipeline(Pipeline):
             for i, index in enumerate(groups):
                 yield source(SimpleNamespace(iteration=i)), torch.from_numpy(self.data.labels[index])
 
-        first = self.batches()[0]
-        if self.encoding == "jpeg" and self.config.dali_decoder == "mixed":
-            payload = [torch.from_numpy(np.concatenate([self.data.jpeg[i] for i in first]))]
-        elif self.data.images is None:   # photographs decoded and resized on the CPU
-            size = self.config.image_size
-            payload = [torch.zeros((len(first), size, size, 3), dtype=torch.uint8)]
-        else:
-            payload = [torch.from_numpy(self.data.images[first])]
-        if self.fixed_pipe is not None:   # stages() called again: one fixed pipeline at a time
-            self.fixed_pipe._shutdown()
-        self.fixed_pipe = self._graph(_FixedSource(source(SimpleNamespace(iteration=0))))
-        self.fixed = self._iterator(self.fixed_pipe, fixed=True)
+        first, batch = self.batches()[0], source(SimpleNamespace(iteration=0))
+        for pipe in self.fixed_pipes:   # stages() called again: one set of fixed pipelines at a time
+            pipe._shutdown()
+        self.fixed_pipes = self._pipelines(lambda: _FixedSource(batch))
+        self.fixed = [self._iterator(pipe, fixed=True) for pipe in self.fixed_pipes]
         draws = None if self.data.sizes is not None else self.uploads.draws(
             epoch_draws(self.config, self.epoch, len(groups[0])))
 
         def device_batches():
             while True:
-                images, _ = self._own(next(self.fixed))
+                images, _ = self._own([next(iterator) for iterator in self.fixed])
                 for start in range(0, len(images), len(first)):
                     yield self._augment(images[start:start + len(first)], draws, start)
 
         batches = device_batches()
-        return Stages(host=None if self.file_reader else host, payload=payload,
+        return Stages(host=None if self.file_reader else host, payload=self._payload(first, batch),
                       copy="pinned" if self.cuda else "none", pins=False, device=lambda: next(batches))
+
+    def _payload(self, first: np.ndarray, batch: list) -> list[torch.Tensor]:
+        """The bytes of the plan's first batch (sample indices `first`, `batch` as the external source
+        gives it) that DALI copies to the GPU from its own pinned buffers: the encoded files for the
+        "mixed" decoder, the decoded pixels for "cpu" (CIFAR's images; photographs' decoded boxes,
+        resized on the GPU); with a split, each decoder's part."""
+        if self.data.sizes is None:
+            if self.encoding == "jpeg" and self.config.dali_decoder == "mixed":
+                return [torch.from_numpy(np.concatenate([self.data.jpeg[i] for i in first]))]
+            return [torch.from_numpy(self.data.images[first])]
+        parts = [batch] if len(self.decoders) == 1 else [
+            _Share(_FixedSource(batch), self.config.dali_cpu_share, cpu=decoder == "cpu")(None)
+            for decoder in self.decoders]
+        return [torch.from_numpy(np.concatenate(files)) if decoder == "mixed"
+                else torch.zeros(3 * int(shapes.prod(axis=1).sum()), dtype=torch.uint8)
+                for decoder, (files, _, shapes, _) in zip(self.decoders, parts)]
 
     def _release(self) -> None:
         """Shut the DALI pipelines down now: left to Python's cycle collector, a DALI pipeline is shut
         down at a random later moment, and one that met a decoding error can crash the process
         then (seen with DALI 2.4 on the CPU)."""
-        for pipe in (self.pipe, self.fixed_pipe):
-            if pipe is not None:
-                pipe._shutdown()   # what DALI's own exit handler calls
-        self.pipe = self.iterator = self.fixed_pipe = self.fixed = None
+        for pipe in self.pipes + self.fixed_pipes:
+            pipe._shutdown()   # what DALI's own exit handler calls
+        self.pipes, self.iterators, self.fixed_pipes, self.fixed = [], [], [], []
 
 
 class DaliRawPipeline(DaliPipeline):

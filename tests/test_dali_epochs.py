@@ -56,7 +56,7 @@ def test_consecutive_epochs_run_on_without_the_source_stopping(variant, indexed_
     with make(variant, indexed_root, **SMALL) as p:
         for e in range(3):
             assert len(batches(p, e)) == len(p)
-            assert not p.pipe.empty(), e   # DALI already works on the next epoch's first batches
+            assert not p.pipes[0].empty(), e   # DALI already works on the next epoch's first batches
             if not p.file_reader:
                 assert e + 1 in spied["served"], (e, spied["served"])
     assert "stop" not in spied["served"] and spied["builds"] == 1
@@ -121,7 +121,7 @@ def test_photographs_boxes_run_across_epochs_as_a_pipeline_started_at_each_epoch
                             device="cpu", last_batch="partial", dali_batch_multiple=2, dali_queue_depth=2)
     with pipelines.build("dali", config) as p:
         run = [batches(p, e) for e in range(3)]
-        assert not p.pipe.empty()   # DALI already works on epoch 3
+        assert not p.pipes[0].empty()   # DALI already works on epoch 3
     for e, got in enumerate(run):
         with pipelines.build("dali", config) as fresh:
             want = batches(fresh, e)

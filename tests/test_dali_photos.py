@@ -1,0 +1,173 @@
+"""`dali` on photographs (`source="imagefolder:PATH"`): DALI decodes each box, resizes, mirrors and
+normalizes into the contract's dtype and layout itself, one training batch per DALI batch, and
+`dali_cpu_share` splits every batch between a CPU-decoding and an nvJPEG pipeline with the same
+images in the same order. CPU-only DALI here (both halves of a split then decode on the CPU); the
+tests whose reason names CUDA compare the GPU decoders with the CPU's on a GPU machine.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+import pipelines
+from pipelines import PipelineConfig, dali, sources
+from pipelines.config import MEAN, STD
+from pipelines.kernels import normalize
+
+from test_corrupt_jpeg import _assert_names, _corrupt
+from test_imagefolder import jpeg
+
+if pipelines.available()["dali"]:
+    pytest.skip(pipelines.available()["dali"], allow_module_level=True)
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+BF16_ULP = 2.0 ** -6   # one bfloat16 rounding of a normalized value (below 4 in size)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """Three classes, 12 JPEGs of assorted sizes and aspects."""
+    root = tmp_path_factory.mktemp("photos")
+    for k in range(12):
+        jpeg(root / f"c{k % 3}" / f"{k}.jpg", size=(250 + 23 * k, 220 + 37 * (k % 4)), seed=k)
+    return root
+
+
+def photos_config(folder, **changes) -> PipelineConfig:
+    return PipelineConfig(**{**dict(source=f"imagefolder:{folder}", image_size=64, batch_size=5, num_workers=1,
+                                    device="cpu", last_batch="partial", dali_queue_depth=2), **changes})
+
+
+def epochs(name: str, config: PipelineConfig, count: int = 2) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
+    with pipelines.build(name, config) as p:
+        out = []
+        for e in range(count):
+            p.set_epoch(e)
+            out.append([(x.clone(), y.clone()) for x, y in p])
+        return out
+
+
+def pixels(images: torch.Tensor) -> torch.Tensor:
+    """float32 contract images -> the uint8 N x H x W x C images they normalize, where they are such."""
+    mean, std = (torch.tensor(v).view(1, 3, 1, 1) for v in (MEAN, STD))
+    return (images * std + mean).mul(255).round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1)
+
+
+def test_photographs_come_out_as_the_contract_normalizes_dalis_resized_crops_of_dataloaders_boxes(folder):
+    """float32: each batch is `kernels.normalize` of uint8 images (DALI resized to uint8 and then
+    normalized), and those are dataloader's (PIL's) crops of the same boxes and flips within a
+    resampling's rounding; bfloat16 channels_last: the same batches as `normalize` makes them, within
+    one bfloat16 rounding, in its dtype and memory format."""
+    config = photos_config(folder)
+    plain, reference = epochs("dali", config), epochs("dataloader", config)
+    fast = epochs("dali", config.replace(dtype="bfloat16", channels_last=True))
+    low = config.replace(dtype="bfloat16", channels_last=True)
+    assert [len(e) for e in plain] == [len(e) for e in reference] == [3, 3]
+    for (a, la), (b, lb), (c, lc) in zip(sum(plain, []), sum(reference, []), sum(fast, [])):
+        assert torch.equal(la, lb) and torch.equal(la, lc)
+        assert a.shape == b.shape == c.shape == (len(la), 3, 64, 64)
+        assert a.dtype == torch.float32 and a.is_contiguous()
+        u = pixels(a)
+        assert (normalize(u, config) - a).abs().max() < 1e-5   # DALI's normalize is the contract's
+        assert (a - b).abs().mean() < 0.05   # PIL's resampling rounds otherwise; the same boxes and flips
+        assert c.dtype == torch.bfloat16 and c.is_contiguous(memory_format=torch.channels_last)
+        assert (c.float() - normalize(u, low).float()).abs().max() <= BF16_ULP
+
+
+def test_photographs_run_one_training_batch_per_dali_batch():
+    """`dali_batch_multiple` is CIFAR's: photographs resolve it to 1, so DALI's queue holds batches."""
+    photos = pipelines.resolve_config("dali", PipelineConfig(source="imagefolder:/x", device="cpu"))
+    assert photos.dali_batch_multiple == 1
+    assert pipelines.resolve_config("dali", PipelineConfig(device="cpu")).dali_batch_multiple == 4
+
+
+@pytest.mark.parametrize("dtype,channels_last", [("float32", False), ("bfloat16", True)])
+def test_a_split_between_the_decoders_gives_the_same_images_in_the_same_order(folder, dtype, channels_last):
+    """11 photographs in batches of 5: 5, 5 and 1 (a batch of one goes to both pipelines, the
+    second copy left over), two epochs; CPU-only both halves decode with libjpeg-turbo, so the
+    images are the very same."""
+    config = photos_config(folder, max_samples=11, dtype=dtype, channels_last=channels_last)
+    whole = epochs("dali", config)
+    split = epochs("dali", config.replace(dali_cpu_share=0.5))
+    assert [[len(y) for _, y in e] for e in split] == [[5, 5, 1]] * 2
+    for (a, la), (b, lb) in zip(sum(whole, []), sum(split, [])):
+        assert torch.equal(la, lb) and torch.equal(a, b)
+        assert b.is_contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+
+
+def test_a_split_runs_two_pipelines_sharing_the_threads_and_its_stages(folder):
+    """Two DALI pipelines, `dali_threads` shared in proportion (at least 1 each); `stages()` runs
+    both on one fixed batch, its payload one part per decoder; `close()` shuts both down."""
+    config = photos_config(folder, dali_threads=4, dali_cpu_share=0.25)
+    with pipelines.build("dali", config) as p:
+        assert p.decoders == ["cpu", "mixed"] and [pipe.num_threads for pipe in p.pipes] == [1, 3]
+        first = next(iter(p))[0]
+        stages = p.stages()
+        assert torch.equal(stages.device(), first) and len(stages.payload) == 2
+        assert len(p.fixed_pipes) == 2 and p.queue_capacity == config.dali_queue_depth
+    assert p.pipes == p.fixed_pipes == []
+    assert [dali.cpu_count(n, 0.5) for n in (1, 2, 5, 256)] == [1, 1, 2, 128]   # round half to even
+    assert [dali.cpu_count(8, share) for share in (0.01, 0.99)] == [1, 7]   # never an empty part
+
+
+def test_nvjpeg_is_set_up_as_nvidias_resnet50_example_sets_it_up(folder):
+    """The mixed decoder's arguments: the example's memory padding, the hardware decoder's buffers
+    preallocated for the set's largest photograph, DALI's share for the hardware decoder."""
+    with pipelines.build("dali", photos_config(folder)) as p:
+        args = p._photo_decoder(mixed=True)
+        heights, widths = p.data.sizes[:, 0], p.data.sizes[:, 1]
+    assert args == dict(device="mixed", hw_decoder_load=dali.PHOTO_HW_DECODER_LOAD, device_memory_padding=211025920,
+                        host_memory_padding=140544512, preallocate_width_hint=widths.max(),
+                        preallocate_height_hint=heights.max())
+    assert widths.max() != heights.max()   # a swap of the two hints shows
+
+
+def test_a_photograph_that_does_not_decode_in_a_split_is_named_in_one_line(folder):
+    """DALI's error in either pipeline of a split becomes the one-line error naming the sample."""
+    config = photos_config(folder, batch_size=4, dali_cpu_share=0.5)
+    data = sources.open_split(pipelines.resolve_config("dali", config))
+    with pipelines.build("dali", config, data=data) as p:
+        bad = int(p.batches(1)[1][2])   # the second batch's third file: nvJPEG's half
+    files = [bytes(data.jpeg[i]) for i in range(len(data))]
+    files[bad] = _corrupt(files[bad], "truncated")
+    offsets = np.concatenate([[0], np.cumsum([len(f) for f in files])])
+    jpeg_set = sources.JpegSet(np.frombuffer(b"".join(files), np.uint8).copy(), offsets, data.jpeg.quality)
+    with pipelines.build("dali", config, data=dataclasses.replace(data, jpeg=jpeg_set)) as p:
+        p.set_epoch(1)
+        with pytest.raises(ValueError) as caught:
+            for _ in p:
+                pass
+    _assert_names(str(caught.value), bad)
+
+
+@pytest.mark.parametrize("changes,message", [
+    (dict(source="auto", encoding="jpeg"), r"^dali: dali_cpu_share=0\.5 splits photographs' batches .*'auto'"),
+    (dict(dali_reader="parallel"), r"^dali: dali_cpu_share=0\.5 runs with dali_reader='external' only, not "
+                                   r"'parallel'$"),
+    (dict(dali_decoder="cpu"), r"^dali: dali_cpu_share=0\.5 with dali_decoder='cpu': .* use dali_decoder='mixed'"),
+])
+def test_a_split_it_cannot_run_is_refused_in_one_line(folder, changes, message):
+    with pytest.raises(ValueError, match=message):
+        pipelines.build("dali", photos_config(folder, dali_cpu_share=0.5).replace(**changes))
+
+
+@CUDA
+@pytest.mark.parametrize("changes", [dict(dali_decoder="mixed"), dict(dali_decoder="mixed", dali_cpu_share=0.5),
+                                     dict(dali_decoder="mixed", dali_cpu_share=0.5, dtype="bfloat16",
+                                          channels_last=True)])
+def test_on_cuda_nvjpeg_and_the_split_give_the_cpu_decoders_images(folder, changes):
+    """nvJPEG (with NVIDIA's memory padding, the hardware decoder's share) and a split give, on the
+    GPU, the CPU decoder's images within a decoder's rounding, in the contract's dtype and layout."""
+    config = photos_config(folder, device="cuda", **{k: v for k, v in changes.items() if k.startswith("dali")})
+    layout = dict(dtype=changes.get("dtype", "float32"), channels_last=changes.get("channels_last", False))
+    cpu = epochs("dali", config.replace(dali_decoder="cpu", dali_cpu_share=0.0, **layout), 1)[0]
+    gpu = epochs("dali", config.replace(**layout), 1)[0]
+    assert len(cpu) == len(gpu) == 3
+    memory = torch.channels_last if layout["channels_last"] else torch.contiguous_format
+    for (a, la), (b, lb) in zip(cpu, gpu):
+        assert a.device.type == b.device.type == "cuda" and torch.equal(la, lb)
+        assert b.dtype == getattr(torch, layout["dtype"]) and b.is_contiguous(memory_format=memory)
+        assert (a.float() - b.float()).abs().mean() < 0.05   # IDCTs and upsampling round differently
