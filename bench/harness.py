@@ -70,8 +70,8 @@ as free time).
 
 CPU: each window records the CPU seconds the process tree burned (`cpu_s`, from /proc in clock
 ticks), those of the training thread (`train_cpu_s`, its own clock) and the part of these it spent
-inside `next()` (`next_cpu_s`: what a pipeline computes on the calling thread, e.g. `tvjpeg`'s
-decode calls, DALI's iterator, `dataloader`'s copies). The pipeline's CPU is `cpu_s - train_cpu_s +
+inside `next()` (`next_cpu_s`: what a pipeline computes on the calling thread, e.g. DALI's
+iterator, `dataloader`'s copies). The pipeline's CPU is `cpu_s - train_cpu_s +
 next_cpu_s` (its threads, workers and processes, and its work inside `next()`); the training
 step's is `train_cpu_s - next_cpu_s` (launching work and running ahead of the GPU, which CUDA's
 blocking waits, `machine.blocking_waits`, do not make free). The two counters are read apart and

@@ -2,10 +2,12 @@
 `torchvision.io.decode_jpeg` in favour of TorchCodec), `torchcodec.decoders.decode_jpeg`.
 
 Bytes: exactly as `tvjpeg` (this pipeline is `tvjpeg` with the decode call swapped): the packed JPEG
-copy in host memory, one uint8 tensor per file -> per batch one `decode_jpeg(list, device="cuda")`
-(nvJPEG batched decode; the torchcodec wheel bundles its own nvJPEG and needs no FFmpeg for JPEG) ->
-stack -> the shared GPU crop/flip gather -> normalize. Without a GPU it decodes on the CPU
-(libjpeg-turbo).
+copy in host memory, one uint8 tensor per file -> on `tvjpeg`'s producer thread and side stream,
+a few batches ahead of the consumer, per batch one `decode_jpeg(list, device="cuda")` (nvJPEG
+batched decode; the torchcodec wheel bundles its own nvJPEG and needs no FFmpeg for JPEG) -> stack
+-> the shared GPU crop/flip gather -> normalize (photographs: every box resized in one batched
+resize, `kernels.resized_crops`) -> an event the consumer's stream waits on. Without a GPU it
+decodes on the CPU (libjpeg-turbo), on the same thread.
 
 Measured loader ceilings next to `tvjpeg`'s, on the same machine: the reference run,
 results/2026-11-24-h100-reference/REPORT.md.

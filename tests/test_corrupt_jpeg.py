@@ -91,11 +91,25 @@ def _assert_names(message: str, bad: int, copy: str = "JPEG copy",
 
 
 @pytest.mark.parametrize("how", ["truncated", "not-a-jpeg", "header"])
-def test_tvjpeg_names_the_sample_it_cannot_decode(tmp_path, how):
-    from pipelines.tvjpeg import TorchvisionJpegPipeline
+@pytest.mark.parametrize("name", ["tvjpeg", "torchcodec"])
+def test_tvjpeg_names_the_sample_it_cannot_decode(tmp_path, how, name):
+    """Decoded on its producer thread, the error is raised by the next() of the failing batch (the
+    batches before it arrive) and the thread ends."""
+    import threading
+    import pipelines
+    if pipelines.available()[name]:
+        pytest.skip(pipelines.available()[name])
     config = _config()
     bad = _bad_sample(config)
-    _assert_names(_error_of_an_epoch(TorchvisionJpegPipeline(config, data=_split(tmp_path, bad, how))), bad)
+    pipeline = pipelines.build(name, config, data=_split(tmp_path, bad, how))
+    taken = []
+    pipeline.set_epoch(EPOCH)
+    with pipeline, pytest.raises(ValueError) as caught:
+        for _, labels in pipeline:
+            taken.append(labels)
+    _assert_names(str(caught.value), bad)
+    assert len(taken) == 9   # the bad sample's batch is the tenth
+    assert not any(t.name == f"{name}-producer" for t in threading.enumerate())
 
 
 @pytest.mark.parametrize("how", ["truncated", "not-a-jpeg", "header"])

@@ -212,7 +212,7 @@ class Decoding:
 
 
 def test_what_next_computes_on_the_training_thread_is_booked_to_the_pipeline():
-    """`tvjpeg`'s decode, DALI's iterator, `dataloader`'s copies run inside `next()` on the training thread:
+    """DALI's iterator, `dataloader`'s copies run inside `next()` on the training thread:
     the pipeline's CPU, not the training step's."""
     cpu = torch.device("cpu")
     window = harness.time_window(Decoding(0.04), lambda images, labels: None, 5, cpu)
