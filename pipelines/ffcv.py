@@ -10,10 +10,12 @@ page cache holds it), its `num_workers` numba threads decode each batch's images
 ratio=224/256)`: the suite's resize 256 + centre crop 224) straight into pinned uint8 buffers,
 mirror them (`RandomHorizontalFlip`, training only), copy them `non_blocking` to the device on its
 own CUDA stream per batch slot (`ToDevice`), view them as channels-last N x C x H x W
-(`ToTorchImage`) and normalize them there into the contract's dtype and layout (the suite's
-`kernels.normalize`, as an `nn.Module` FFCV runs in its pipeline) -> `batches_ahead` batches
-ahead of the consumer, whose stream waits for the batch's stream. Labels: `IntDecoder`,
-`ToTensor`, `Squeeze(1)`, `ToDevice`.
+(`ToTorchImage`) and normalize them there to float16 (`NormalizeImage` with the contract's mean and
+std x 255: a lookup-table kernel, through CuPy) -> `batches_ahead` batches ahead of the consumer,
+whose stream waits for the batch's stream -> on the consumer's stream, one conversion into the
+contract's dtype and memory format (a new tensor: FFCV's buffers are reused). Labels:
+`IntDecoder`, `ToTensor`, `Squeeze(1)`, `ToDevice`, copied out of FFCV's buffers. Without a GPU,
+FFCV's CPU `NormalizeImage` runs where it can, on the decoded arrays before `ToTensor`.
 
 How the stored bytes differ from the suite's JPEG files: every photograph whose longer side is
 over 500 px is downscaled to 500 (OpenCV's area filter; the suite's photographs have sides up to
@@ -31,11 +33,11 @@ What differs from the other pipelines here, as FFCV does it:
     SEQUENTIAL (the split's order). The example's QUASI_RANDOM order saves disk reads where the
     file is not cached; with `os_cache` it saves nothing, and its order depends on the epochs
     drawn before it (it shuffles in place), so `set_epoch` could not select one;
-  - FFCV's `NormalizeImage` runs on the GPU through CuPy, which the GPU machine does not have, so
-    the suite's normalize runs in its place at the same point of FFCV's pipeline;
+  - the example trains under autocast on its float16 images; the contract's dtype (bfloat16 or
+    float32) is one conversion more, and float16's 10-bit mantissa keeps every pixel level apart;
   - a last batch of one would lose its batch dimension to the example's `Squeeze()`: `Squeeze(1)`.
-FFCV hands out views of buffers it reuses: the labels are copied out of them, and each image
-batch is a new tensor, marked as used on the consumer's stream so that it is not reused early.
+An error inside FFCV's thread (a decoder's) ends that thread, and the consumer then waits forever:
+FFCV does not pass it on.
 
 The `.beton`: `<cache_root or the photo folder's parent>/ffcv-<folder>-<hash of its
 path>/<split>-<samples>/data.beton`, written while the pipeline is built (outside every timer)
@@ -49,13 +51,16 @@ the suite's CIFAR pipelines all cut the one epoch plan's crops. One process read
 
 Needs FFCV, built from source against the system's OpenCV and libjpeg-turbo (not an extra of
 this project: CI has no system packages): `apt-get install libopencv-dev libturbojpeg0-dev
-pkg-config`, then `pip install ffcv`; without it the pipeline is unavailable with that reason.
+pkg-config`, then `pip install ffcv`; with a GPU, CuPy too (`pip install cupy-cuda12x`, or
+`cupy-cuda13x`), which FFCV's GPU normalization imports. Without them the pipeline is unavailable
+with that reason.
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import importlib.metadata
+import importlib.util
 import io
 import json
 import queue
@@ -66,6 +71,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from .config import MEAN, STD
 from .contract import Pipeline, Stages
 from .kernels import normalize
 from .options import NUM_WORKERS, Option
@@ -77,12 +83,15 @@ try:
     from ffcv.fields.basics import IntDecoder
     from ffcv.fields.rgb_image import CenterCropRGBImageDecoder, RandomResizedCropRGBImageDecoder
     from ffcv.loader import Loader, OrderOption
-    from ffcv.transforms import RandomHorizontalFlip, Squeeze, ToDevice, ToTensor, ToTorchImage
+    from ffcv.transforms import NormalizeImage, RandomHorizontalFlip, Squeeze, ToDevice, ToTensor, ToTorchImage
     from ffcv.writer import DatasetWriter
     MISSING = ""
 except ImportError as e:   # optional peer: pipelines.available() reports this, build() raises it
     MISSING = (f"FFCV is not installed: apt-get install libopencv-dev libturbojpeg0-dev pkg-config, then "
                f"pip install ffcv ({e})")
+if not MISSING and torch.cuda.is_available() and importlib.util.find_spec("cupy") is None:
+    MISSING = ("FFCV normalizes on the GPU through CuPy, which is not installed: pip install cupy-cuda12x (or "
+               "cupy-cuda13x)")
 
 JPEG_SHARE = Option("ffcv_jpeg_share", 0.5, "share of the photographs FFCV's .beton stores as JPEG (quality 90), the "
                     "rest as raw pixels (its write_mode 'proportion'; 0.5: its ImageNet example's ResNet-50 set)",
@@ -108,17 +117,6 @@ class _Photos:
     def __getitem__(self, i: int):
         with Image.open(io.BytesIO(self.jpeg[i])) as image:
             return np.asarray(image.convert("RGB")), int(self.labels[i])
-
-
-class _Normalize(torch.nn.Module):
-    """FFCV's last image transform: uint8 N x C x H x W (channels last) -> contract images."""
-
-    def __init__(self, config):
-        super().__init__()
-        self.config = config
-
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return normalize(images.permute(0, 2, 3, 1), self.config)
 
 
 def beton_folder(config, samples: int) -> Path:
@@ -172,6 +170,8 @@ class FfcvPipeline(Pipeline):
                              f"{config.world_size}: FFCV's distributed order needs torch.distributed")
         super().__init__(config, data)
         self.cuda = self.device.type == "cuda"
+        self.dtype = getattr(torch, config.dtype)
+        self.memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
         self.path = prepare_beton(self.config, self.data)
         self.info["ffcv_beton_mb"] = round(self.path.stat().st_size / 2**20, 1)
         self.loader = self._loader(self.device, normalized=True)
@@ -180,15 +180,19 @@ class FfcvPipeline(Pipeline):
 
     def _loader(self, device: torch.device, normalized: bool) -> Loader:
         """FFCV's Loader over the `.beton`: the example's pipelines, with the copy to `device` and the
-        normalization, or (`normalized` False) host batches only."""
+        normalization to float16, or (`normalized` False) host batches of uint8 only."""
         c = self.config
         size = (c.image_size, c.image_size)
         images = ([RandomResizedCropRGBImageDecoder(size), RandomHorizontalFlip()] if c.augment
-                  else [CenterCropRGBImageDecoder(size, ratio=EVAL_CROP_RATIO)]) + [ToTensor()]
+                  else [CenterCropRGBImageDecoder(size, ratio=EVAL_CROP_RATIO)])
         labels = [IntDecoder(), ToTensor(), Squeeze(1)]
         if normalized:
-            images += [ToDevice(device, non_blocking=True), ToTorchImage(channels_last=True), _Normalize(c)]
+            scaled = NormalizeImage(np.array(MEAN) * 255, np.array(STD) * 255, np.float16)
+            on_device = [ToTensor(), ToDevice(device, non_blocking=True), ToTorchImage(channels_last=True)]
+            images += (on_device + [scaled]) if device.type == "cuda" else ([scaled] + on_device)
             labels += [ToDevice(device, non_blocking=True)]
+        else:
+            images += [ToTensor()]
         return Loader(str(self.path), batch_size=c.batch_size, num_workers=max(1, c.num_workers),
                       order=OrderOption.RANDOM if c.shuffle else OrderOption.SEQUENTIAL, os_cache=True,
                       drop_last=c.last_batch == "drop", seed=c.seed, batches_ahead=BATCHES_AHEAD,
@@ -216,18 +220,16 @@ class FfcvPipeline(Pipeline):
         return self._epoch(iter(self.loader))
 
     def _epoch(self, batches):
-        stream = torch.cuda.current_stream(self.device) if self.cuda else None
         try:
-            for images, labels in batches:
-                if stream is not None:   # made on FFCV's stream, read on this one
-                    images.record_stream(stream)
-                yield images, labels.clone()
+            for images, labels in batches:   # both in FFCV's reused buffers: copied out on this stream
+                yield images.to(self.dtype, memory_format=self.memory_format), labels.clone()
         finally:
             self._stop(batches)
 
     def _stages(self) -> Stages:
         """host: FFCV's loader up to its host batches (decode, crop, flip, into its pinned buffers),
-        no copy; payload: one uint8 N x S x S x 3 batch and its labels; device: the normalization."""
+        no copy; payload: one uint8 N x S x S x 3 batch and its labels; device: the suite's
+        normalize into the contract's dtype, standing in for FFCV's normalize and the conversion."""
         self._end_live()
         self.host_loader = self.host_loader or self._loader(torch.device("cpu"), normalized=False)
         self.host_loader.next_epoch = self.epoch
