@@ -83,7 +83,7 @@ def _version(package: str) -> str:
         return ""
 
 
-PEER_PACKAGES = ["timm", "spdl-io", "torchcodec"]   # what the peer pipelines import
+PEER_PACKAGES = ["timm", "spdl-io", "torchcodec", "ffcv"]   # what the peer pipelines import
 
 
 def peer_versions() -> str:

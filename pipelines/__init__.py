@@ -9,7 +9,7 @@
                 ...
 
 `names()` lists every registered pipeline, `available()` says which can be built here and why
-not: a pipeline module imports without its optional dependency (DALI, timm, SPDL, torchcodec) and
+not: a pipeline module imports without its optional dependency (DALI, timm, SPDL, torchcodec, FFCV) and
 says what is missing (`Pipeline.missing`), so it affects only its own pipeline. `reads(name)` and
 `declared_options()` give the knobs the pipelines declare (`pipelines.options`); the command
 line, the sweep plan, the results columns and the report labels are made from them.
@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import importlib
 
-from .contract import Pipeline
+from .contract import Pipeline, photos_only
 from .config import PipelineConfig
 from .options import Option
 from .sources import Split
@@ -37,6 +37,7 @@ _REGISTRY = {
     "torchcodec": ("pipelines.torchcodec", "TorchcodecJpegPipeline"),
     "timm": ("pipelines.timm", "TimmPrefetchPipeline"),
     "spdl": ("pipelines.spdl", "SpdlPipeline"),
+    "ffcv": ("pipelines.ffcv", "FfcvPipeline"),
 }
 
 __all__ = ["Option", "Pipeline", "PipelineConfig", "available", "build", "copies", "declared_options", "names", "reads",
@@ -96,14 +97,16 @@ def reads(name: str) -> tuple[str, ...]:
 
 def source_refusal(name: str, config: PipelineConfig) -> str:
     """Why pipeline `name` ("none": copies, the model alone) cannot read `config`'s source ("" if it can)."""
-    if name == "none" or not config.photos:
+    if name == "none":
         return ""
     try:
-        reads_photos = _declared_class(name).photos
+        cls = _declared_class(name)
     except ImportError:
         return ""   # `available` says why
-    return "" if reads_photos else (f"{name}: reads CIFAR-like images of one size, not photographs (those: "
-                                    f"{', '.join(photo_readers())})")
+    if not config.photos:
+        return "" if cls.cifar else photos_only(name)
+    return "" if cls.photos else (f"{name}: reads CIFAR-like images of one size, not photographs (those: "
+                                  f"{', '.join(photo_readers())})")
 
 
 def photo_readers() -> list[str]:

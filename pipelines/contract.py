@@ -49,6 +49,11 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+def photos_only(name: str) -> str:
+    """Why a pipeline that reads photographs only refuses a CIFAR-like source."""
+    return f"{name}: reads photographs only (source='imagefolder:PATH'), not CIFAR-like images"
+
+
 @dataclass
 class Stages:
     """One pipeline's per-batch work, split so that each stage can be timed alone.
@@ -83,6 +88,7 @@ class Pipeline(abc.ABC):
     options: tuple = ()   # the knobs it reads beyond those every pipeline reads (`pipelines.options`)
     missing: str = ""     # why it cannot be built here (its optional dependency is not installed)
     photos: bool = False  # reads photographs (`imagefolder:PATH`) with ImageNet's crops (`pipelines.crops`)
+    cifar: bool = True    # reads CIFAR-like images of one size (cifar10, synthetic, arrays); False: photographs only
     # Its `next()` waits for the device's queued work (a blocking copy on the current stream), so a
     # caller's time in `next()` includes the model's queued steps; set per instance where it depends on the config.
     next_syncs: bool = False
@@ -107,6 +113,8 @@ class Pipeline(abc.ABC):
             raise ValueError(f"{self.name}: reads CIFAR-like images of one size, not the photographs of "
                              f"{config.source} (pipelines that cut ImageNet's crops from them: "
                              f"{', '.join(pipelines.photo_readers())})")
+        if not config.photos and not self.cifar:
+            raise ValueError(photos_only(self.name))
         self.data = data if data is not None else open_split(config)
         self.epoch = 0
         self.info: dict[str, object] = {}

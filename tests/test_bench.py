@@ -155,7 +155,10 @@ def test_compare_writes_tidy_rows_for_every_pipeline_and_mode(tmp_path, syntheti
     unavailable = {name for name, reason in pipelines.available().items() if reason}
     skipped = df[df.pipeline.isin(unavailable)]
     assert (skipped.status == "skipped").all() and skipped.error.astype(str).str.contains("pip install").all()
-    df = df[~df.pipeline.isin(unavailable)]
+    photos_only = {name for name in pipelines.names() if pipelines.source_refusal(name, PipelineConfig())} - unavailable
+    refused = df[df.pipeline.isin(photos_only)]
+    assert (refused.status == "skipped").all() and refused.error.astype(str).str.contains("photographs only").all()
+    df = df[~df.pipeline.isin(unavailable | photos_only)]
     assert (df.status == "ok").all(), df.error.tolist()
     assert df.groupby(["pipeline", "mode"]).size().eq(2).all()   # one row per repeat (one process, one busy level)
     assert (df.process == 0).all() and (df.busy_ms == 0).all()

@@ -74,6 +74,8 @@ def _coverage_worker(rank: int, world: int, rendezvous: str, root: str, out: str
         config = PipelineConfig(**{**fixed, "data_root": root, "source": "cifar10", "max_samples": N_ODD,
                                    "batch_size": 64, "num_workers": 1, "device": "cpu", "rank": rank,
                                    "world_size": world, "last_batch": "partial", "seed": 7})
+        if pipelines.source_refusal(name, config):   # photographs only
+            continue
         with pipelines.build(name, config) as p:
             p.set_epoch(1)
             batches = [x for x, _ in p]
