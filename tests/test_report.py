@@ -255,6 +255,19 @@ def test_a_dataloader_variant_is_the_baseline_when_the_plain_one_is_absent(tmp_p
     assert "`dataloader (encoding=raw)` delivers 8,000" in text and "(6.1× faster than `dataloader`)" in text
 
 
+def test_the_plain_dataloader_is_the_baseline_beside_its_pinned_variant(tmp_path):
+    """Both variants named by their knobs ("pin_memory=False" is the longer label): the baseline is the
+    one at the knobs' defaults, not the shortest label."""
+    rows = [*processes("model", "none", windows(50_000, 50_000, 50_000), model="m", step="eager")]
+    for pinned, rate in ((False, 5_000), (True, 6_000)):
+        rows += processes("e2e", "dataloader", windows(rate, rate, rate), model="m", step="eager",
+                          pin_memory=pinned, non_blocking=pinned)
+    rows += processes("e2e", "dali", windows(30_000, 30_000, 30_000), model="m", step="eager")
+    text = report.answers(report.cells(report.label_variants(report.load([write(tmp_path, rows)]))))[0]
+    assert "`dataloader (pin_memory=False, non_blocking=False)` delivers 5,000" in text
+    assert "6.0× `dataloader`" in text
+
+
 def test_two_commits_in_one_file_are_two_runs_and_never_pooled(tmp_path):
     old = [dict(x, git_commit="old", run_id="run@0") for x in processes("loader", "p", [[1_000]])]
     new = processes("loader", "p", [[2_000]])

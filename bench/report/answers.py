@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+import pipelines
+
 from ..plan import MIN_PROCESSES, MIN_WINDOWS
-from .analysis import ABOVE, FED, STEP_ORDER, TOO_FEW, situations, ties
+from .analysis import ABOVE, FED, STEP_ORDER, TOO_FEW, knob, situations, ties
 from .formatting import code, pct, plural
 
 
@@ -44,12 +46,22 @@ def base_name(pipeline: str) -> str:
     return pipeline.split(" (", 1)[0]
 
 
+def plain(pipeline: str) -> bool:
+    """Whether a variant label (`label_variants`) names only its pipeline's knobs at their defaults."""
+    options = pipelines.declared_options()
+    pairs = pipeline.split(" (", 1)[1].rstrip(")").split(", ") if " (" in pipeline else []
+    return all(name not in options or value == str(knob(options[name].default))
+               for name, _, value in (pair.partition("=") for pair in pairs))
+
+
 def baseline(rows: pd.DataFrame):
-    """The `dataloader` row among one situation's rows: the plain variant if measured, else the one
-    with the fewest options named; None if none."""
+    """The `dataloader` row among one situation's rows: the plain variant (every knob at its default)
+    if measured, else the one with the fewest options named; None if none."""
     found = rows[rows.pipeline.map(base_name) == "dataloader"]
     if found.empty:
         return None
+    defaults = found[found.pipeline.map(plain)]
+    found = defaults if len(defaults) else found
     return found.loc[found.pipeline.str.len().idxmin()]
 
 
