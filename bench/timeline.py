@@ -38,8 +38,9 @@ the next step's (so each configuration gives `steps` rows):
 Written into DIR: timeline.csv (a row per configuration and recorded step), TIMELINE.md (medians
 [min-max] over the steps, what each timer includes, a sentence per configuration), timeline.png
 (WINDOW_STEPS consecutive steps per configuration, model-only on top: a lane per CUDA stream,
-the training stream first), and each configuration's trace as trace-<variant>.json.gz where it
-compresses under TRACE_MAX_BYTES. Without CUDA, or given a bad variant or option: one line, exit 2.
+the training stream first); with --traces also each configuration's trace as
+trace-<variant>.json.gz where it compresses under TRACE_MAX_BYTES (off by default: three files
+come back from a machine that returns few). Without CUDA, or given a bad variant or option: one line, exit 2.
 """
 from __future__ import annotations
 
@@ -363,9 +364,9 @@ def profiled(batches, step, steps: int, device: torch.device, monitor: machine.G
         return json.loads(path.read_text())["traceEvents"], gpu
 
 
-def record(label: str, spec: RunSpec, shared: Shared, device: torch.device, out: Path) -> tuple[list[Work], dict]:
+def record(label: str, spec: RunSpec, shared: Shared, device: torch.device, out: Path | None) -> tuple[list[Work], dict]:
     """One configuration built and warmed up as the harness does (module docstring), then
-    profiled; its trace kept gzipped in `out` where small enough."""
+    profiled; its trace kept gzipped in `out` (None: not kept) where small enough."""
     t0 = time.perf_counter()
     print(f"bench.timeline: {label}: building; the first training call (compiles the step the first time), "
           f"{spec.warmup} warm-up steps, then {spec.steps} recorded", flush=True)
@@ -388,14 +389,15 @@ def record(label: str, spec: RunSpec, shared: Shared, device: torch.device, out:
         if pipeline is not None:
             pipeline.close()
         release(device)
-    packed = gzip.compress(json.dumps({"traceEvents": events}).encode())
-    if len(packed) < TRACE_MAX_BYTES:
+    packed = gzip.compress(json.dumps({"traceEvents": events}).encode()) if out is not None else b""
+    if out is not None and len(packed) < TRACE_MAX_BYTES:
         (out / f"trace-{re.sub(r'[^A-Za-z0-9_.-]+', '-', label)}.json.gz").write_bytes(packed)
     print(f"bench.timeline: {label}: {spec.steps} steps recorded ({time.perf_counter() - t0:.0f} s)", flush=True)
     return work_from_trace(events), gpu
 
 
-def measure(model: RunSpec, variants: list[tuple[str, RunSpec]], device: torch.device, out: Path) -> pd.DataFrame:
+def measure(model: RunSpec, variants: list[tuple[str, RunSpec]], device: torch.device, out: Path,
+            traces_kept: bool = False) -> pd.DataFrame:
     """Every configuration recorded in this process (module docstring); a row per recorded step."""
     rows, traces, shared = [], {}, Shared()
     with machine.cpu_budget(model.cpus):
@@ -404,7 +406,7 @@ def measure(model: RunSpec, variants: list[tuple[str, RunSpec]], device: torch.d
         # graph made before the profiler's first use, which traces may otherwise lack (pytorch/pytorch#100441)
         torch.profiler._utils._init_for_cuda_graphs()
         for label, spec in [(MODEL_ONLY, model), *variants]:
-            work, gpu = record(label, spec, shared, device, out)
+            work, gpu = record(label, spec, shared, device, out if traces_kept else None)
             stream = training_stream(work)
             steps = step_rows(work, stream)
             traces[label] = (work, stream, steps)
@@ -424,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path, help="folder for timeline.csv, TIMELINE.md, timeline.png")
     parser.add_argument("--pipelines", required=True, nargs="+", metavar="VARIANT",
                         help="pipeline variants: name or name:knob=value,knob=value (e.g. dali dali:dali_decoder=cpu)")
+    parser.add_argument("--traces", action="store_true",
+                        help="also keep each configuration's Chrome trace, gzipped, where under 2 MiB")
     args, options = parser.parse_known_args(argv)
     try:
         for text in args.pipelines:
@@ -437,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     environment = results.environment()
-    df = measure(model, variants, device, args.out)
+    df = measure(model, variants, device, args.out, args.traces)
     df = df.assign(**{k: v for k, v in environment.items() if k not in df.columns})
     df.to_csv(args.out / "timeline.csv", index=False)
     command = shlex.join(["python", "-m", "bench.timeline", *(argv if argv is not None else sys.argv[1:])])

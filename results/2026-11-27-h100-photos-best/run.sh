@@ -4,8 +4,15 @@
 # the FFCV bundle carried with them). PIPEBENCH_GIT_COMMIT names the commit: the machine gets a copy
 # of the tree without .git.
 #   bash results/2026-11-27-h100-photos-best/run.sh smoke   the new GPU paths' tests, while the photo set is made
-#   bash results/2026-11-27-h100-photos-best/run.sh sweep   the plan, in calls of at most 10 minutes (CONTINUE=1 after the first)
-#   bash results/2026-11-27-h100-photos-best/run.sh after   the GPU timeline, then the GPU tests
+#     (log: ../2026-11-27-tests/pytest-gpu-smoke-7162126.txt)
+#   bash results/2026-11-27-h100-photos-best/run.sh sweep   the plan, in three calls of at most 10 minutes
+#     (CONTINUE=1 after the first; the third, WAIT_S=200, found it ended; sweep.txt is the second call's
+#     copy, cut at 52 of 60 windows; results.csv the third's, whole)
+#   bash results/2026-11-27-h100-photos-best/run.sh after   the GPU timeline, then the GPU tests: in that
+#     same third call, which reached the session's GPU time limit (395 s) during the tests. The timeline
+#     ran, but its files did not come back (a call returns at most 8 files, and that call also copied the
+#     sweep's; `--traces` is now off by default), and the test log holds only its progress line
+#     (../2026-11-27-tests/pytest-gpu-7162126-cut.txt). Both are to be run again.
 set -u
 here=results/2026-11-27-h100-photos-best
 [ -e /tmp/dali/unpacked ] || { bash .devcarry/unpack.sh && touch /tmp/dali/unpacked; }
