@@ -268,6 +268,14 @@ def test_the_plain_dataloader_is_the_baseline_beside_its_pinned_variant(tmp_path
     assert "6.0× `dataloader`" in text
 
 
+def test_the_summary_s_short_labels_name_a_switch_that_is_on_and_drop_one_that_is_off():
+    from bench.report.summary import short
+    assert short("prefetch (prefetch_augment=host)") == "prefetch (host)"
+    assert short("dataloader (pin_memory=True, non_blocking=True)") == "dataloader (pin_memory, non_blocking)"
+    assert short("dataloader (pin_memory=False, non_blocking=False)") == "dataloader"
+    assert short("dali (dali_decoder=cpu, dali_threads=4)") == "dali (cpu, 4)" and short("timm") == "timm"
+
+
 def test_two_commits_in_one_file_are_two_runs_and_never_pooled(tmp_path):
     old = [dict(x, git_commit="old", run_id="run@0") for x in processes("loader", "p", [[1_000]])]
     new = processes("loader", "p", [[2_000]])

@@ -6,7 +6,6 @@ RESIZE_MAX_LEVELS (one uint8 level: the same filter, rounded apart) and on avera
 from __future__ import annotations
 
 import gc
-import io
 import threading
 import time
 

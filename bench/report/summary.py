@@ -24,11 +24,15 @@ def speed_text(v: float) -> str:
 
 
 def short(label: str) -> str:
-    """A pipeline label with option values only: "prefetch (prefetch_augment=host)" -> "prefetch (host)"."""
+    """A pipeline label with option values only, a switch by its name where on and left out where off:
+    "prefetch (prefetch_augment=host)" -> "prefetch (host)", "dataloader (pin_memory=True,
+    non_blocking=False)" -> "dataloader (pin_memory)", "dataloader (pin_memory=False)" -> "dataloader"."""
     name, _, options = label.partition(" (")
     if not options:
         return label
-    return f"{name} ({', '.join(part.split('=', 1)[-1] for part in options.rstrip(')').split(', '))})"
+    pairs = [part.partition("=") for part in options.rstrip(")").split(", ")]
+    values = [key if value == "True" else value for key, _, value in pairs if value != "False"]
+    return f"{name} ({', '.join(values)})" if values else name
 
 
 def bus_sentence(c: pd.DataFrame) -> str | None:
