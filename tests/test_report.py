@@ -2,6 +2,7 @@
 medians, the loader ceiling and its invariant, answers, runs never pooled, escaping, determinism."""
 from __future__ import annotations
 
+import errno
 import math
 import re
 from pathlib import Path
@@ -1042,3 +1043,60 @@ def test_the_pipeline_s_cpu_includes_what_it_ran_inside_next_and_old_rows_show_a
     assert "(with the copy's device sync)" in line["workers"] and "device sync" not in line["decoding"]
     summary = (tmp_path / "out" / "SUMMARY.md").read_text()
     assert "`workers`, `decoding`, `old`" in summary and "of all threads where" in summary   # "old" cannot split
+
+
+README_FLAGS = [("--readme", report.README_START, report.README_END),
+                ("--readme-answer", report.ANSWER_START, report.ANSWER_END),
+                ("--readme-hosts", report.HOSTS_START, report.HOSTS_END)]
+
+
+def readme_with_block(path: Path, start: str, end: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"# x\n{start}\nold\n{end}\nrest\n")
+    return path
+
+
+@pytest.mark.parametrize("flag,start,end", README_FLAGS)
+def test_a_readme_writer_keeps_the_file_s_mode(tmp_path, flag, start, end):
+    path = write(tmp_path, reference_rows())
+    readme = readme_with_block(tmp_path / "README.md", start, end)
+    readme.chmod(0o444)
+    assert cli.main(["report", path, "--out", str(tmp_path / "out"), flag, str(readme)]) == 0
+    assert "\nold\n" not in readme.read_text() and readme.stat().st_mode & 0o777 == 0o444
+
+
+@pytest.mark.parametrize("flag,start,end", README_FLAGS)
+def test_a_readme_writer_writes_through_a_symlink_with_links_relative_to_its_target(tmp_path, flag, start, end):
+    """The link stays a link; its target gets the block, its links relative to the target's folder."""
+    path = write(tmp_path, reference_rows())
+    target = readme_with_block(tmp_path / "docs" / "deep" / "README.md", start, end)
+    link = tmp_path / "README.md"
+    link.symlink_to(Path("docs") / "deep" / "README.md")
+    assert cli.main(["report", path, "--out", str(tmp_path / "out"), flag, str(link)]) == 0
+    assert link.is_symlink() and "\nold\n" not in target.read_text()
+    block = target.read_text().split(start)[1].split(end)[0]
+    assert "](../../out/REPORT.md)" in block and "](out/REPORT.md)" not in block
+    assert not [p for p in tmp_path.rglob(".*") if p.name.endswith(".new")]
+
+
+def test_a_full_disk_while_writing_through_a_readme_symlink_leaves_link_and_target_whole(tmp_path, monkeypatch):
+    """Written beside the target and renamed over it: the error names the target, left as it was."""
+    path = write(tmp_path, reference_rows())
+    target = readme_with_block(tmp_path / "docs" / "README.md", report.README_START, report.README_END)
+    link = tmp_path / "README.md"
+    link.symlink_to(Path("docs") / "README.md")
+    before = target.read_bytes()
+    real = results._write_all
+
+    def full(fd, data):   # only the README's write fails
+        if b"rest\n" in data:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd, data)
+    monkeypatch.setattr(results, "_write_all", full)
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["report", path, "--out", str(tmp_path / "out"), "--readme", str(link)])
+    err = str(exit.value.code)
+    assert link.is_symlink() and target.read_bytes() == before
+    assert not [p for p in tmp_path.rglob(".*") if p.name.endswith(".new")]
+    assert f"cannot write {target} (No space left on device): {target} is left as it was" in err
+    assert "--out" not in err
