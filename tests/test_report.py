@@ -1100,3 +1100,32 @@ def test_a_full_disk_while_writing_through_a_readme_symlink_leaves_link_and_targ
     assert not [p for p in tmp_path.rglob(".*") if p.name.endswith(".new")]
     assert f"cannot write {target} (No space left on device): {target} is left as it was" in err
     assert "--out" not in err
+
+
+HOSTILE = {"pipeline": "p\nq<script>alert(1)</script>", "other": "javascript:alert(3)](javascript:alert(4))",
+           "model": "=HYPERLINK(\"javascript:alert(1)\",\"x\")](javascript:alert(2))`x`", "step": "eager\n<b>x</b>|y"}
+
+
+def test_names_from_the_rows_cannot_break_a_table_or_make_html_or_a_link(tmp_path):
+    """Pipeline, model and step names holding a newline, `|`, HTML, backticks and `](` in every file
+    the report writes: outside code spans no tag and no link from the data, every table row whole."""
+    model, step = HOSTILE["model"], HOSTILE["step"]
+    rows = [*processes("model", "none", windows(50_000, 50_000, 50_000), model=model, step=step),
+            *processes("model", "none", windows(9_000, 9_000, 9_000), model="alone", step=step)]   # no e2e beside
+    for name, rate_ in ((HOSTILE["pipeline"], 49_000), (HOSTILE["other"], 30_000)):
+        rows += [*processes("e2e", name, windows(rate_, rate_, rate_), model=model, step=step),
+                 *processes("loader", name, windows(rate_ * 2, rate_ * 2, rate_ * 2)),
+                 *processes("loader", name, windows(rate_, rate_, rate_), busy=5.0),
+                 row("train", name, 1000, model=model, step=step, seconds=2.0, test_accuracy=0.9, seed=0)]
+    out = tmp_path / "out"
+    report.write([write(tmp_path, rows)], out)
+    for name in ("REPORT.md", "SUMMARY.md", "ANSWER.md"):
+        text = (out / name).read_text()
+        outside = re.sub(r"`[^`\n]*`", "", text.replace("\\`", ""))   # code spans left out
+        assert "<script" not in outside and "<b>" not in outside, name
+        assert not re.search(r"(?<!\\)\]\(javascript", outside), name   # `\](` is no link
+        assert not re.search(r"^(q<|q&lt;|<b>|&lt;b)", text, re.M), name   # no name split over two lines
+        for block in text.split("\n\n"):
+            lines = [line for line in block.splitlines() if line.startswith("|")]
+            borders = {len(re.findall(r"(?<!\\)\|", line)) for line in lines}
+            assert len(borders) <= 1, block   # every row of a table has as many cell borders

@@ -13,7 +13,7 @@ import pipelines
 
 from ..plan import MIN_PROCESSES, MIN_WINDOWS
 from .analysis import ABOVE, FED, STEP_ORDER, TOO_FEW, knob, situations, ties
-from .formatting import code, pct, plural
+from .formatting import code, escape, pct, plural
 
 
 def restart_free(r) -> float:
@@ -79,7 +79,7 @@ def answer(rows: pd.DataFrame) -> str:
     first = rows.iloc[0]
     per_gpu = "" if str(first.device).startswith("cpu") else " per GPU"   # no GPU: the cores are the machine's
     head = (f"With {plural(int(first.cpus), 'core')}{per_gpu}, {code(first.model)} at {first.image_size} px "
-            f"({first.step} step{reads_text(first.sync_every)}) trains at {first.model_rate:,.0f} img/s alone")
+            f"({escape(first.step)} step{reads_text(first.sync_every)}) trains at {first.model_rate:,.0f} img/s alone")
     thin = rows[rows.verdict == TOO_FEW]
     above = rows[rows.verdict == ABOVE]
     rows = rows[~rows.verdict.isin([TOO_FEW, ABOVE])]
@@ -140,7 +140,7 @@ def cores_needed(rows: pd.DataFrame) -> str | None:
         return None
     first = rows.iloc[0]
     per_gpu = "" if str(first.device).startswith("cpu") else " per GPU"
-    head = f"{code(first.model)} at {first.image_size} px ({first.step} step{reads_text(first.sync_every)})"
+    head = f"{code(first.model)} at {first.image_size} px ({escape(first.step)} step{reads_text(first.sync_every)})"
     fed = rows[rows.verdict == "fed"]
     short = [b for b in budgets if fed.empty or b < fed.cpus.min()]
 

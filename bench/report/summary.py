@@ -51,7 +51,7 @@ def bus_sentence(c: pd.DataFrame) -> str | None:
         slower = rows[rows.img_per_s < top.img_per_s]
         binds += [f"{r.payload} {r.stage.removeprefix('h2d-')} at {size} px" for r in slower.itertuples()]
         parts.append(f"{size} px: {rates} img/s, against the fastest step measured there, {code(top.model)} "
-                     f"{top.step} at {speed_text(top.img_per_s)} img/s")
+                     f"{escape(top.step)} at {speed_text(top.img_per_s)} img/s")
     verdict = _bus_verdict(binds, alone, copies.image_size.nunique(), "it binds only for ",
                            "every copy is faster than every model step at its size")
     return ("**Host transfer**: one GPU's host-to-device copies (the bus alone) move " + "; ".join(parts)
@@ -173,7 +173,7 @@ def measured_table(s: pd.DataFrame) -> pd.DataFrame:
     speed = s.sort_values("cpus").groupby(["model", "step"]).model_rate.last()   # at the most cores it ran with
     found = []
     for model, step in speed.sort_values(ascending=False).index:
-        row = {"model (model-only img/s)": f"{code(model)} {step} ({speed_text(speed[model, step])})"}
+        row = {"model (model-only img/s)": f"{code(model)} {escape(step)} ({speed_text(speed[model, step])})"}
         for cpus in cores:
             here = s[(s.model == model) & (s.step == step) & (s.cpus == cpus)]
             row[f"{int(cpus)} cores"] = measured_cell(here) + restart_free_note(here) if len(here) else "—"
@@ -266,7 +266,7 @@ def jpeg_sentence(c: pd.DataFrame, cap: pd.DataFrame) -> str | None:
     if len(undecided):   # "≥ x": no busy level slowed it, and x is below the model: not measured far enough
         verdict += ("; " if verdict else "") + "undecided (a lower bound below the model): " + ", ".join(
             f"{code(short(r.pipeline))} with {int(r.cpus)} cores" for r in undecided.itertuples())
-    return (f"**{size}-px images**: {code(m.model)} ({m.step} step) trains at {speed_text(m.img_per_s)} img/s; "
+    return (f"**{size}-px images**: {code(m.model)} ({escape(m.step)} step) trains at {speed_text(m.img_per_s)} img/s; "
             "loader ceilings (img/s) " + "; ".join(parts) + f" — {verdict}.")
 
 
@@ -280,7 +280,7 @@ def accuracy_sentence(df: pd.DataFrame) -> str | None:
     epochs = "" if pd.isna(first.train_epochs) else f"{first.train_epochs:.0f} epochs of "
     source = first.get("data_source")
     data = f"the {escape(str(source).split('-')[0])} data's" if isinstance(source, str) and source else "the"
-    return (f"**Time to accuracy** ({epochs}{code(first.model)}, {first.step} step, "
+    return (f"**Time to accuracy** ({epochs}{code(first.model)}, {escape(first.step)} step, "
             f"{first.cpus:.0f} cores; median wall time of the epochs, restarts included): {times}; "
             f"test accuracy on {data} test split "
             f"{pct(runs.test_accuracy.min()).rstrip('%')}–{pct(runs.test_accuracy.max())} over all "
