@@ -1129,3 +1129,48 @@ def test_names_from_the_rows_cannot_break_a_table_or_make_html_or_a_link(tmp_pat
             lines = [line for line in block.splitlines() if line.startswith("|")]
             borders = {len(re.findall(r"(?<!\\)\|", line)) for line in lines}
             assert len(borders) <= 1, block   # every row of a table has as many cell borders
+
+
+def cpu_rows() -> list[dict]:
+    """A CPU run (no GPU): model-only's processes disagree (110, 146 and 131 img/s); `fast` e2e is
+    above model-only's highest process, `slow` below it."""
+    cpu = {"gpu": math.nan, "device": "cpu", "cpus": 2, "num_workers": 1}
+    return [*processes("model", "none", [[110, 110], [146, 146], [131, 131]], model="m", step="eager", **cpu),
+            *processes("e2e", "fast", windows(150, 150, 150), model="m", step="eager", **cpu),
+            *processes("e2e", "slow", windows(100, 100, 100), model="m", step="eager", **cpu),
+            *processes("loader", "fast", windows(5000, 5000, 5000), **cpu),
+            *processes("loader", "slow", windows(3000, 3000, 3000), **cpu)]
+
+
+def test_a_cpu_run_s_report_speaks_of_cores_and_img_per_s_not_gpus(tmp_path):
+    out = tmp_path / "out"
+    report.write([write(tmp_path, cpu_rows())], out)
+    for name in ("REPORT.md", "SUMMARY.md"):
+        text = (out / name).read_text()
+        sections = text.split("What each timer includes")[0] + text.split("## Run ")[-1]   # the rules are general
+        assert "per GPU" not in sections and "idle GPU" not in sections and "0.131k" not in sections, name
+        assert "`m` eager (131)" in sections, name
+
+
+def test_an_answer_setting_pipelines_aside_as_above_model_only_says_model_only_s_processes_disagreed(tmp_path):
+    found = report.view_of(report.load([write(tmp_path, cpu_rows())]))
+    (said,) = report.answers(found.cells, found.situations)
+    assert ("(not compared, e2e above model-only, whose processes read 110 to 146 img/s: the machine was noisy: "
+            "`fast`)") in said
+    report.write([write(tmp_path, cpu_rows())], tmp_path / "out")
+    summary_text = (tmp_path / "out" / "SUMMARY.md").read_text()
+    assert "(`fast` e2e above model-only, whose processes read 110 to 146 img/s: the machine was noisy)" in summary_text
+
+
+def test_the_printed_rates_show_only_columns_that_hold_something_and_say_what_reads_means(tmp_path):
+    from bench.cli import measure
+    write(tmp_path, cpu_rows())
+    printed = measure.summary(tmp_path / "run")
+    header = next(line for line in printed.splitlines() if line.startswith("mode"))
+    assert "stage" not in header and "reads" not in header and "busy ms" not in header and "cores" in header
+    write(tmp_path, [*cpu_rows(), *processes("loader", "slow", windows(900, 900, 900), busy=5.0),
+                     *processes("model", "none", windows(90, 90, 90), model="m", step="eager", sync_every=1)])
+    printed = measure.summary(tmp_path / "run")
+    header = next(line for line in printed.splitlines() if line.startswith("mode"))
+    assert "reads" in header and "busy ms" in header and "stage" not in header
+    assert "reads: the step reads the loss every N steps (0: never)" in printed

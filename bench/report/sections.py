@@ -10,7 +10,7 @@ import pandas as pd
 
 from .analysis import DRIFT, SETTING, RunView, at_setting, ceiling_text, label_variants
 from .answers import answer, reads_text, share_text
-from .formatting import code, epoch_text, escape, pct, plural, rate, table
+from .formatting import code, epoch_text, escape, pct, per_gpu, plural, rate, table
 from .hosts import PREDICTION, SCALING, prediction, scaling
 from .plots import cores_plot, headspace_plot, share_plot
 
@@ -200,7 +200,7 @@ def drift_lines(c: pd.DataFrame) -> list[str]:
     what = [r["pipeline"] if r["pipeline"] != "none" else f"{r['payload']} {r['stage']}".strip() or r["model"]
             for _, r in moved.iterrows()]
     return [f"- {r['mode']} {code(name)}{f' {code(r.model)}' if r.model != 'none' and r['pipeline'] != 'none' else ''}"
-            f" at {r.image_size} px, {int(r.cpus)} cores{f', {r.busy_ms:g} ms busy' if r['mode'] == 'loader' else ''}: "
+            f" at {r.image_size} px, {int(r.cpus)} cores{f', {r.busy_ms:g} ms busy' if r['mode'] == 'loader' and per_gpu([r.device]) else ''}: "
             f"{r.drift:+.1%} from first to last window"
             for name, (_, r) in zip(what, moved.iterrows())]
 
@@ -236,7 +236,7 @@ def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slu
         here = f"{size} px, batch {batch}, {dtype}"
         models = at[at["mode"] == "model"]
         if len(cap):
-            parts += [f"### Loader ceilings by CPU cores per GPU — {here}", "",
+            parts += [f"### Loader ceilings by CPU cores{per_gpu(group.device)} — {here}", "",
                       "The loader ceiling (img/s; the rule above), per pipeline and CPU budget:", "",
                       table(by_cores(cap, ceiling_text)), "",
                       "CPU seconds per 1,000 images (the pipeline's + the training thread's) and epoch restart, "

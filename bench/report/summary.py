@@ -8,8 +8,8 @@ import pandas as pd
 
 from ..plan import MIN_PROCESSES, MIN_WINDOWS
 from .analysis import ABOVE, FED, FLOOR, SETTING, TOO_FEW, RunView, at_setting
-from .answers import base_name, baseline, fed_only_restart_free, restart_free_text
-from .formatting import code, epoch_text, escape, pct, plural, table
+from .answers import above_text, base_name, baseline, fed_only_restart_free, restart_free_text
+from .formatting import code, epoch_text, escape, pct, per_gpu, plural, table
 from .sections import trained
 
 LADDER = (2_000_000, 1_000_000, 500_000, 250_000, 100_000, 50_000, 25_000, 10_000, 5_000, 2_500, 1_000, 500, 250,
@@ -19,8 +19,8 @@ SHOWN = 3   # pipelines named per cell of the summary's table (the cheapest in C
 
 
 def speed_text(v: float) -> str:
-    """A rate in three significant digits: 14.1M, 332k, 3.96k."""
-    return f"{v / 1e6:.3g}M" if v >= 1e6 else f"{v / 1e3:.3g}k"
+    """A rate in three significant digits: 14.1M, 332k, 3.96k, 131."""
+    return f"{v / 1e6:.3g}M" if v >= 1e6 else f"{v / 1e3:.3g}k" if v >= 999.5 else f"{v:.3g}"
 
 
 def short(label: str) -> str:
@@ -211,7 +211,7 @@ def left_out(here: pd.DataFrame, out: pd.DataFrame) -> str:
     processes", "e2e above model-only"): where every one is, the most common why alone and the others
     named in brackets ("thin: 1 window per process (`dali-raw`: thin: 2 processes, ...)"); else each
     named ("`dataloader` thin: 2 processes")."""
-    why = [f"thin: {r.thin}" if r.verdict == TOO_FEW else "e2e above model-only" for r in out.itertuples()]
+    why = [f"thin: {r.thin}" if r.verdict == TOO_FEW else f"e2e above model-only{above_text(r)}" for r in out.itertuples()]
     named = [(code(short(p)), w) for p, w in zip(out.pipeline, why)]
     if len(out) < len(here):
         return "; ".join(f"{p} {w}" for p, w in named)
@@ -309,7 +309,7 @@ def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: d
         measured = measured_table(at_setting(trained_main, setting))
     if len(measured):
         lines += ["", f"**Which pipeline keeps your model fed**, measured end to end at {int(setting[0])} px (batch "
-                  f"{int(setting[1])}): per model (its model-only img/s) and CPU cores per GPU, the pipelines whose "
+                  f"{int(setting[1])}): per model (its model-only img/s) and CPU cores{per_gpu(group.device)}, the pipelines whose "
                   f"e2e rate is at least {FED:.0%} of model-only (medians) with no process under {FLOOR:.0%}, "
                   f"{cheapest_words(at_setting(trained_main, setting))}, and ×N: the fastest of them over `dataloader`, both end to end; "
                   f"\"restart-free also\": the pipelines below {FED:.0%} only with epoch restarts (at least "
@@ -330,5 +330,5 @@ def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: d
     if plots.get("share"):
         lines += ["", f"![e2e as a share of model-only by model speed, per CPU budget]({plots['share']})"]
     if plots.get("cores"):
-        lines += ["", f"![loader ceiling by CPU cores per GPU]({plots['cores']})"]
+        lines += ["", f"![loader ceiling by CPU cores{per_gpu(group.device)}]({plots['cores']})"]
     return lines
