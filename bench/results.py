@@ -304,7 +304,7 @@ def replace_file(path: str | Path, data: bytes | str) -> None:
     file whole (or none, if there was none) and no new file behind. The file keeps its mode; a
     symlink stays one: its target is the file replaced (the new file is written beside the target).
     Errors propagate (OSError)."""
-    path = Path(os.path.realpath(path))
+    path = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     data = data.encode() if isinstance(data, str) else data
     new = path.with_name(f".{path.name}.new")
     mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None

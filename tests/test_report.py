@@ -1100,6 +1100,12 @@ def test_a_full_disk_while_writing_through_a_readme_symlink_leaves_link_and_targ
     assert not [p for p in tmp_path.rglob(".*") if p.name.endswith(".new")]
     assert f"cannot write {target} (No space left on device): {target} is left as it was" in err
     assert "--out" not in err
+    link.unlink()   # a README that is no link is named as given
+    readme_with_block(link, report.README_START, report.README_END)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["report", path, "--out", "out", "--readme", "README.md"])
+    assert str(exit.value.code).endswith("cannot write README.md (No space left on device): README.md is left as it was")
 
 
 HOSTILE = {"pipeline": "p\nq<script>alert(1)</script>", "other": "javascript:alert(3)](javascript:alert(4))",
