@@ -24,6 +24,7 @@ import os
 import platform
 import re
 import socket
+import stat
 import subprocess
 import warnings
 from pathlib import Path
@@ -300,14 +301,19 @@ def _write_all(fd: int, data: bytes) -> None:
 def replace_file(path: str | Path, data: bytes | str) -> None:
     """`path`'s content becomes `data` (text as UTF-8): written to a new file beside it, synced and
     renamed over it, so the only copy is never truncated: a kill, Ctrl-C or a full disk leaves the old
-    file whole (or none, if there was none) and no new file behind. Errors propagate (OSError)."""
-    path = Path(path)
+    file whole (or none, if there was none) and no new file behind. The file keeps its mode; a
+    symlink stays one: its target is the file replaced (the new file is written beside the target).
+    Errors propagate (OSError)."""
+    path = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     data = data.encode() if isinstance(data, str) else data
     new = path.with_name(f".{path.name}.new")
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
     try:
         fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             _write_all(fd, data)
+            if mode is not None:
+                os.fchmod(fd, mode)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -2,6 +2,7 @@
 medians, the loader ceiling and its invariant, answers, runs never pooled, escaping, determinism."""
 from __future__ import annotations
 
+import errno
 import math
 import re
 from pathlib import Path
@@ -1063,3 +1064,140 @@ def test_the_pipeline_s_cpu_includes_what_it_ran_inside_next_and_old_rows_show_a
     assert "(with the copy's device sync)" in line["workers"] and "device sync" not in line["decoding"]
     summary = (tmp_path / "out" / "SUMMARY.md").read_text()
     assert "`workers`, `decoding`, `old`" in summary and "of all threads where" in summary   # "old" cannot split
+
+
+README_FLAGS = [("--readme", report.README_START, report.README_END),
+                ("--readme-answer", report.ANSWER_START, report.ANSWER_END),
+                ("--readme-hosts", report.HOSTS_START, report.HOSTS_END)]
+
+
+def readme_with_block(path: Path, start: str, end: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"# x\n{start}\nold\n{end}\nrest\n")
+    return path
+
+
+@pytest.mark.parametrize("flag,start,end", README_FLAGS)
+def test_a_readme_writer_keeps_the_file_s_mode(tmp_path, flag, start, end):
+    path = write(tmp_path, reference_rows())
+    readme = readme_with_block(tmp_path / "README.md", start, end)
+    readme.chmod(0o444)
+    assert cli.main(["report", path, "--out", str(tmp_path / "out"), flag, str(readme)]) == 0
+    assert "\nold\n" not in readme.read_text() and readme.stat().st_mode & 0o777 == 0o444
+
+
+@pytest.mark.parametrize("flag,start,end", README_FLAGS)
+def test_a_readme_writer_writes_through_a_symlink_with_links_relative_to_its_target(tmp_path, flag, start, end):
+    """The link stays a link; its target gets the block, its links relative to the target's folder."""
+    path = write(tmp_path, reference_rows())
+    target = readme_with_block(tmp_path / "docs" / "deep" / "README.md", start, end)
+    link = tmp_path / "README.md"
+    link.symlink_to(Path("docs") / "deep" / "README.md")
+    assert cli.main(["report", path, "--out", str(tmp_path / "out"), flag, str(link)]) == 0
+    assert link.is_symlink() and "\nold\n" not in target.read_text()
+    block = target.read_text().split(start)[1].split(end)[0]
+    assert "](../../out/REPORT.md)" in block and "](out/REPORT.md)" not in block
+    assert not [p for p in tmp_path.rglob(".*") if p.name.endswith(".new")]
+
+
+def test_a_full_disk_while_writing_through_a_readme_symlink_leaves_link_and_target_whole(tmp_path, monkeypatch):
+    """Written beside the target and renamed over it: the error names the target, left as it was."""
+    path = write(tmp_path, reference_rows())
+    target = readme_with_block(tmp_path / "docs" / "README.md", report.README_START, report.README_END)
+    link = tmp_path / "README.md"
+    link.symlink_to(Path("docs") / "README.md")
+    before = target.read_bytes()
+    real = results._write_all
+
+    def full(fd, data):   # only the README's write fails
+        if b"rest\n" in data:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd, data)
+    monkeypatch.setattr(results, "_write_all", full)
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["report", path, "--out", str(tmp_path / "out"), "--readme", str(link)])
+    err = str(exit.value.code)
+    assert link.is_symlink() and target.read_bytes() == before
+    assert not [p for p in tmp_path.rglob(".*") if p.name.endswith(".new")]
+    assert f"cannot write {target} (No space left on device): {target} is left as it was" in err
+    assert "--out" not in err
+    link.unlink()   # a README that is no link is named as given
+    readme_with_block(link, report.README_START, report.README_END)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["report", path, "--out", "out", "--readme", "README.md"])
+    assert str(exit.value.code).endswith("cannot write README.md (No space left on device): README.md is left as it was")
+
+
+HOSTILE = {"pipeline": "p\nq<script>alert(1)</script>", "other": "javascript:alert(3)](javascript:alert(4))",
+           "model": "=HYPERLINK(\"javascript:alert(1)\",\"x\")](javascript:alert(2))`x`", "step": "eager\n<b>x</b>|y"}
+
+
+def test_names_from_the_rows_cannot_break_a_table_or_make_html_or_a_link(tmp_path):
+    """Pipeline, model and step names holding a newline, `|`, HTML, backticks and `](` in every file
+    the report writes: outside code spans no tag and no link from the data, every table row whole."""
+    model, step = HOSTILE["model"], HOSTILE["step"]
+    rows = [*processes("model", "none", windows(50_000, 50_000, 50_000), model=model, step=step),
+            *processes("model", "none", windows(9_000, 9_000, 9_000), model="alone", step=step)]   # no e2e beside
+    for name, rate_ in ((HOSTILE["pipeline"], 49_000), (HOSTILE["other"], 30_000)):
+        rows += [*processes("e2e", name, windows(rate_, rate_, rate_), model=model, step=step),
+                 *processes("loader", name, windows(rate_ * 2, rate_ * 2, rate_ * 2)),
+                 *processes("loader", name, windows(rate_, rate_, rate_), busy=5.0),
+                 row("train", name, 1000, model=model, step=step, seconds=2.0, test_accuracy=0.9, seed=0)]
+    out = tmp_path / "out"
+    report.write([write(tmp_path, rows)], out)
+    for name in ("REPORT.md", "SUMMARY.md", "ANSWER.md"):
+        text = (out / name).read_text()
+        outside = re.sub(r"`[^`\n]*`", "", text.replace("\\`", ""))   # code spans left out
+        assert "<script" not in outside and "<b>" not in outside, name
+        assert not re.search(r"(?<!\\)\]\(javascript", outside), name   # `\](` is no link
+        assert not re.search(r"^(q<|q&lt;|<b>|&lt;b)", text, re.M), name   # no name split over two lines
+        for block in text.split("\n\n"):
+            lines = [line for line in block.splitlines() if line.startswith("|")]
+            borders = {len(re.findall(r"(?<!\\)\|", line)) for line in lines}
+            assert len(borders) <= 1, block   # every row of a table has as many cell borders
+
+
+def cpu_rows() -> list[dict]:
+    """A CPU run (no GPU): model-only's processes disagree (110, 146 and 131 img/s); `fast` e2e is
+    above model-only's highest process, `slow` below it."""
+    cpu = {"gpu": math.nan, "device": "cpu", "cpus": 2, "num_workers": 1}
+    return [*processes("model", "none", [[110, 110], [146, 146], [131, 131]], model="m", step="eager", **cpu),
+            *processes("e2e", "fast", windows(150, 150, 150), model="m", step="eager", **cpu),
+            *processes("e2e", "slow", windows(100, 100, 100), model="m", step="eager", **cpu),
+            *processes("loader", "fast", windows(5000, 5000, 5000), **cpu),
+            *processes("loader", "slow", windows(3000, 3000, 3000), **cpu)]
+
+
+def test_a_cpu_run_s_report_speaks_of_cores_and_img_per_s_not_gpus(tmp_path):
+    out = tmp_path / "out"
+    report.write([write(tmp_path, cpu_rows())], out)
+    for name in ("REPORT.md", "SUMMARY.md"):
+        text = (out / name).read_text()
+        sections = text.split("What each timer includes")[0] + text.split("## Run ")[-1]   # the rules are general
+        assert "per GPU" not in sections and "idle GPU" not in sections and "0.131k" not in sections, name
+        assert "`m` eager (131)" in sections, name
+
+
+def test_an_answer_setting_pipelines_aside_as_above_model_only_says_model_only_s_processes_disagreed(tmp_path):
+    found = report.view_of(report.load([write(tmp_path, cpu_rows())]))
+    (said,) = report.answers(found.cells, found.situations)
+    assert ("(not compared, e2e above model-only, whose processes read 110 to 146 img/s: the machine was noisy: "
+            "`fast`)") in said
+    report.write([write(tmp_path, cpu_rows())], tmp_path / "out")
+    summary_text = (tmp_path / "out" / "SUMMARY.md").read_text()
+    assert "(`fast` e2e above model-only, whose processes read 110 to 146 img/s: the machine was noisy)" in summary_text
+
+
+def test_the_printed_rates_show_only_columns_that_hold_something_and_say_what_reads_means(tmp_path):
+    from bench.cli import measure
+    write(tmp_path, cpu_rows())
+    printed = measure.summary(tmp_path / "run")
+    header = next(line for line in printed.splitlines() if line.startswith("mode"))
+    assert "stage" not in header and "reads" not in header and "busy ms" not in header and "cores" in header
+    write(tmp_path, [*cpu_rows(), *processes("loader", "slow", windows(900, 900, 900), busy=5.0),
+                     *processes("model", "none", windows(90, 90, 90), model="m", step="eager", sync_every=1)])
+    printed = measure.summary(tmp_path / "run")
+    header = next(line for line in printed.splitlines() if line.startswith("mode"))
+    assert "reads" in header and "busy ms" in header and "stage" not in header
+    assert "reads: the step reads the loss every N steps (0: never)" in printed

@@ -55,8 +55,9 @@ def main(argv: list[str] | None = None) -> int:
             name = name.with_name(name.name[1:-4]) if new else name
             readmes = [p for p in (args.readme, args.readme_answer, args.readme_hosts) if p]
             read = not new and str(name) in {str(p) for p in [*csvs, *readmes]}
+            readme = name in readmes or new and name in {Path(os.path.realpath(p)) for p in readmes}   # a link's target
             hints = [] if read else [f"{name} is left as it was"] * name.is_file() + [
-                "choose a writable --out folder"] * (name not in readmes)
+                "choose a writable --out folder"] * (not readme)
             hint = f": {'; '.join(hints)}" if hints else ""
             raise _fail("report", e, f"cannot {'read' if read else 'write'} {name} ({e.strerror or e}){hint}") from None
         except KeyboardInterrupt:

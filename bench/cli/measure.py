@@ -1,5 +1,6 @@
 """`pipebench compare` and `pipebench sweep`: the grids' configurations measured into OUT/results.csv
-(`run_grid`), resumable, and the run's rates and answer printed at the end (`summary`).
+(`run_grid`), resumable, and the run's rates and answer printed at the end (`summary`; its table,
+`rates_table`, leaves out the columns no row fills: stage, loss reads and busy step on a CPU run).
 """
 from __future__ import annotations
 
@@ -221,6 +222,31 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
         print(summary(out, run_id))
 
 
+RATE_COLUMNS = [   # the printed table's columns: header, width, a row's text, what it means where not plain
+    ("mode", -7, lambda r: r.mode, ""), ("stage", -12, lambda r: r.stage or r.payload or "", ""),
+    ("pipeline", -28, lambda r: r.pipeline, ""), ("model", -22, lambda r: r.model, ""),
+    ("step", -8, lambda r: r.step or "", ""),
+    ("reads", 5, lambda r: f"{r.sync_every:g}", "reads: the step reads the loss every N steps (0: never)"),
+    ("cores", 5, lambda r: f"{r.cpus:.0f}", ""),
+    ("busy ms", 7, lambda r: f"{r.busy_ms:g}", "busy ms: the synthetic GPU step per batch a loader row ran beside")]
+
+
+def rates_table(c) -> list[str]:
+    """The run's cells as printed lines: a header, one line per cell, then what a shown column's name
+    does not say; a column no cell fills (no stage, loss never read, no busy step: a CPU run) is left out."""
+    from ..report import rate
+    filled = {"stage": (c.stage.fillna("") + c.payload.fillna("")).ne("").any(),
+              "reads": c.sync_every.fillna(0).ne(0).any(), "busy ms": c.busy_ms.fillna(0).ne(0).any()}
+    shown = [col for col in RATE_COLUMNS if filled.get(col[0], True)]
+
+    def line(cells: list[str]) -> str:
+        return " ".join(f"{text:<{-width}s}" if width < 0 else f"{text:>{width}s}"
+                        for text, (_, width, _, _) in zip(cells, shown))
+    return [line([name for name, *_ in shown]) + "  img/s median [lowest-highest process] n=windows/processes",
+            *[line([text(r) for _, _, text, _ in shown]) + f"  {rate(r)}" for r in c.itertuples()],
+            *[note for *_, note in shown if note]]
+
+
 def summary(out: Path, run_id: str | None = None) -> str:
     """The run's rates per configuration (median [range between processes] n=windows/processes),
     its failures, and the answer per situation (also written to OUT/ANSWER.md). The run is the one
@@ -233,11 +259,7 @@ def summary(out: Path, run_id: str | None = None) -> str:
     name, group = next(((n, g) for n, g in found if run_id in set(g.run_id)), found[-1])
     seen = report.view_of(group)
     c = seen.cells
-    view = [f"{r.mode:7s} {r.stage or r.payload or '':12s} {r.pipeline:28s} {r.model:22s} {r.step or '':8s} "
-            f"{r.sync_every:>5g} {r.cpus:>5.0f} {r.busy_ms:>7g}  {report.rate(r)}" for r in c.itertuples()]
-    header = (f"{'mode':7s} {'stage':12s} {'pipeline':28s} {'model':22s} {'step':8s} {'reads':>5s} {'cores':>5s} "
-              f"{'busy ms':>7s}  img/s median [lowest-highest process] n=windows/processes")
-    lines = [f"\n{out}/results.csv", header, *view] if view else [f"\n{out}/results.csv", "no successful configuration"]
+    lines = [f"\n{out}/results.csv", *rates_table(c)] if len(c) else [f"\n{out}/results.csv", "no successful configuration"]
     for _, row in group[~group.status.isin(["ok", "not-applicable"])].iterrows():
         lines.append(f"{row.status}: {row.pipeline} {row['mode']} {row.model}: {row.error}")
     answers = report.answers(c, seen.situations)

@@ -16,7 +16,7 @@ import pipelines
 
 from .. import results
 from ..plan import MIN_PROCESSES, MIN_WINDOWS
-from .formatting import pct, plural, rate
+from .formatting import pct, per_gpu, plural, rate
 
 RULES = """\
 How numbers are read (`cells`): a configuration ran in one or more independent processes, each
@@ -257,7 +257,7 @@ def ceiling_of(group: pd.DataFrame) -> pd.Series:
     busy, idle = levels(group), group[group.busy_ms == 0]
     behind = np.flatnonzero((busy.share < FED).to_numpy())   # the levels it fell behind at
     if busy.empty:
-        used, text, value = idle, "idle GPU only", None
+        used, text, value = idle, "idle GPU only" if per_gpu(group.device) else "no GPU: the idle rate", None
     elif not len(behind):
         used, text, value = busy.iloc[:1], f"kept up at every level from {busy.busy_ms.iloc[0]:g} ms", None
     elif behind[-1] == len(busy) - 1:
@@ -403,7 +403,8 @@ def situations(c: pd.DataFrame) -> pd.DataFrame:
         loader = loader_at(group, e.batch_size / m.img_per_s * 1e3) if group is not None else None
         label, why = verdict(e, m, loader)
         above = loader is not None and e.img_per_s > loader.hi
-        rows.append({**e._asdict(), "model_rate": m.img_per_s, "model_text": rate(m), "share": e.img_per_s / m.img_per_s,
+        rows.append({**e._asdict(), "model_rate": m.img_per_s, "model_text": rate(m),
+                     "model_lo": m.lo, "model_hi": m.hi, "model_p": m.p, "share": e.img_per_s / m.img_per_s,
                      "loader_text": "not measured" if loader is None else
                      f"{loader.img_per_s:,.0f} [{loader.lo:,.0f}–{loader.hi:,.0f}] "
                      + ("alone" if math.isnan(loader.step_ms) else f"at {loader.step_ms:.3g} ms"),

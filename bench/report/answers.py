@@ -3,7 +3,9 @@ summary give: which pipeline keeps the model fed, and what limits the others; an
 at several CPU budgets, how many cores per GPU it needs to be kept fed (`cores_needed`). Every share of
 model-only shown has its restart-free share beside it (`restart_free`); the verdicts rest on the
 rate with epoch restarts (what training gets), and the pipelines short of FED only with them are
-named (`fed_only_restart_free`).
+named (`fed_only_restart_free`). On a CPU run the cores are the machine's (no "per GPU"); pipelines
+set aside because e2e ran above model-only are named with model-only's process range where those
+processes disagree: a noisy machine (`above_text`).
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pipelines
 
 from ..plan import MIN_PROCESSES, MIN_WINDOWS
 from .analysis import ABOVE, FED, STEP_ORDER, TOO_FEW, knob, situations, ties
-from .formatting import code, pct, plural
+from .formatting import code, escape, pct, per_gpu, plural
 
 
 def restart_free(r) -> float:
@@ -65,6 +67,18 @@ def baseline(rows: pd.DataFrame):
     return found.loc[found.pipeline.str.len().idxmin()]
 
 
+def above_text(r) -> str:
+    """Why a pipeline whose e2e ran above model-only (a situation `r`) is set aside, where model-only's
+    own processes disagree by more than a verdict's margin (1 - FED): ", whose processes read 110 to
+    146 img/s: the machine was noisy" (its lowest and highest process; one process: its windows);
+    "" where they agree."""
+    if r.model_lo >= FED * r.model_hi:
+        return ""
+    what = "processes" if r.model_p > 1 else "windows"
+    join = " and " if r.model_p == 2 else " to "
+    return f", whose {what} read {r.model_lo:,.0f}{join}{r.model_hi:,.0f} img/s: the machine was noisy"
+
+
 def reads_text(every: int) -> str:
     """How often a situation's step reads the loss, for its heading ('' for never)."""
     return "" if not every else ", loss read every step" if every == 1 else f", loss read every {int(every)} steps"
@@ -77,14 +91,14 @@ def answer(rows: pd.DataFrame) -> str:
     share it shows has its restart-free share beside it, and the pipelines below FED only with epoch
     restarts are named (`restarts_clause`)."""
     first = rows.iloc[0]
-    per_gpu = "" if str(first.device).startswith("cpu") else " per GPU"   # no GPU: the cores are the machine's
-    head = (f"With {plural(int(first.cpus), 'core')}{per_gpu}, {code(first.model)} at {first.image_size} px "
-            f"({first.step} step{reads_text(first.sync_every)}) trains at {first.model_rate:,.0f} img/s alone")
+    head = (f"With {plural(int(first.cpus), 'core')}{per_gpu([first.device])}, {code(first.model)} at {first.image_size} px "
+            f"({escape(first.step)} step{reads_text(first.sync_every)}) trains at {first.model_rate:,.0f} img/s alone")
     thin = rows[rows.verdict == TOO_FEW]
     above = rows[rows.verdict == ABOVE]
     rows = rows[~rows.verdict.isin([TOO_FEW, ABOVE])]
+    aside = f"not compared, e2e above model-only{above_text(above.iloc[0])}" if len(above) else ""
     left = "".join(f" ({what}: {', '.join(code(p) for p in out.pipeline)})" for what, out in (
-        ("too few measurements to compare", thin), ("not compared, e2e above model-only", above)) if len(out))
+        ("too few measurements to compare", thin), (aside, above)) if len(out))
     if rows.empty and len(above):
         return head + (f"; e2e ran faster than model-only ({pct(above.share.min())}–{pct(above.share.max())} of it) "
                        f"for {', '.join(code(p) for p in above.pipeline)}: the two timings disagree, so this run names "
@@ -139,8 +153,7 @@ def cores_needed(rows: pd.DataFrame) -> str | None:
     if len(budgets) < 2:
         return None
     first = rows.iloc[0]
-    per_gpu = "" if str(first.device).startswith("cpu") else " per GPU"
-    head = f"{code(first.model)} at {first.image_size} px ({first.step} step{reads_text(first.sync_every)})"
+    head = f"{code(first.model)} at {first.image_size} px ({escape(first.step)} step{reads_text(first.sync_every)})"
     fed = rows[rows.verdict == "fed"]
     short = [b for b in budgets if fed.empty or b < fed.cpus.min()]
 
@@ -152,7 +165,7 @@ def cores_needed(rows: pd.DataFrame) -> str | None:
         return f"{head}: no pipeline keeps it fed with any core count measured (closest — {below})."
     fewest = int(fed.cpus.min())
     best = fed[fed.cpus == fewest].sort_values("img_per_s").iloc[-1]
-    return (f"{head} needs {plural(fewest, 'core')}{per_gpu} of those measured to be kept fed, with "
+    return (f"{head} needs {plural(fewest, 'core')}{per_gpu([first.device])} of those measured to be kept fed, with "
             f"{code(best.pipeline)} ({pct(best.share)})" + (f"; fewer fall short (closest — {below})." if below else "."))
 
 

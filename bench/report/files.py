@@ -2,7 +2,6 @@
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -59,12 +58,12 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None, readme
              TIMERS, "", RULES, "", *sections]
     results.replace_file(out / "REPORT.md", "\n".join(parts))
     if readme is not None:
-        update_readme(readme, briefs[0][1], Path(os.path.relpath(out, readme.resolve().parent)).as_posix())
+        update_readme(readme, briefs[0][1], out)
     if readme_answer is not None:
         name, group, answer = said[0]
         lines = [f"From {code(name)} ([full report](REPORT.md){_epochs(group)}):", "", *[f"- {a}" for a in answer]] if answer else \
             [f"From {code(name)}: no answer, no e2e configuration ran beside its model-only one ([report](REPORT.md))."]
-        update_readme(readme_answer, lines, Path(os.path.relpath(out, readme_answer.resolve().parent)).as_posix(), ANSWER)
+        update_readme(readme_answer, lines, out, ANSWER)
     if readme_hosts is not None:
         name, group = found[0]
         said = hosts_answer(group, gpus_sentence(group, view_of(group).cells, "The bus, every GPU copying at once"))
@@ -73,7 +72,7 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None, readme
             [f"From {code(name)}: no several-GPU answer: " + ("it ran on one GPU only" if gpus == 1 else
              "no model-only and e2e rows, copies or loader-only rows at several GPU counts to compare")
              + " ([report](REPORT.md))."]
-        update_readme(readme_hosts, lines, Path(os.path.relpath(out, readme_hosts.resolve().parent)).as_posix(), HOSTS)
+        update_readme(readme_hosts, lines, out, HOSTS)
     return out / "REPORT.md"
 
 

@@ -1,5 +1,6 @@
-"""Numbers as text: rates with their ranges, shares, plurals, code spans, Markdown tables and a
-run's epoch length (`epoch_text`).
+"""Numbers as text: rates with their ranges, shares, plurals, code spans, Markdown tables, a
+run's epoch length (`epoch_text`), and words that depend on the rows: " per GPU" or nothing on a
+CPU (`per_gpu`).
 """
 from __future__ import annotations
 
@@ -20,6 +21,12 @@ def rate(row) -> str:
 
 def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
+def per_gpu(devices) -> str:
+    """" per GPU" after a core count, "" for rows that ran on no GPU (`device` cpu: the cores are the
+    machine's)."""
+    return "" if all(str(d).startswith("cpu") for d in devices) else " per GPU"
 
 
 def escape(text: object) -> str:

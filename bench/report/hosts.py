@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..plan import MIN_PROCESSES
 from .analysis import FED, label_variants
-from .formatting import code, plural
+from .formatting import code, escape, plural
 
 SCALE_KEY = ["mode", "stage", "payload", "pipeline", "model", "step", "image_size", "batch_size", "dtype", "cpus"]
 CELL = ["pipeline", "model", "step", "image_size", "batch_size", "dtype"]
@@ -73,7 +73,7 @@ def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     table["vs_one"] = [r.per_gpu / one.get(tuple(getattr(r, k) for k in SCALE_KEY), math.nan)
                        for r in table.itertuples()]
     view = pd.DataFrame({
-        "mode": table["mode"], "what": [code(r.pipeline) if r.pipeline != "none" else (f"{r.payload} {r.stage}" if r.payload
+        "mode": table["mode"], "what": [code(r.pipeline) if r.pipeline != "none" else (escape(f"{r.payload} {r.stage}") if r.payload
                                                                                       else code(r.model)) for r in table.itertuples()],
         "px": table.image_size, "cores / GPU": table.cpus.fillna(0).astype(int), "GPUs": table.gpus_used,
         "job img/s": [f"{r.job:,.0f} [{r.lo:,.0f}–{r.hi:,.0f}] n={r.n}/{r.count}" for r in table.itertuples()],
@@ -262,7 +262,7 @@ def measured(df: pd.DataFrame) -> list[str]:
             bound = [code(p) for p, runs in judged if runs[most] < FED * alone[most]]
             thin = [code(p) for p, _ in found if p not in {q for q, _ in judged}]
             listed = [f"{code(p)} {' / '.join(f'{runs[n]:,.0f}' for n in counts)}" for p, runs in found]
-            lines.append(f"With {int(cores)} cores per GPU, {code(model)} ({step} step, {size} px, batch {batch}) per "
+            lines.append(f"With {int(cores)} cores per GPU, {code(model)} ({escape(step)} step, {size} px, batch {batch}) per "
                          f"GPU at {' / '.join(str(n) for n in counts)} GPUs (img/s, medians): model-only "
                          f"{' / '.join(f'{alone[n]:,.0f}' for n in counts)}; " + "; ".join(listed)
                          + f". At {plural(int(most), 'GPU')} the step sets the pace of " + (", ".join(fed) or "none")

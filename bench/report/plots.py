@@ -17,6 +17,7 @@ import pandas as pd  # noqa: E402
 
 from .. import results  # noqa: E402
 from .analysis import ABOVE, FED, TOO_FEW  # noqa: E402
+from .formatting import per_gpu  # noqa: E402
 
 def colour(i: int):
     """The i-th pipeline's colour: 20 apart before one repeats (matplotlib's default cycle has 10),
@@ -52,7 +53,7 @@ def cores_plot(cap: pd.DataFrame, models: pd.DataFrame, path: Path, title: str) 
         speed = rows.img_per_s.max()
         ax.axhline(speed, color="black", linestyle=[":", "--", "-."][j % 3], lw=0.8)
         ax.annotate(f"{model} {step} ({speed:,.0f})", (cap.cpus.min(), speed), fontsize=7, va="bottom")
-    ax.set(xscale="log", yscale="log", xlabel="CPU cores per GPU", ylabel="loader ceiling, img/s")
+    ax.set(xscale="log", yscale="log", xlabel=f"CPU cores{per_gpu(cap.device)}", ylabel="loader ceiling, img/s")
     ax.set_xticks(sorted(cap.cpus.unique()), [f"{int(k)}" for k in sorted(cap.cpus.unique())])
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())   # cores as plain numbers, no "3×10⁰"
     plain_rates(ax)

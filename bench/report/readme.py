@@ -1,10 +1,12 @@
 """The README's generated blocks, each found between its start and end lines and replaced whole: the
 summary (README_START, README_END; `pipebench report --readme`), a run's answer (ANSWER_START,
 ANSWER_END; `--readme-answer`) and a run's several-GPU answer (HOSTS; `--readme-hosts`), so a README
-can quote several runs, each generated from its own rows.
+can quote several runs, each generated from its own rows. A README that is a symlink stays one: its
+target gets the block (links relative to the target's folder), and keeps its mode.
 """
 from __future__ import annotations
 
+import os
 import re
 import urllib.parse
 from pathlib import Path
@@ -29,11 +31,14 @@ def readme_block(text: str, readme: Path, block: tuple[str, str] = SUMMARY) -> t
     return head, rest.split(end, 1)[1]
 
 
-def update_readme(readme: Path, lines: list[str], folder: str, block: tuple[str, str] = SUMMARY) -> None:
-    """Replace the block with `lines`, links made relative to the README (the folder percent-encoded:
-    a name holding `)` or `](` cannot make a link of its own)."""
+def update_readme(readme: Path, lines: list[str], out: Path, block: tuple[str, str] = SUMMARY) -> None:
+    """Replace the block with `lines`, links to files in `out` made relative to the README's folder
+    (a symlinked README's: its target's, the file written), the folder percent-encoded: a name holding
+    `)` or `](` cannot make a link of its own. The file is replaced whole (`results.replace_file`: its
+    mode kept, a symlink written through)."""
     head, tail = readme_block(readme.read_text(), readme, block)
     body = "\n".join(lines)
+    folder = Path(os.path.relpath(out, Path(os.path.realpath(readme)).parent)).as_posix()
     folder = urllib.parse.quote(folder, safe="/._-~")
     body = re.sub(r"\]\(((?:REPORT\.md|[\w.-]+\.png)[^)]*)\)", lambda m: f"]({folder}/{m.group(1)})", body)
     results.replace_file(readme, head + block[0] + "\n" + body + "\n" + block[1] + tail)

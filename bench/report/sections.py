@@ -10,7 +10,7 @@ import pandas as pd
 
 from .analysis import DRIFT, SETTING, RunView, at_setting, ceiling_text, label_variants
 from .answers import answer, reads_text, share_text
-from .formatting import code, epoch_text, escape, pct, plural, rate, table
+from .formatting import code, epoch_text, escape, pct, per_gpu, plural, rate, table
 from .hosts import PREDICTION, SCALING, prediction, scaling
 from .plots import cores_plot, headspace_plot, share_plot
 
@@ -81,7 +81,7 @@ def provenance(group: pd.DataFrame) -> list[str]:
 
 def bus_table(c: pd.DataFrame) -> pd.DataFrame:
     copies = c[c["mode"] == "copy"]
-    rows = [{"px": r.image_size, "payload": r.payload, "copy": r.stage.removeprefix("h2d-"), "batch": r.batch_size,
+    rows = [{"px": r.image_size, "payload": escape(r.payload), "copy": r.stage.removeprefix("h2d-"), "batch": r.batch_size,
              "img/s": rate(r), "GB/s": f"{r.img_per_s * r.bytes_per_image / 1e9:.1f}"}
             for r in copies.sort_values(["image_size", "payload", "stage"]).itertuples()]
     return pd.DataFrame(rows)
@@ -94,7 +94,7 @@ def by_cores(cap: pd.DataFrame, text) -> pd.DataFrame:
     view = cap.assign(text=[text(r) for r in cap.itertuples()]).pivot(index="pipeline", columns="cpus", values="text")
     view = view[sorted(view.columns, reverse=True)].fillna("—")
     view.columns = [f"{int(k)} cores" for k in view.columns]
-    return view.reset_index()
+    return view.reset_index().assign(pipeline=lambda d: d.pipeline.map(escape))
 
 
 def cpu_text(r) -> str:
@@ -124,11 +124,11 @@ def headspace_table(loader: pd.DataFrame) -> pd.DataFrame:
                                for r in loader.itertuples()]).pivot(index="pipeline", columns="busy_ms", values="text")
     view = view[sorted(view.columns)].fillna("—")
     view.columns = ["idle GPU" if k == 0 else f"{k:g} ms" for k in view.columns]
-    return view.reset_index()
+    return view.reset_index().assign(pipeline=lambda d: d.pipeline.map(escape))
 
 
 def situation_table(s: pd.DataFrame) -> pd.DataFrame:
-    rows = [{"pipeline": r.pipeline, "loader-only at the model's step": r.loader_text, "e2e img/s": r.e2e_text,
+    rows = [{"pipeline": escape(r.pipeline), "loader-only at the model's step": r.loader_text, "e2e img/s": r.e2e_text,
              "e2e / model": share_text(r), "host wait": wait_text(r),
              "CPU s / 1k img (pipeline + training thread)": cpu_text(r),
              "verdict": r.verdict, "because": escape(r.why)}
@@ -146,7 +146,7 @@ def wait_text(r) -> str:
 
 def model_table(models: pd.DataFrame) -> pd.DataFrame:
     """Model-only cells, fastest first: the step alone and how long its compile took."""
-    rows = [{"model": code(r.model), "step": r.step, "loss read every": int(r.sync_every) or "never",
+    rows = [{"model": code(r.model), "step": escape(r.step), "loss read every": int(r.sync_every) or "never",
              "cores": int(r.cpus), "model-only img/s": rate(r),
              "compile s": "—" if pd.isna(r.compile) else f"{r.compile:.0f}"}
             for r in models.sort_values("img_per_s", ascending=False).itertuples()]
@@ -158,7 +158,7 @@ def stage_table(c: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (pipeline, cpus), group in stages.groupby(["pipeline", "cpus"]):
         by_stage = group.set_index("stage")
-        row = {"pipeline": pipeline, "cores": int(cpus), "copy": escape(group["copy"].iloc[0]),
+        row = {"pipeline": escape(pipeline), "cores": int(cpus), "copy": escape(group["copy"].iloc[0]),
                "bytes / image": f"{group.bytes_per_image.max():,.0f}"}
         for stage in ("host", "pin", "h2d-pageable", "h2d-pinned", "device"):
             row[stage] = rate(by_stage.loc[stage]) if stage in by_stage.index else "—"
@@ -178,7 +178,8 @@ def accuracy_table(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     runs = trained(df)
     if runs.empty:
         return pd.DataFrame(), ""
-    view = pd.DataFrame({"pipeline": runs.pipeline, "model": runs.model, "step": runs.step,
+    view = pd.DataFrame({"pipeline": runs.pipeline.map(escape), "model": runs.model.map(escape),
+                         "step": runs.step.map(escape),
                          "cores": runs.cpus.astype(int), "seed": runs.seed.astype(int),
                          "epochs": runs.train_epochs.map(lambda e: "—" if pd.isna(e) else f"{e:.0f}"),
                          "wall s": runs.seconds.map("{:.2f}".format),
@@ -199,7 +200,7 @@ def drift_lines(c: pd.DataFrame) -> list[str]:
     what = [r["pipeline"] if r["pipeline"] != "none" else f"{r['payload']} {r['stage']}".strip() or r["model"]
             for _, r in moved.iterrows()]
     return [f"- {r['mode']} {code(name)}{f' {code(r.model)}' if r.model != 'none' and r['pipeline'] != 'none' else ''}"
-            f" at {r.image_size} px, {int(r.cpus)} cores{f', {r.busy_ms:g} ms busy' if r['mode'] == 'loader' else ''}: "
+            f" at {r.image_size} px, {int(r.cpus)} cores{f', {r.busy_ms:g} ms busy' if r['mode'] == 'loader' and per_gpu([r.device]) else ''}: "
             f"{r.drift:+.1%} from first to last window"
             for name, (_, r) in zip(what, moved.iterrows())]
 
@@ -235,7 +236,7 @@ def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slu
         here = f"{size} px, batch {batch}, {dtype}"
         models = at[at["mode"] == "model"]
         if len(cap):
-            parts += [f"### Loader ceilings by CPU cores per GPU — {here}", "",
+            parts += [f"### Loader ceilings by CPU cores{per_gpu(group.device)} — {here}", "",
                       "The loader ceiling (img/s; the rule above), per pipeline and CPU budget:", "",
                       table(by_cores(cap, ceiling_text)), "",
                       "CPU seconds per 1,000 images (the pipeline's + the training thread's) and epoch restart, "
@@ -257,7 +258,7 @@ def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slu
         s = at_setting(view.situations, setting) if len(view.situations) else view.situations
         parts += share_section(name, s, out / f"share-{slug}-{size}px.png", here, plots)
         for (step, every, cpus), rows in (s.groupby(["step", "sync_every", "cpus"], sort=False) if len(s) else []):
-            parts += [f"### {step.capitalize()} step{reads_text(every)} — {here}, {plural(int(cpus), 'core')}", ""]
+            parts += [f"### {escape(step.capitalize())} step{reads_text(every)} — {here}, {plural(int(cpus), 'core')}", ""]
             for model, by_model in rows.groupby("model", sort=True):
                 parts += [f"{code(model)}: model-only {by_model.model_text.iloc[0]}.", "",
                           table(situation_table(by_model)), "", answer(by_model), ""]

@@ -8,8 +8,8 @@ import pandas as pd
 
 from ..plan import MIN_PROCESSES, MIN_WINDOWS
 from .analysis import ABOVE, FED, FLOOR, SETTING, TOO_FEW, RunView, at_setting
-from .answers import base_name, baseline, fed_only_restart_free, restart_free_text
-from .formatting import code, epoch_text, escape, pct, plural, table
+from .answers import above_text, base_name, baseline, fed_only_restart_free, restart_free_text
+from .formatting import code, epoch_text, escape, pct, per_gpu, plural, table
 from .sections import trained
 
 LADDER = (2_000_000, 1_000_000, 500_000, 250_000, 100_000, 50_000, 25_000, 10_000, 5_000, 2_500, 1_000, 500, 250,
@@ -19,8 +19,8 @@ SHOWN = 3   # pipelines named per cell of the summary's table (the cheapest in C
 
 
 def speed_text(v: float) -> str:
-    """A rate in three significant digits: 14.1M, 332k, 3.96k."""
-    return f"{v / 1e6:.3g}M" if v >= 1e6 else f"{v / 1e3:.3g}k"
+    """A rate in three significant digits: 14.1M, 332k, 3.96k, 131."""
+    return f"{v / 1e6:.3g}M" if v >= 1e6 else f"{v / 1e3:.3g}k" if v >= 999.5 else f"{v:.3g}"
 
 
 def short(label: str) -> str:
@@ -55,7 +55,7 @@ def bus_sentence(c: pd.DataFrame) -> str | None:
         slower = rows[rows.img_per_s < top.img_per_s]
         binds += [f"{r.payload} {r.stage.removeprefix('h2d-')} at {size} px" for r in slower.itertuples()]
         parts.append(f"{size} px: {rates} img/s, against the fastest step measured there, {code(top.model)} "
-                     f"{top.step} at {speed_text(top.img_per_s)} img/s")
+                     f"{escape(top.step)} at {speed_text(top.img_per_s)} img/s")
     verdict = _bus_verdict(binds, alone, copies.image_size.nunique(), "it binds only for ",
                            "every copy is faster than every model step at its size")
     return ("**Host transfer**: one GPU's host-to-device copies (the bus alone) move " + "; ".join(parts)
@@ -177,7 +177,7 @@ def measured_table(s: pd.DataFrame) -> pd.DataFrame:
     speed = s.sort_values("cpus").groupby(["model", "step"]).model_rate.last()   # at the most cores it ran with
     found = []
     for model, step in speed.sort_values(ascending=False).index:
-        row = {"model (model-only img/s)": f"{code(model)} {step} ({speed_text(speed[model, step])})"}
+        row = {"model (model-only img/s)": f"{code(model)} {escape(step)} ({speed_text(speed[model, step])})"}
         for cpus in cores:
             here = s[(s.model == model) & (s.step == step) & (s.cpus == cpus)]
             row[f"{int(cpus)} cores"] = measured_cell(here) + restart_free_note(here) if len(here) else "—"
@@ -215,7 +215,7 @@ def left_out(here: pd.DataFrame, out: pd.DataFrame) -> str:
     processes", "e2e above model-only"): where every one is, the most common why alone and the others
     named in brackets ("thin: 1 window per process (`dali-raw`: thin: 2 processes, ...)"); else each
     named ("`dataloader` thin: 2 processes")."""
-    why = [f"thin: {r.thin}" if r.verdict == TOO_FEW else "e2e above model-only" for r in out.itertuples()]
+    why = [f"thin: {r.thin}" if r.verdict == TOO_FEW else f"e2e above model-only{above_text(r)}" for r in out.itertuples()]
     named = [(code(short(p)), w) for p, w in zip(out.pipeline, why)]
     if len(out) < len(here):
         return "; ".join(f"{p} {w}" for p, w in named)
@@ -270,7 +270,7 @@ def jpeg_sentence(c: pd.DataFrame, cap: pd.DataFrame) -> str | None:
     if len(undecided):   # "≥ x": no busy level slowed it, and x is below the model: not measured far enough
         verdict += ("; " if verdict else "") + "undecided (a lower bound below the model): " + ", ".join(
             f"{code(short(r.pipeline))} with {int(r.cpus)} cores" for r in undecided.itertuples())
-    return (f"**{size}-px images**: {code(m.model)} ({m.step} step) trains at {speed_text(m.img_per_s)} img/s; "
+    return (f"**{size}-px images**: {code(m.model)} ({escape(m.step)} step) trains at {speed_text(m.img_per_s)} img/s; "
             "loader ceilings (img/s) " + "; ".join(parts) + f" — {verdict}.")
 
 
@@ -284,7 +284,7 @@ def accuracy_sentence(df: pd.DataFrame) -> str | None:
     epochs = "" if pd.isna(first.train_epochs) else f"{first.train_epochs:.0f} epochs of "
     source = first.get("data_source")
     data = f"the {escape(str(source).split('-')[0])} data's" if isinstance(source, str) and source else "the"
-    return (f"**Time to accuracy** ({epochs}{code(first.model)}, {first.step} step, "
+    return (f"**Time to accuracy** ({epochs}{code(first.model)}, {escape(first.step)} step, "
             f"{first.cpus:.0f} cores; median wall time of the epochs, restarts included): {times}; "
             f"test accuracy on {data} test split "
             f"{pct(runs.test_accuracy.min()).rstrip('%')}–{pct(runs.test_accuracy.max())} over all "
@@ -313,7 +313,7 @@ def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: d
         measured = measured_table(at_setting(trained_main, setting))
     if len(measured):
         lines += ["", f"**Which pipeline keeps your model fed**, measured end to end at {int(setting[0])} px (batch "
-                  f"{int(setting[1])}): per model (its model-only img/s) and CPU cores per GPU, the pipelines whose "
+                  f"{int(setting[1])}): per model (its model-only img/s) and CPU cores{per_gpu(group.device)}, the pipelines whose "
                   f"e2e rate is at least {FED:.0%} of model-only (medians) with no process under {FLOOR:.0%}, "
                   f"{cheapest_words(at_setting(trained_main, setting))}, and ×N: the fastest of them over `dataloader`, both end to end; "
                   f"\"restart-free also\": the pipelines below {FED:.0%} only with epoch restarts (at least "
@@ -334,5 +334,5 @@ def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: d
     if plots.get("share"):
         lines += ["", f"![e2e as a share of model-only by model speed, per CPU budget]({plots['share']})"]
     if plots.get("cores"):
-        lines += ["", f"![loader ceiling by CPU cores per GPU]({plots['cores']})"]
+        lines += ["", f"![loader ceiling by CPU cores{per_gpu(group.device)}]({plots['cores']})"]
     return lines
