@@ -1,5 +1,7 @@
 """`pipebench compare` and `pipebench sweep`: the grids' configurations measured into OUT/results.csv
-(`run_grid`), resumable, and the run's rates and answer printed at the end (`summary`).
+(`run_grid`), resumable, and the run's rates and answer printed at the end (`summary`). The plan's
+size (configuration processes, windows) is printed before anything runs, and a plan listing more
+than --max-configurations is refused before its configurations are built (`check_size`).
 """
 from __future__ import annotations
 
@@ -30,6 +32,17 @@ def specs_for(grids: list, device: torch.device, world: distributed.World = dist
                         for options in grids for layout in plan.worlds(options, device, world)])
 
 
+def check_size(grids: list, device: torch.device, world: distributed.World) -> None:
+    """A one-line ValueError where the grids list more configuration processes (`plan.size`) than
+    --max-configurations: a plan of millions is refused before anything is built."""
+    args, listed = grids[0], sum(plan.size(options, device, world) for options in grids)
+    if listed > args.max_configurations:
+        where = f"--config {args.config} lists" if getattr(args, "config", None) else "the command line lists"
+        raise ValueError(f"{where} {listed:,} configuration processes, more than --max-configurations "
+                         f"{args.max_configurations:,}: list fewer values, or pass --max-configurations {listed} "
+                         "to run them all")
+
+
 def resume_command(argv: list[str], out: Path) -> str:
     """The command that resumes this run: `sweep` with the same options into the same folder."""
     tokens, skip = ["pipebench", "sweep"], False
@@ -52,10 +65,15 @@ def run_grid(grids: list, argv: list[str]) -> int:
     try:
         world, device_name = distributed.setup(args.device)
         device = resolve_device(device_name)
+        check_size(grids, device, world)
         specs = specs_for(grids, device, world)
     except ValueError as e:
         raise _fail(args.command, e) from None
     lead = world.rank == 0
+    if lead:
+        from ..report import plural
+        print(f"pipebench {args.command}: the plan: {plural(len(specs), 'configuration process', 'configuration processes')}, "
+              f"{plural(sum(map(windows, specs)), 'window')}", file=sys.stderr)
     note = plan.carry_over_note(plan.shared(specs))
     if lead and note:
         print(f"pipebench {args.command}: {note}", file=sys.stderr)

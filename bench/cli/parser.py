@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pipelines
+from pipelines.options import LINE_LIMIT, clip, echo
 from pipelines.config import (DTYPES, IMAGE_SIZE, IMAGEFOLDER, LAST_BATCH, MAX_IMAGE_SIZE, MAXIMUM, SOURCES, PipelineConfig,
                               default_cache_root, default_data_root)
 
@@ -31,16 +32,27 @@ commands:
 `pipebench COMMAND --help` for a command's options; errors are one line, --debug shows the traceback.
 """   # --help's epilog
 MAX_PROCESSES = 1000   # --processes: far above any real use (a typo is one line, not minutes of planning)
+MAX_CONFIGURATIONS = 10_000   # --max-configurations: days of measuring at seconds each; a typo's millions, refused
 MAX_RANKS = 64   # --ranks: GPUs of one host
 MAX_BUSY_MS = 1000.0   # --busy-ms: a second of GPU work per batch is already no training step
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, its own messages ("unrecognized arguments: ...") cut short (`clip`): a
+    megabyte value is not printed back."""
+
+    def error(self, message: str):
+        super().error(clip(message, LINE_LIMIT))
 
 
 def _once(text: str, items: list) -> list:
     """`items` (parsed from `text`) if no value is given twice (it would run the same configurations
     again), else a usage error naming it."""
-    twice = next((t for i, t in enumerate(items) if t in items[:i]), None)
-    if twice is not None:
-        raise argparse.ArgumentTypeError(f"{text!r}: {twice} is given twice; give each value once")
+    seen = set()
+    for item in items:
+        if item in seen:
+            raise argparse.ArgumentTypeError(f"{echo(text)}: {clip(str(item))} is given twice; give each value once")
+        seen.add(item)
     return items
 
 
@@ -49,7 +61,7 @@ def _csv_list(allowed):
         items = [t.strip() for t in text.split(",") if t.strip()]
         bad = [t for t in items if t not in allowed]
         if bad or not items:
-            raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list of {list(allowed)}")
+            raise argparse.ArgumentTypeError(f"{echo(text)}: expected a comma-separated list of {list(allowed)}")
         return _once(text, items)
     return parse
 
@@ -65,7 +77,7 @@ def _positive(kind, minimum=1, maximum=None):
                 or (maximum is not None and value > maximum):
             expected = (f"an integer from {minimum:,} to {maximum:,}" if kind is int and maximum is not None else
                         f"an integer >= {minimum}" if kind is int else "a number > 0")
-            raise argparse.ArgumentTypeError(f"{text!r}: expected {expected}")
+            raise argparse.ArgumentTypeError(f"{echo(text)}: expected {expected}")
         return value
     return parse
 
@@ -77,7 +89,7 @@ def _fraction(text: str) -> float:
     except ValueError:
         value = math.nan
     if not 0 <= value <= 1:   # nan fails this too
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a number from 0 to 1")
+        raise argparse.ArgumentTypeError(f"{echo(text)}: expected a number from 0 to 1")
     return value
 
 
@@ -92,7 +104,7 @@ def _int_list(text: str, low: int | None = None, high: int | None = None, step: 
     if not items or bad:
         bounds = (f" from {low:,}" if low is not None else "") + (f" to {high:,}" if high is not None else "")
         kind = f"multiples of {step}" if step > 1 else "integers"
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list of {kind}{bounds}")
+        raise argparse.ArgumentTypeError(f"{echo(text)}: expected a comma-separated list of {kind}{bounds}")
     return _once(text, items)
 
 
@@ -104,7 +116,7 @@ def _model_list(text: str) -> list[str]:
     """Model specs (checked once the image sizes are known, `plan.grid`); ':' may appear in a spec."""
     items = [t.strip() for t in text.split(",") if t.strip()]
     if not items:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list of models")
+        raise argparse.ArgumentTypeError(f"{echo(text)}: expected a comma-separated list of models")
     return _once(text, items)
 
 
@@ -115,7 +127,7 @@ def _ms_list(text: str) -> list[float]:
     except ValueError:
         items = []
     if not items or any(not 0 <= v <= MAX_BUSY_MS for v in items):   # NaN fails this too
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list of numbers from 0 to "
+        raise argparse.ArgumentTypeError(f"{echo(text)}: expected a comma-separated list of numbers from 0 to "
                                          f"{MAX_BUSY_MS:g} (ms per batch)")
     return _once(text, items)
 
@@ -141,7 +153,7 @@ def _knob_type(option: pipelines.Option):
     def many(text: str) -> list:
         items = [one(t) for t in text.split(",") if t.strip()]
         if not items:
-            raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list, each {option.expected()}")
+            raise argparse.ArgumentTypeError(f"{echo(text)}: expected a comma-separated list, each {option.expected()}")
         return _once(text, items)
     return many if option.listed else one
 
@@ -165,7 +177,7 @@ def _source(text: str) -> str:
     """argparse type of --source: one of SOURCES, or imagefolder:PATH."""
     if text in SOURCES or (text.startswith(IMAGEFOLDER) and len(text) > len(IMAGEFOLDER)):
         return text
-    raise argparse.ArgumentTypeError(f"{text!r}: expected one of {', '.join(SOURCES)} or imagefolder:PATH")
+    raise argparse.ArgumentTypeError(f"{echo(text)}: expected one of {', '.join(SOURCES)} or imagefolder:PATH")
 
 
 def _add_data_args(p: argparse.ArgumentParser) -> None:
@@ -295,6 +307,9 @@ def _run_parser(sub, name: str, help: str, description: str) -> argparse.Argumen
                         "order of a Williams design (each right after every other equally often once --processes "
                         "reaches the cell's configurations, twice them for an odd count; fewer: a warning); rows say "
                         "the order (`slot`) (default: each configuration in a process of its own)")
+    p.add_argument("--max-configurations", type=_positive(int), default=MAX_CONFIGURATIONS,
+                   help="the most configuration processes (configurations x --processes) a run may list; "
+                        "more are refused before anything runs, the count said (default: %(default)s)")
     p.add_argument("--out", type=Path, help="output folder (default: runs/<UTC time>-<device>)")
     _add_data_args(p)
     return p
@@ -311,7 +326,7 @@ def version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     from .. import claims, report, stability
-    parser = argparse.ArgumentParser(prog="pipebench", description=__doc__.split("\n\n")[0], allow_abbrev=False,
+    parser = _Parser(prog="pipebench", description=__doc__.split("\n\n")[0], allow_abbrev=False,
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=COMMANDS)
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
@@ -403,6 +418,9 @@ def config_grids(path: Path, parser: argparse.ArgumentParser) -> list[list[str]]
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise SystemExit(f"pipebench sweep: --config {path}: " + (f"not UTF-8 text ({e.reason} at byte {e.start})"
                                                                  if isinstance(e, UnicodeDecodeError) else str(e)))
+    except RecursionError:   # [[[[...]]]]: a plan nests two levels ("grids", then a list of values)
+        raise SystemExit(f"pipebench sweep: --config {path}: nested too deeply for JSON's parser; a plan is an "
+                         "object of option names, its values lists at most") from None
     if not isinstance(values, dict):
         raise SystemExit(f"pipebench sweep: --config {path}: expected a JSON object")
     grids = values.pop("grids", [{}])
@@ -416,7 +434,7 @@ def config_grids(path: Path, parser: argparse.ArgumentParser) -> list[list[str]]
         for key, value in part.items():
             flag = "--" + key.replace("_", "-")
             if flag not in options or key in ("config", "out", "help", "grids"):
-                raise SystemExit(f"pipebench sweep: --config {path}: unknown key {key!r} (keys are the sweep "
+                raise SystemExit(f"pipebench sweep: --config {path}: unknown key {echo(key)} (keys are the sweep "
                                  "options' names in full, with _ for -, e.g. \"batch_size\")")
             if value is True:
                 found.append(flag)
