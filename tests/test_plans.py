@@ -1,6 +1,7 @@
 """Plans and flags without bounds (issue 54): a plan of millions of values is counted and refused
-before anything is built, a deeply nested one and a megabyte value are one short line each, and
-every duplicate check is linear."""
+before anything is built, a deeply nested one and a megabyte value are one short line each, every
+duplicate check is linear, and a value of the wrong type names the plan file, its key and what it
+expects."""
 from __future__ import annotations
 
 import json
@@ -102,3 +103,30 @@ def test_a_megabyte_flag_value_is_clipped_in_its_error(tmp_path, capsys, argv, s
     code, err = error_of(["compare", *argv], capsys)
     assert code == 2 and shown in err and "characters)" in err
     assert len(err.splitlines()[-1]) <= LINE_LIMIT + 50
+
+
+@pytest.mark.parametrize("values,message", [
+    ({"share_process": "yes"}, 'share_process: expected true or false, got "yes"'),
+    ({"isolate": 1}, "isolate: expected true or false, got 1"),
+    ({"batch_size": [0]}, "batch_size: '0': expected a comma-separated list of integers from 1 to 65,536"),
+    ({"batch_size": True}, "batch_size: expected text or a number, or a list of them, got true"),
+    ({"seed": [[1]]}, "seed: expected text or a number, or a list of them, got [[1]]"),
+    ({"parallel": "x"}, 'parallel: expected one of none, dp, got "x"'),
+    ({"data_seed": "a"}, "data_seed: 'a': expected an integer"),
+    ({"modes": ["loader"], "grids": [{"batch_size": [8]}, {"processes": [2, 3]}]},
+     "grids[1].processes: '2,3': expected an integer from 1 to 1,000"),
+])
+def test_a_value_of_the_wrong_type_in_a_plan_names_the_file_the_key_and_what_it_expects(tmp_path, capsys, values,
+                                                                                       message):
+    path = plan_file(tmp_path, values)
+    code, err = error_of(["sweep", "--config", str(path), "--out", str(tmp_path / "run")], capsys)
+    assert err == f"pipebench sweep: --config {path}: {message}"
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_plans_switches_and_none_still_become_their_flags(tmp_path):
+    path = plan_file(tmp_path, {"channels_last": False, "share_process": True, "pin_memory": False,
+                                "dali_hw_decoder_load": [None, 0.5], "parallel": "dp", "modes": "loader,model"})
+    assert cli.config_grids(path, cli.build_parser()) == [[
+        "--no-channels-last", "--share-process", "--dali-hw-decoder-load", "None,0.5", "--parallel", "dp",
+        "--modes", "loader,model"]]

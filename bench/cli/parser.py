@@ -412,7 +412,8 @@ def config_grids(path: Path, parser: argparse.ArgumentParser) -> list[list[str]]
     list of objects, each a grid, the other keys shared by all; without it the file is one grid):
     lists joined by commas, true booleans as bare flags, false ones as `--no-X` where the option has
     that form (else left out), everything else as text. Keys must be the sweep options' names in
-    full (e.g. "batch_size")."""
+    full (e.g. "batch_size"); each value is checked as its option checks it, a wrong one refused in
+    one line naming the file, the key and what it expects (`_plan_tokens`)."""
     try:
         values = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -427,23 +428,45 @@ def config_grids(path: Path, parser: argparse.ArgumentParser) -> list[list[str]]
     if not isinstance(grids, list) or not grids or not all(isinstance(g, dict) for g in grids):
         raise SystemExit(f"pipebench sweep: --config {path}: \"grids\" must be a list of JSON objects")
     sweep = parser._subparsers._group_actions[0].choices["sweep"]
-    options = {o for action in sweep._actions for o in action.option_strings}
+    actions = {o: action for action in sweep._actions for o in action.option_strings}
 
-    def tokens(part: dict) -> list[str]:
+    def tokens(part: dict, where: str) -> list[str]:
         found = []
         for key, value in part.items():
             flag = "--" + key.replace("_", "-")
-            if flag not in options or key in ("config", "out", "help", "grids"):
+            if flag not in actions or key in ("config", "out", "help", "grids"):
                 raise SystemExit(f"pipebench sweep: --config {path}: unknown key {echo(key)} (keys are the sweep "
                                  "options' names in full, with _ for -, e.g. \"batch_size\")")
-            if value is True:
-                found.append(flag)
-            elif value is False:
-                if "--no-" + flag[2:] in options:
-                    found.append("--no-" + flag[2:])
-            else:
-                found += [flag, ",".join(map(str, value)) if isinstance(value, list) else str(value)]
+            try:
+                found += _plan_tokens(value, actions[flag], flag)
+            except ValueError as e:
+                raise SystemExit(f"pipebench sweep: --config {path}: {where}{key}: {e}") from None
         return found
 
-    shared = tokens(values)
-    return [shared + tokens(grid) for grid in grids]
+    shared = tokens(values, "")
+    return [shared + tokens(grid, f"grids[{i}].") for i, grid in enumerate(grids)]
+
+
+def _plan_tokens(value, action: argparse.Action, flag: str) -> list[str]:
+    """One key of a plan as command-line tokens (`config_grids`), checked as its option checks a
+    value; a ValueError saying what the option expects and what the plan gave."""
+    shown = clip(json.dumps(value))
+    if action.nargs == 0:   # a switch: true is the bare flag, false its --no- form where it has one
+        if not isinstance(value, bool):
+            raise ValueError(f"expected true or false, got {shown}")
+        negative = "--no-" + flag[2:]
+        return [flag] if value else [negative] * (negative in action.option_strings)
+    items = value if isinstance(value, list) else [value]
+    if isinstance(value, bool) or not items or any(isinstance(v, (bool, list, dict)) for v in items):
+        raise ValueError(f"expected text or a number, or a list of them, got {shown}")
+    text = ",".join(map(str, items))
+    try:
+        parsed = action.type(text) if action.type else text
+    except argparse.ArgumentTypeError as e:
+        raise ValueError(str(e)) from None
+    except ValueError:   # a plain type such as int
+        kind = "an integer" if action.type is int else f"a {action.type.__name__}"
+        raise ValueError(f"{echo(text)}: expected {kind}") from None
+    if action.choices is not None and parsed not in action.choices:
+        raise ValueError(f"expected one of {', '.join(map(str, action.choices))}, got {shown}")
+    return [flag, text]
