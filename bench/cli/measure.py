@@ -70,10 +70,6 @@ def run_grid(grids: list, argv: list[str]) -> int:
     except ValueError as e:
         raise _fail(args.command, e) from None
     lead = world.rank == 0
-    if lead:
-        from ..report import plural
-        print(f"pipebench {args.command}: the plan: {plural(len(specs), 'configuration process', 'configuration processes')}, "
-              f"{plural(sum(map(windows, specs)), 'window')}", file=sys.stderr)
     note = plan.carry_over_note(plan.shared(specs))
     if lead and note:
         print(f"pipebench {args.command}: {note}", file=sys.stderr)
@@ -128,6 +124,10 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
     writer = results.CsvWriter(out / "results.csv", env, run_id=run_id) if lead else None   # rank 0 writes; one id per invocation
     todo = list(range(len(specs)))
     if lead:
+        from ..report import plural
+        processes = plural(len(specs), "configuration process", "configuration processes")
+        print(f"pipebench {args.command}: the plan: {processes}, {plural(sum(map(windows, specs)), 'window')}",
+              file=sys.stderr)
         launcher = ["torchrun", f"--nnodes={world.world_size // world.local_world_size}",
                     f"--nproc-per-node={world.local_world_size}", "-m", "bench.cli"] if world.distributed else ["pipebench"]
         record(out, [*launcher, *argv], env)
