@@ -130,3 +130,12 @@ def test_a_plans_switches_and_none_still_become_their_flags(tmp_path):
     assert cli.config_grids(path, cli.build_parser()) == [[
         "--no-channels-last", "--share-process", "--dali-hw-decoder-load", "None,0.5", "--parallel", "dp",
         "--modes", "loader,model"]]
+
+
+def test_a_megabyte_path_in_a_plan_is_cut_in_the_error_whatever_raises_it(tmp_path, capsys):
+    path = plan_file(tmp_path, {"data_root": str(tmp_path / ("d" * 300_000)), "pipelines": ["resident"],
+                                "modes": ["loader"], "processes": 1})
+    code, err = error_of(["sweep", "--device", "cpu", "--config", str(path), "--out", str(tmp_path / "run")], capsys)
+    line = err.splitlines()[-1]
+    assert line.startswith("pipebench sweep: ") and "File name too long" in line
+    assert line.endswith(" characters)") and len(line) <= LINE_LIMIT + 40

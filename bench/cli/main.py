@@ -13,9 +13,22 @@ from .top import top_parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`pipebench ARGV` (sys.argv[1:] by default): its exit code. An error is one line, cut after
+    LINE_LIMIT characters wherever it comes from (a megabyte value echoed in it is not printed back)."""
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help", "--version"):
         top_parser()[0].parse_args(argv)   # prints the help, the version or the usage error, and exits
+    try:
+        return _command(argv)
+    except SystemExit as e:
+        from pipelines.options import LINE_LIMIT, clip
+        if isinstance(e.code, str) and len(e.code) > LINE_LIMIT:
+            raise SystemExit(clip(e.code, LINE_LIMIT)) from None
+        raise
+
+
+def _command(argv: list[str]) -> int:
+    """Run the command `argv` names (`main`)."""
     from tqdm import tqdm
 
     import pipelines
