@@ -9,6 +9,9 @@ pipelines that read them alone (`--prefetch-augment device,host` measures two `p
 and one of everything else), and rows of the others keep the knob's default. A CPU budget sets the default worker count (budget - 1, at least 1), which DALI's
 threads follow.
 
+`size(options, device)` counts the configuration processes one set of options lists without building
+them, so a plan of millions is refused (`--max-configurations`) before anything is built.
+
 `rounds(grids)` runs each grid's configurations in that grid's number of independent processes, in
 rounds (A B C ... A B C ...): a machine that drifts shows as a difference between the processes of one
 configuration, not as a difference between pipelines. Within a round the configurations of one
@@ -30,11 +33,13 @@ fewer processes the order is the design's first rows and the carry-over is not b
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 
 import pipelines
 from pipelines.config import PipelineConfig
+from pipelines.options import LINE_LIMIT, clip, echo
 
 from . import distributed, harness, machine, runner
 from .models import CHECK_TIMEOUT_S, check_model, runs_user_code
@@ -42,6 +47,7 @@ from .models import CHECK_TIMEOUT_S, check_model, runs_user_code
 PROCESSES = {"cuda": 3, "cpu": 3}   # --processes by default: independent processes per configuration
 MIN_PROCESSES = 3   # the fewest a verdict, a tie or "the fastest" may rest on (bench.report)
 MIN_WINDOWS = 2     # the fewest windows per process a verdict may rest on: one window cannot show drift
+BATCH_SIZE = {"cuda": 512, "cpu": 64}   # --batch-size by default
 CPU_SAMPLES = 2048   # without CUDA and --max-samples: the first 2,048 images, so an epoch (an e2e window) lasts seconds
 
 
@@ -75,21 +81,11 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
         raise ValueError("--parallel dp runs in one process on CUDA devices: not under torchrun, not on a CPU")
     if o.steps is not None and o.min_window_s is not None:
         raise ValueError("--steps and --min-window-s: give one (a fixed step count, or windows sized by time)")
-    # by default an equal share of the cores per process; with --ranks the share of the most ranks listed,
-    # the same for every rank count, so one GPU and several compare at the same cores per GPU
-    slots = max(o.ranks) if getattr(o, "ranks", None) else world.local_world_size
-    budgets = o.cpus or [max(1, len(machine.allowed_cores()) // slots)]
+    budgets, parallel, kinds, modes, models, dtypes = _lists(o, device, world)
     for cpus in budgets:
         refusal = machine.budget_refusal(cpus, world.local_world_size)
         if refusal:
             raise ValueError(refusal)
-    parallel = "ddp" if world.distributed else o.parallel
-    # the default captures on one GPU only: DataParallel refuses a captured step, and under DDP it has not
-    # yet passed its 2-GPU test (tests/test_distributed.py), so there it runs only when asked for
-    kinds = o.step or (["eager", "graph"] if cuda and parallel == "none" else ["eager"])
-    modes = o.modes or (["loader", "model", "e2e", "stage", "copy"] if cuda else ["loader", "model", "e2e"])
-    models = o.models or (["resnet18"] if cuda else ["resnet9-w0.25"])
-    dtypes = o.dtype or ["bfloat16" if cuda else "float32"]
     for kind in kinds:   # what a captured step refuses on this GPU is refused here (no CUDA: skipped rows)
         for dtype in dtypes:
             refusal = harness.step_refusal(kind, device, dtype, parallel, o.last_batch)
@@ -128,7 +124,7 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
     specs = []
     for size in o.image_size:
         for dtype in dtypes:
-            for bs in o.batch_size or [512 if cuda else 64]:
+            for bs in o.batch_size or [BATCH_SIZE[device.type]]:
                 for cpus in budgets:
                     for workers in o.workers or [max(1, cpus - 1)]:
                         for seed in o.seed:
@@ -136,6 +132,41 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
                                                   seed=seed)
                             specs += _setting(o, spec, config, cpus, modes, models, kinds, busy)
     return list(dict.fromkeys(specs))   # a configuration listed twice runs once
+
+
+def _lists(o, device: torch.device, world: distributed.World) -> tuple[list, str, list, list, list, list]:
+    """What one set of options lists, defaults filled in: CPU budgets, parallelism, step kinds, modes,
+    models and dtypes."""
+    cuda = device.type == "cuda"
+    # by default an equal share of the cores per process; with --ranks the share of the most ranks listed,
+    # the same for every rank count, so one GPU and several compare at the same cores per GPU
+    slots = max(o.ranks) if getattr(o, "ranks", None) else world.local_world_size
+    budgets = o.cpus or [max(1, len(machine.allowed_cores()) // slots)]
+    parallel = "ddp" if world.distributed else o.parallel
+    # the default captures on one GPU only: DataParallel refuses a captured step, and under DDP it has not
+    # yet passed its 2-GPU test (tests/test_distributed.py), so there it runs only when asked for
+    kinds = o.step or (["eager", "graph"] if cuda and parallel == "none" else ["eager"])
+    modes = o.modes or (["loader", "model", "e2e", "stage", "copy"] if cuda else ["loader", "model", "e2e"])
+    models = o.models or (["resnet18"] if cuda else ["resnet9-w0.25"])
+    dtypes = o.dtype or ["bfloat16" if cuda else "float32"]
+    return budgets, parallel, kinds, modes, models, dtypes
+
+
+def size(o, device: torch.device, world: distributed.World = distributed.World()) -> int:
+    """The configuration processes one set of options lists, counted without building them: every
+    combination `grid` makes, times --processes and the --ranks values. At least as many as run (a
+    configuration a pipeline runs once for values it does not read is counted per value): what
+    --max-configurations bounds before anything is built."""
+    budgets, _, kinds, modes, models, dtypes = _lists(o, device, world)
+    settings = math.prod(map(len, (o.image_size, dtypes, o.batch_size or [0], budgets, o.workers or [0], o.seed)))
+    per_model = len(kinds) * len(o.sync_every or [0])
+    one = (len(o.payloads) * len(o.copies) * ("copy" in modes) + len(models) * per_model * ("model" in modes))
+    for name in o.pipelines:
+        variants = math.prod(len(getattr(o, k.name)) for k in knobs().values() if k.listed and k.name in reads(name))
+        one += variants * (("loader" in modes) + len(o.stages) * ("stage" in modes) + len(models) * (
+            per_model * ("e2e" in modes) + len(kinds) * ("train" in modes)))
+    processes = o.processes or PROCESSES[device.type]
+    return settings * one * processes * len(getattr(o, "ranks", None) or [1])
 
 
 def worlds(o, device: torch.device, world: distributed.World = distributed.World()) -> list[distributed.World]:
@@ -170,7 +201,7 @@ def check_models(models: list[str], sizes: list[int], timeout: float) -> None:
                 except ValueError as e:
                     reason = str(e)
             if reason:
-                raise ValueError(f"model {model!r}: {reason}")
+                raise ValueError(f"model {echo(model)}: {clip(reason, LINE_LIMIT)}")
             _CHECKED.add((model, size))
 
 

@@ -8,7 +8,8 @@ over the knobs it reads, every results row has a column per knob (empty where it
 not read it), and the report names a variant by the knobs it reads. Adding a knob is one `Option`
 in its pipeline's `options`.
 
-Knobs read by several pipelines are declared here; a pipeline's own knobs in its module.
+Knobs read by several pipelines are declared here; a pipeline's own knobs in its module. A value
+a user gave is shown in an error by `echo` (cut after ECHO_LIMIT characters, its length said).
 """
 from __future__ import annotations
 
@@ -17,6 +18,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import WORKER_START_METHODS
+
+ECHO_LIMIT = 200   # characters of a user's value an error message shows
+LINE_LIMIT = 2000   # characters of a whole error line (its values cut to ECHO_LIMIT, the reason whole)
+
+
+def clip(text: str, limit: int = ECHO_LIMIT) -> str:
+    """`text` cut after `limit` characters, its length said (a 50 MB name is not printed back)."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def echo(value) -> str:
+    """`value` as an error message shows it: its repr, cut after ECHO_LIMIT characters (`clip`)."""
+    if isinstance(value, str) and len(value) > ECHO_LIMIT:
+        return f"{value[:ECHO_LIMIT]!r}… ({len(value):,} characters)"
+    return clip(repr(value))
 
 
 @dataclass(frozen=True)
@@ -58,7 +74,7 @@ class Option:
             ok = isinstance(value, self.kind) and (self.kind is bool or not isinstance(value, bool))
         ok = ok and (not self.choices or value in self.choices)
         ok = ok and (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
-        return "" if ok else f"PipelineConfig.{self.name}={value!r}: expected {self.expected()}"
+        return "" if ok else f"PipelineConfig.{self.name}={echo(value)}: expected {self.expected()}"
 
     def expected(self) -> str:
         if self.choices:
@@ -81,7 +97,7 @@ class Option:
         except ValueError:
             value = text
         if self.refusal(value):
-            raise ValueError(f"{text!r}: expected {self.expected()}")
+            raise ValueError(f"{echo(text)}: expected {self.expected()}")
         return value
 
 

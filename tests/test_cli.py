@@ -1,10 +1,13 @@
-"""The command line as people use it: help for a user, --version, values refused in one line,
+"""The command line as people use it: help for a user (grouped; --help and --version without torch),
+--version, values refused in one line,
 `report` on run folders and on what is not a run, the environment of a machine without a GPU."""
 from __future__ import annotations
 
 import importlib.metadata
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +28,36 @@ def test_help_is_written_for_a_user():
     for text in [parser.format_help(), *(command.format_help() for command in commands.values())]:
         for internal in ("Parsing lives", "harness.", "report.README", "README_START", "_REGISTRY"):
             assert internal not in text
+
+
+def test_the_top_level_help_names_each_command_once_and_no_function():
+    text = cli.build_parser().format_help()
+    for internal in ("build_parser", "config_grids", "`parser", "parser."):
+        assert internal not in text
+    commands = cli.build_parser()._subparsers._group_actions[0].choices
+    for name in commands:
+        assert len(re.findall(rf"^\s+{name}\b", text, re.M)) == 1, name
+        assert f"pipebench {name}" not in text
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["-h"]])
+def test_help_and_version_answer_without_importing_torch(argv):
+    """torch took 13-15 s and 1 GB before `pipebench --help` said anything."""
+    code = ("import sys\nfrom bench.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
+            "    print('exit', e.code, 'torch' in sys.modules, file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.stderr.splitlines()[-1] == "exit 0 False"
+    assert done.stdout.startswith("pipebench " if argv == ["--version"] else "usage: pipebench")
+
+
+def test_compare_help_is_in_groups_and_every_option_is_in_one():
+    command = cli.build_parser()._subparsers._group_actions[0].choices["compare"]
+    titles = [group.title for group in command._action_groups]
+    for title in ("what to measure", "timing", "processes and GPUs", "output", "data"):
+        assert title in titles
+    options = [a for a in command._action_groups if a.title == "options"][0]._group_actions
+    assert {o for a in options for o in a.option_strings} == {"-h", "--help", "--debug"}
+    assert len(command.format_usage().splitlines()) == 1
 
 
 def test_version_is_the_installed_one_else_the_checkouts(monkeypatch, capsys):

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from pipelines.options import echo
+
 from . import copies, loaders, training
 from .framework import Claim
 
@@ -19,5 +21,5 @@ def select(names: Iterable[str]) -> list[Claim]:
         elif name in KEYS:
             chosen.append(CLAIMS[KEYS.index(name)])
         else:
-            raise ValueError(f"claim {name!r}: expected a number 1-{len(CLAIMS)} or one of {KEYS}")
+            raise ValueError(f"claim {echo(name)}: expected a number 1-{len(CLAIMS)} or one of {KEYS}")
     return chosen

@@ -9,6 +9,8 @@ import shlex
 import traceback
 from pathlib import Path
 
+from pipelines.options import LINE_LIMIT, clip
+
 
 
 def record(out: Path, command: list[str], env: dict | None = None, once: bool = False) -> None:
@@ -25,8 +27,8 @@ def record(out: Path, command: list[str], env: dict | None = None, once: bool = 
 
 
 def _fail(command: str, error: BaseException, message: str = "") -> SystemExit:
-    """A user-facing error as one line (`pipebench COMMAND: message`, the error's own by default);
-    with --debug its traceback first."""
+    """A user-facing error as one line (`pipebench COMMAND: message`, the error's own by default, cut
+    short where a value echoed in it is megabytes long: `clip`); with --debug its traceback first."""
     if os.environ.get("PIPEBENCH_DEBUG"):
         traceback.print_exception(error)
-    return SystemExit(f"pipebench {command}: {message or error}")
+    return SystemExit(clip(f"pipebench {command}: {message or error}", LINE_LIMIT))

@@ -1,5 +1,6 @@
 """`pipebench COMMAND`: parse, then hand over to the command's module; the small commands (report,
-prepare, download, list, env) are here.
+prepare, download, list, env) are here. `pipebench --help` and `--version` are answered by the
+commands alone (`top.top_parser`), before torch and the pipelines are imported.
 """
 from __future__ import annotations
 
@@ -8,22 +9,39 @@ import os
 import sys
 from pathlib import Path
 
-from tqdm import tqdm
+from .top import top_parser
 
-import pipelines
-from pipelines import sources
-from pipelines.sources import photos
-from pipelines.config import PipelineConfig
-
-from .. import results
-from .claims import run_claims
-from .common import _fail, record
-from .measure import run_grid
-from .parser import build_parser, config_grids
-from .stability import run_stability
 
 def main(argv: list[str] | None = None) -> int:
+    """`pipebench ARGV` (sys.argv[1:] by default): its exit code. An error is one line, cut after
+    LINE_LIMIT characters wherever it comes from (a megabyte value echoed in it is not printed back)."""
     argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help", "--version"):
+        top_parser()[0].parse_args(argv)   # prints the help, the version or the usage error, and exits
+    try:
+        return _command(argv)
+    except SystemExit as e:
+        from pipelines.options import LINE_LIMIT, clip
+        if isinstance(e.code, str) and len(e.code) > LINE_LIMIT:
+            raise SystemExit(clip(e.code, LINE_LIMIT)) from None
+        raise
+
+
+def _command(argv: list[str]) -> int:
+    """Run the command `argv` names (`main`)."""
+    from tqdm import tqdm
+
+    import pipelines
+    from pipelines import sources
+    from pipelines.sources import photos
+    from pipelines.config import PipelineConfig
+
+    from .. import results
+    from .claims import run_claims
+    from .common import _fail, record
+    from .measure import run_grid
+    from .parser import build_parser, config_grids
+    from .stability import run_stability
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.debug:   # the configuration processes inherit it

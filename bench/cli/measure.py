@@ -1,6 +1,8 @@
 """`pipebench compare` and `pipebench sweep`: the grids' configurations measured into OUT/results.csv
 (`run_grid`), resumable, and the run's rates and answer printed at the end (`summary`; its table,
 `rates_table`, leaves out the columns no row fills: stage, loss reads and busy step on a CPU run).
+The plan's size (configuration processes, windows) is printed before anything runs, and a plan
+listing more than --max-configurations is refused before its configurations are built (`check_size`).
 """
 from __future__ import annotations
 
@@ -31,6 +33,17 @@ def specs_for(grids: list, device: torch.device, world: distributed.World = dist
                         for options in grids for layout in plan.worlds(options, device, world)])
 
 
+def check_size(grids: list, device: torch.device, world: distributed.World) -> None:
+    """A one-line ValueError where the grids list more configuration processes (`plan.size`) than
+    --max-configurations: a plan of millions is refused before anything is built."""
+    args, listed = grids[0], sum(plan.size(options, device, world) for options in grids)
+    if listed > args.max_configurations:
+        where = f"--config {args.config} lists" if getattr(args, "config", None) else "the command line lists"
+        raise ValueError(f"{where} {listed:,} configuration processes, more than --max-configurations "
+                         f"{args.max_configurations:,}: list fewer values, or pass --max-configurations {listed} "
+                         "to run them all")
+
+
 def resume_command(argv: list[str], out: Path) -> str:
     """The command that resumes this run: `sweep` with the same options into the same folder."""
     tokens, skip = ["pipebench", "sweep"], False
@@ -53,6 +66,7 @@ def run_grid(grids: list, argv: list[str]) -> int:
     try:
         world, device_name = distributed.setup(args.device)
         device = resolve_device(device_name)
+        check_size(grids, device, world)
         specs = specs_for(grids, device, world)
     except ValueError as e:
         raise _fail(args.command, e) from None
@@ -111,6 +125,10 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
     writer = results.CsvWriter(out / "results.csv", env, run_id=run_id) if lead else None   # rank 0 writes; one id per invocation
     todo = list(range(len(specs)))
     if lead:
+        from ..report import plural
+        processes = plural(len(specs), "configuration process", "configuration processes")
+        print(f"pipebench {args.command}: the plan: {processes}, {plural(sum(map(windows, specs)), 'window')}",
+              file=sys.stderr)
         launcher = ["torchrun", f"--nnodes={world.world_size // world.local_world_size}",
                     f"--nproc-per-node={world.local_world_size}", "-m", "bench.cli"] if world.distributed else ["pipebench"]
         record(out, [*launcher, *argv], env)

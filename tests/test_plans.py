@@ -1,0 +1,141 @@
+"""Plans and flags without bounds (issue 54): a plan of millions of values is counted and refused
+before anything is built, a deeply nested one and a megabyte value are one short line each, every
+duplicate check is linear, and a value of the wrong type names the plan file, its key and what it
+expects."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from bench import cli, plan
+from bench.cli import measure, parser as cli_parser
+from pipelines.options import LINE_LIMIT
+
+
+def error_of(argv: list[str], capsys) -> tuple[int, str]:
+    """The exit code and the whole message of a command that must fail."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    err = capsys.readouterr().err + (e.value.code if isinstance(e.value.code, str) else "")
+    return (e.value.code if isinstance(e.value.code, int) else 1), err
+
+
+def plan_file(tmp_path: Path, values) -> Path:
+    path = tmp_path / "plan.json"
+    path.write_text(values if isinstance(values, str) else json.dumps(values))
+    return path
+
+
+class Counted:
+    """A value that counts the comparisons made with it."""
+    compared = 0
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __hash__(self):
+        return self.n
+
+    def __eq__(self, other):
+        Counted.compared += 1
+        return self.n == other.n
+
+
+def test_the_duplicate_check_compares_each_value_about_once():
+    """20,000 seeds took 7.5 s (each compared with every one before it), 6 million never ended."""
+    Counted.compared = 0
+    items = [Counted(n) for n in range(5000)]
+    assert cli_parser._once("text", items) == items
+    assert Counted.compared < len(items)
+    with pytest.raises(Exception, match="is given twice"):
+        cli_parser._once("text", [*items, Counted(7)])
+
+
+def test_a_plan_of_many_seeds_is_refused_with_its_size_before_anything_runs(tmp_path, capsys):
+    path = plan_file(tmp_path, {"seed": list(range(100_000)), "pipelines": ["resident"], "modes": ["loader"],
+                                "processes": 2})
+    out = tmp_path / "run"
+    code, err = error_of(["sweep", "--device", "cpu", "--cpus", "1", "--config", str(path), "--out", str(out)], capsys)
+    assert err == (f"pipebench sweep: --config {path} lists 200,000 configuration processes, more than "
+                   "--max-configurations 10,000: list fewer values, or pass --max-configurations 200000 to run them all")
+    assert code == 1 and not out.exists()
+
+
+def test_the_plans_size_counts_what_it_runs_and_the_flag_lifts_the_bound():
+    argv = ["sweep", "--device", "cpu", "--cpus", "1", "--pipelines", "dataloader,prefetch", "--seed", "0,1",
+            "--modes", "loader,model,e2e,stage,copy,train", "--prefetch-augment", "device,host", "--sync-every",
+            "0,3", "--models", "resnet9-w0.25,resnet9-w0.5", "--processes", "2"]
+    options = cli.build_parser().parse_args(argv)
+    specs = cli.specs_for([options], torch.device("cpu"))
+    assert plan.size(options, torch.device("cpu")) == len(specs)   # nothing listed twice: as many as run
+    options.max_configurations = len(specs)
+    measure.check_size([options], torch.device("cpu"), plan.distributed.World())
+    options.max_configurations = len(specs) - 1
+    with pytest.raises(ValueError, match=f"the command line lists {len(specs)} configuration processes, more than "
+                                         f"--max-configurations {len(specs) - 1}: .* --max-configurations {len(specs)} "):
+        measure.check_size([options], torch.device("cpu"), plan.distributed.World())
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"seed": ' + "[" * 100_000 + "]" * 100_000 + "}"])
+def test_a_deeply_nested_plan_is_one_line(tmp_path, capsys, text):
+    path = plan_file(tmp_path, text)
+    code, err = error_of(["sweep", "--config", str(path), "--out", str(tmp_path / "run")], capsys)
+    assert err == f"pipebench sweep: --config {path}: nested too deeply for JSON's parser; a plan is an object of " \
+                  "option names, its values lists at most"
+
+
+def test_a_megabyte_model_name_in_a_plan_is_not_echoed_back(tmp_path, capsys):
+    path = plan_file(tmp_path, {"models": ["x" * 5_000_000]})
+    code, err = error_of(["sweep", "--device", "cpu", "--config", str(path), "--out", str(tmp_path / "run")], capsys)
+    assert err.startswith("pipebench sweep: model 'xxxx") and "… (5,000,000 characters): expected resnet18" in err
+    assert code == 1 and len(err) < 600 and "\n" not in err.strip()
+
+
+@pytest.mark.parametrize("argv,shown", [
+    (["--batch-size", "7" * 1_000_000], "'7777"), (["--pipelines", "p" * 1_000_000], "'pppp"),
+    (["--prefetch-depth", "9" * 1_000_000], "'9999"), (["--source", "s" * 1_000_000], "'ssss"),
+    (["unexpected" * 100_000], "unrecognized arguments: unexpected"),
+])
+def test_a_megabyte_flag_value_is_clipped_in_its_error(tmp_path, capsys, argv, shown):
+    code, err = error_of(["compare", *argv], capsys)
+    assert code == 2 and shown in err and "characters)" in err
+    assert len(err.splitlines()[-1]) <= LINE_LIMIT + 50
+
+
+@pytest.mark.parametrize("values,message", [
+    ({"share_process": "yes"}, 'share_process: expected true or false, got "yes"'),
+    ({"isolate": 1}, "isolate: expected true or false, got 1"),
+    ({"batch_size": [0]}, "batch_size: '0': expected a comma-separated list of integers from 1 to 65,536"),
+    ({"batch_size": True}, "batch_size: expected text or a number, or a list of them, got true"),
+    ({"seed": [[1]]}, "seed: expected text or a number, or a list of them, got [[1]]"),
+    ({"parallel": "x"}, 'parallel: expected one of none, dp, got "x"'),
+    ({"data_seed": "a"}, "data_seed: 'a': expected an integer"),
+    ({"modes": ["loader"], "grids": [{"batch_size": [8]}, {"processes": [2, 3]}]},
+     "grids[1].processes: '2,3': expected an integer from 1 to 1,000"),
+])
+def test_a_value_of_the_wrong_type_in_a_plan_names_the_file_the_key_and_what_it_expects(tmp_path, capsys, values,
+                                                                                       message):
+    path = plan_file(tmp_path, values)
+    code, err = error_of(["sweep", "--config", str(path), "--out", str(tmp_path / "run")], capsys)
+    assert err == f"pipebench sweep: --config {path}: {message}"
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_plans_switches_and_none_still_become_their_flags(tmp_path):
+    path = plan_file(tmp_path, {"channels_last": False, "share_process": True, "pin_memory": False,
+                                "dali_hw_decoder_load": [None, 0.5], "parallel": "dp", "modes": "loader,model"})
+    assert cli.config_grids(path, cli.build_parser()) == [[
+        "--no-channels-last", "--share-process", "--dali-hw-decoder-load", "None,0.5", "--parallel", "dp",
+        "--modes", "loader,model"]]
+
+
+def test_a_megabyte_path_in_a_plan_is_cut_in_the_error_whatever_raises_it(tmp_path, capsys):
+    path = plan_file(tmp_path, {"data_root": str(tmp_path / ("d" * 300_000)), "pipelines": ["resident"],
+                                "modes": ["loader"], "processes": 1})
+    code, err = error_of(["sweep", "--device", "cpu", "--config", str(path), "--out", str(tmp_path / "run")], capsys)
+    line = err.splitlines()[-1]
+    assert line.startswith("pipebench sweep: ") and "File name too long" in line
+    assert line.endswith(" characters)") and len(line) <= LINE_LIMIT + 40
