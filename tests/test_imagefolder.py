@@ -3,6 +3,8 @@ crops by the pipelines that read photographs, refused by the others, and compare
 from __future__ import annotations
 
 import io
+import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -54,12 +56,27 @@ def test_a_folder_of_classes_is_read_in_class_interleaved_order(folder):
     (lambda root: (root / "cat").mkdir(parents=True) or (root / "cat" / "a.jpg").write_bytes(b"\xff\xd8\xffjunk"),
      r"a\.jpg: an unreadable JPEG"),
     (lambda root: [jpeg(root / f"c{k:02d}" / "a.jpg") for k in range(11)], "11 classes; the models here have 10"),
+    (lambda root: (jpeg(root / "cat" / "a.jpg"), open(os.fsencode(root / "cat") + b"/bad\xff.jpg", "wb").close()),
+     r"/cat/bad\\xff\.jpg: a name that is not UTF-8: rename it$"),
+    (lambda root: jpeg(Path(os.fsdecode(os.fsencode(root) + b"/c\xe9t")) / "a.jpg"), r"/bad/c\\xe9t: a name that is not"),
 ])
 def test_what_cannot_be_read_is_one_line_naming_it(tmp_path, make, message):
     root = tmp_path / "bad"
     make(root)
     with pytest.raises(ValueError, match=message):
         imagefolder.read_imagefolder(root, "train")
+
+
+def test_a_file_name_that_is_not_utf8_is_an_error_row_naming_it_not_an_empty_results_csv(folder, tmp_path, capsys):
+    open(os.fsencode(folder / "dog") + b"/bad\xff.jpg", "wb").close()
+    out = tmp_path / "run"
+    cli.main(["compare", "--source", f"imagefolder:{folder}", "--pipelines", "dataloader", "--image-size", "64",
+              "--batch-size", "4", "--modes", "loader", "--steps", "1", "--warmup", "1", "--repeats", "1",
+              "--processes", "1", "--no-isolate", "--workers", "0", "--out", str(out)])
+    df = pd.read_csv(out / "results.csv")
+    assert df.status.tolist() == ["error"]
+    assert df.error[0] == f"ValueError: {folder}/dog/bad\\xff.jpg: a name that is not UTF-8: rename it"
+    capsys.readouterr()
 
 
 def test_a_test_split_needs_train_and_val_folders(folder, tmp_path):

@@ -8,12 +8,14 @@ first samples in class-interleaved order (the first file of every class, then th
 a small subset still holds every class.
 
 Every file is checked up front, and a folder that cannot be used is a one-line ValueError naming
-the file or folder: no class folders, an empty class, a file that is not a JPEG (by its first
-bytes), a header PIL cannot read, more classes than the models' outputs.
+the file or folder (its name's bytes that are not UTF-8 escaped, `shown`): no class folders, an
+empty class, a name that is not UTF-8 (rename it), a file that is not a JPEG (by its first bytes), a
+header PIL cannot read, more classes than the models' outputs.
 """
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import numpy as np
@@ -26,20 +28,34 @@ JPEG_MAGIC = b"\xff\xd8\xff"
 VAL_FOLDERS = ("val", "test")
 
 
+def shown(path: str | Path) -> str:
+    """`path` as text to print or write: bytes of its name that are not UTF-8 as `\\xff` escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _utf8_named(path: Path) -> Path:
+    """`path`, whose name must be UTF-8: the files' names end up in messages and result rows."""
+    try:
+        path.name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{shown(path)}: a name that is not UTF-8: rename it") from None
+    return path
+
+
 def split_folder(root: str | Path, split: str) -> Path:
     """The folder of `split` under `root` (module docstring)."""
     root = Path(root)
     if not root.is_dir():
-        raise ValueError(f"imagefolder {root}: no such folder")
+        raise ValueError(f"imagefolder {shown(root)}: no such folder")
     if (root / "train").is_dir():
         if split == "train":
             return root / "train"
         for name in VAL_FOLDERS:
             if (root / name).is_dir():
                 return root / name
-        raise ValueError(f"imagefolder {root}: has train/ but no val/ or test/ for the test split")
+        raise ValueError(f"imagefolder {shown(root)}: has train/ but no val/ or test/ for the test split")
     if split == "test":
-        raise ValueError(f"imagefolder {root}: one folder of classes is the train split only; for a test split "
+        raise ValueError(f"imagefolder {shown(root)}: one folder of classes is the train split only; for a test split "
                          "put the classes under train/ and val/")
     return root
 
@@ -47,17 +63,18 @@ def split_folder(root: str | Path, split: str) -> Path:
 def read_imagefolder(root: str | Path, split: str, max_samples: int | None = None):
     """(JpegSet, labels int64, heights, widths, class names) of `split` (module docstring)."""
     folder = split_folder(root, split)
-    classes = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    classes = sorted(_utf8_named(p) for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not classes:
-        raise ValueError(f"imagefolder {folder}: no class folders in it (expected {folder}/<class>/<image>.jpg)")
+        raise ValueError(f"imagefolder {shown(folder)}: no class folders in it (expected {shown(folder)}/<class>/"
+                         "<image>.jpg)")
     if len(classes) > NUM_CLASSES:
-        raise ValueError(f"imagefolder {folder}: {len(classes)} classes; the models here have {NUM_CLASSES} "
+        raise ValueError(f"imagefolder {shown(folder)}: {len(classes)} classes; the models here have {NUM_CLASSES} "
                          f"outputs: use at most {NUM_CLASSES}")
     files = []
     for label, cls in enumerate(classes):
-        found = sorted(p for p in cls.iterdir() if p.is_file() and not p.name.startswith("."))
+        found = sorted(_utf8_named(p) for p in cls.iterdir() if p.is_file() and not p.name.startswith("."))
         if not found:
-            raise ValueError(f"imagefolder {cls}: an empty class (no files in it)")
+            raise ValueError(f"imagefolder {shown(cls)}: an empty class (no files in it)")
         files.append([(path, label) for path in found])
     order = [item for k in range(max(map(len, files))) for group in files if k < len(group) for item in group[k:k + 1]]
     if max_samples is not None:
@@ -66,12 +83,12 @@ def read_imagefolder(root: str | Path, split: str, max_samples: int | None = Non
     for path, _ in order:
         data = path.read_bytes()
         if not data.startswith(JPEG_MAGIC):
-            raise ValueError(f"{path}: not a JPEG file (the pipelines here decode JPEG only)")
+            raise ValueError(f"{shown(path)}: not a JPEG file (the pipelines here decode JPEG only)")
         try:
             with Image.open(io.BytesIO(data)) as image:
                 width, height = image.size
         except OSError as e:
-            raise ValueError(f"{path}: an unreadable JPEG ({e})") from None
+            raise ValueError(f"{shown(path)}: an unreadable JPEG ({e})") from None
         chunks.append(np.frombuffer(data, dtype=np.uint8))
         heights.append(height)
         widths.append(width)
