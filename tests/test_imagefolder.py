@@ -28,6 +28,15 @@ def jpeg(path, size=(300, 200), seed=0) -> None:
     Image.fromarray(small).resize(size, Image.Resampling.BICUBIC).save(path, format="JPEG", quality=90)
 
 
+def bomb(path, side=20000) -> None:
+    """A small JPEG whose header claims side x side pixels."""
+    jpeg(path, size=(16, 16))
+    data = bytearray(path.read_bytes())
+    start = data.find(b"\xff\xc0") + 5   # baseline SOF: length, precision, then height and width
+    data[start:start + 4] = side.to_bytes(2, "big") * 2
+    path.write_bytes(bytes(data))
+
+
 @pytest.fixture
 def folder(tmp_path):
     """Three classes of 4, 3 and 5 JPEGs of assorted sizes."""
@@ -55,6 +64,8 @@ def test_a_folder_of_classes_is_read_in_class_interleaved_order(folder):
      r"b\.png: not a JPEG file"),
     (lambda root: (root / "cat").mkdir(parents=True) or (root / "cat" / "a.jpg").write_bytes(b"\xff\xd8\xffjunk"),
      r"a\.jpg: an unreadable JPEG"),
+    (lambda root: bomb(root / "cat" / "big.jpg"),
+     r"/cat/big\.jpg: its header says 20000 x 20000 px, over PIL's decompression-bomb bound of \d+ pixels: remove it"),
     (lambda root: [jpeg(root / f"c{k:02d}" / "a.jpg") for k in range(11)], "11 classes; the models here have 10"),
     (lambda root: (jpeg(root / "cat" / "a.jpg"), open(os.fsencode(root / "cat") + b"/bad\xff.jpg", "wb").close()),
      r"/cat/bad\\xff\.jpg: a name that is not UTF-8: rename it$"),
@@ -195,8 +206,9 @@ def test_timm_stages_photographs_as_uint8_crops_and_normalizes_them_in_the_contr
     assert timm.loader is None   # released: its persistent workers shut down
 
 
-@pytest.mark.parametrize("name", ["dataloader", "timm"])
-def test_a_photograph_that_does_not_decode_is_named_by_its_sample(folder, name):
+@pytest.mark.parametrize("name", ["dataloader", "timm", "tvjpeg", "torchcodec", "dali", "ffcv"])
+def test_a_photograph_that_does_not_decode_is_named_by_its_file_to_remove_or_re_encode(folder, name):
+    """Your own file, named, and what to do with it: never "the JPEG copy" or `pipebench prepare`."""
     reason = pipelines.available()[name]
     if reason:
         pytest.skip(reason)
@@ -204,11 +216,12 @@ def test_a_photograph_that_does_not_decode_is_named_by_its_sample(folder, name):
     path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 2])   # cut short: its header still reads
     config = PipelineConfig(source=f"imagefolder:{folder}", image_size=64, batch_size=4, device="cpu",
                             num_workers=0, last_batch="partial")
-    with pipelines.build(name, config) as loader, pytest.raises(ValueError) as caught:
+    with pytest.raises(ValueError) as caught, pipelines.build(name, config) as loader:
         for _ in loader:
             pass
-    assert str(caught.value).startswith("sample 2 of the train JPEG copy cannot be decoded (")
-    assert str(caught.value).endswith("): rebuild it with `pipebench prepare`") and "\n" not in str(caught.value)
+    said = str(caught.value)
+    assert said.startswith(f"{path}: cannot be decoded (") and "sample 2 of the train split" in said
+    assert said.endswith("): remove it, or re-encode it from its original") and "\n" not in said
 
 
 GPU = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))

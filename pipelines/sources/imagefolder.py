@@ -10,7 +10,9 @@ a small subset still holds every class.
 Every file is checked up front, and a folder that cannot be used is a one-line ValueError naming
 the file or folder (its name's bytes that are not UTF-8 escaped, `shown`): no class folders, an
 empty class, a name that is not UTF-8 (rename it), a file that is not a JPEG (by its first bytes), a
-header PIL cannot read, more classes than the models' outputs.
+header PIL cannot read or one claiming more pixels than PIL's decompression-bomb bound (read before
+anything is decoded, `jpeg_size`), more classes than the models' outputs. A file that does not
+decode is named later, by the pipeline that decodes it (`JpegSet.paths`).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import os
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
+from PIL import Image, JpegImagePlugin
 
 from ..config import NUM_CLASSES
 from .jpeg import JpegSet
@@ -40,6 +42,24 @@ def _utf8_named(path: Path) -> Path:
     except UnicodeEncodeError:
         raise ValueError(f"{shown(path)}: a name that is not UTF-8: rename it") from None
     return path
+
+
+def jpeg_size(path: str | Path, data: bytes) -> tuple[int, int]:
+    """(width, height) from the header of JPEG file `path`, whose bytes are `data`, not decoded;
+    a one-line ValueError naming the file if it is not a JPEG, its header does not read, or it
+    claims more pixels than PIL's decompression-bomb bound (`Image.MAX_IMAGE_PIXELS`)."""
+    if not data.startswith(JPEG_MAGIC):
+        raise ValueError(f"{shown(path)}: not a JPEG file (the pipelines here decode JPEG only)")
+    try:   # the plugin's own class reads the header alone: Image.open's bomb check would not say the size
+        with JpegImagePlugin.JpegImageFile(io.BytesIO(data)) as image:
+            width, height = image.size
+    except (OSError, SyntaxError) as e:
+        raise ValueError(f"{shown(path)}: an unreadable JPEG ({e})") from None
+    bound = Image.MAX_IMAGE_PIXELS
+    if bound is not None and width * height > bound:
+        raise ValueError(f"{shown(path)}: its header says {width} x {height} px, over PIL's decompression-bomb "
+                         f"bound of {bound} pixels: remove it, or re-encode it smaller")
+    return width, height
 
 
 def split_folder(root: str | Path, split: str) -> Path:
@@ -82,18 +102,12 @@ def read_imagefolder(root: str | Path, split: str, max_samples: int | None = Non
     chunks, heights, widths = [], [], []
     for path, _ in order:
         data = path.read_bytes()
-        if not data.startswith(JPEG_MAGIC):
-            raise ValueError(f"{shown(path)}: not a JPEG file (the pipelines here decode JPEG only)")
-        try:
-            with Image.open(io.BytesIO(data)) as image:
-                width, height = image.size
-        except OSError as e:
-            raise ValueError(f"{shown(path)}: an unreadable JPEG ({e})") from None
+        width, height = jpeg_size(path, data)
         chunks.append(np.frombuffer(data, dtype=np.uint8))
         heights.append(height)
         widths.append(width)
     offsets = np.zeros(len(chunks) + 1, dtype=np.int64)
     np.cumsum([len(c) for c in chunks], out=offsets[1:])
-    jpeg = JpegSet(np.concatenate(chunks), offsets, 0)   # quality 0: files as given
+    jpeg = JpegSet(np.concatenate(chunks), offsets, 0, tuple(shown(path) for path, _ in order))   # quality 0: as given
     labels = np.array([label for _, label in order], dtype=np.int64)
     return jpeg, labels, np.array(heights), np.array(widths), [c.name for c in classes]
