@@ -6,9 +6,9 @@ to its size before the block and `WriteFailed` says so in one line: a configurat
 whole or not at all, so a resumed sweep never counts part of one; a file that no block reached is
 not left behind empty. Text that is not UTF-8 (a file name's bytes) is written escaped (`\\udcff`).
 A killed run leaves at most a torn last line: `read_rows` drops it with a warning and the next
-writer moves it aside to `results.csv.torn` before appending. A file from an older version is moved to the current columns
-through a new file and `os.replace`, never rewritten in place; a CSV that is not pipebench's is
-refused. Errors are kept on one line. A window that cannot count (`Window.rejected`: it delivered
+writer moves it aside to `results.csv.torn` before appending. A file from an older version is moved
+to the current columns through a new file and `os.replace`, never rewritten in place; a CSV that is
+not pipebench's is refused. Errors are kept on one line. A window that cannot count (`Window.rejected`: it delivered
 more than its busy step allows) is a row with `status="rejected"` and the reason. A configuration that fails becomes a row with
 `status="error"` and the exception in `error`; one that cannot run here (a missing optional
 dependency) becomes `status="skipped"` with the reason; a stage the pipeline does not have becomes

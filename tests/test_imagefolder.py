@@ -69,7 +69,8 @@ def test_a_folder_of_classes_is_read_in_class_interleaved_order(folder):
     (lambda root: [jpeg(root / f"c{k:02d}" / "a.jpg") for k in range(11)], "11 classes; the models here have 10"),
     (lambda root: (jpeg(root / "cat" / "a.jpg"), open(os.fsencode(root / "cat") + b"/bad\xff.jpg", "wb").close()),
      r"/cat/bad\\xff\.jpg: a name that is not UTF-8: rename it$"),
-    (lambda root: jpeg(Path(os.fsdecode(os.fsencode(root) + b"/c\xe9t")) / "a.jpg"), r"/bad/c\\xe9t: a name that is not"),
+    (lambda root: jpeg(Path(os.fsdecode(os.fsencode(root) + b"/c\xe9t")) / "a.jpg"),
+     r"/bad/c\\xe9t: a name that is not"),
 ])
 def test_what_cannot_be_read_is_one_line_naming_it(tmp_path, make, message):
     root = tmp_path / "bad"
