@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +90,18 @@ def test_a_file_name_that_is_not_utf8_is_an_error_row_naming_it_not_an_empty_res
     assert df.status.tolist() == ["error"]
     assert df.error[0] == f"ValueError: {folder}/dog/bad\\xff.jpg: a name that is not UTF-8: rename it"
     capsys.readouterr()
+
+
+def test_a_folder_whose_path_is_not_utf8_is_measured_and_recorded_escaped(folder, tmp_path, monkeypatch):
+    renamed = os.fsdecode(os.fsencode(tmp_path) + b"/m\xffne")
+    os.rename(folder, renamed)
+    monkeypatch.setattr(sys, "stderr", io.TextIOWrapper(io.BytesIO(), errors="backslashreplace"))   # Python's own
+    out = tmp_path / "run"
+    cli.main(["compare", "--source", f"imagefolder:{renamed}", "--pipelines", "dataloader", "--image-size", "64",
+              "--batch-size", "4", "--modes", "loader", "--steps", "1", "--warmup", "1", "--repeats", "1",
+              "--processes", "1", "--no-isolate", "--workers", "0", "--out", str(out)])
+    assert pd.read_csv(out / "results.csv").status.tolist() == ["ok"]
+    assert f"'imagefolder:{tmp_path}/m\\udcffne'" in (out / "COMMAND.txt").read_text()
 
 
 def test_a_test_split_needs_train_and_val_folders(folder, tmp_path):
