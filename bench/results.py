@@ -3,11 +3,12 @@
 The rows of one configuration are appended as one block (`CsvWriter.write_block`: one append-only
 descriptor, short writes continued, then `fsync`); if that fails (a full disk), the file is cut back
 to its size before the block and `WriteFailed` says so in one line: a configuration is in the file
-whole or not at all, so a resumed sweep never counts part of one. A killed run leaves at most a
-torn last line: `read_rows` drops it with a warning and the next writer moves it aside to
-`results.csv.torn` before appending. A file from an older version is moved to the current columns
-through a new file and `os.replace`, never rewritten in place; a CSV that is not pipebench's is
-refused. Errors are kept on one line. A window that cannot count (`Window.rejected`: it delivered
+whole or not at all, so a resumed sweep never counts part of one; a file that no block reached is
+not left behind empty. Text that is not UTF-8 (a file name's bytes) is written escaped (`\\udcff`).
+A killed run leaves at most a torn last line: `read_rows` drops it with a warning and the next
+writer moves it aside to `results.csv.torn` before appending. A file from an older version is moved
+to the current columns through a new file and `os.replace`, never rewritten in place; a CSV that is
+not pipebench's is refused. Errors are kept on one line. A window that cannot count (`Window.rejected`: it delivered
 more than its busy step allows) is a row with `status="rejected"` and the reason. A configuration that fails becomes a row with
 `status="error"` and the exception in `error`; one that cannot run here (a missing optional
 dependency) becomes `status="skipped"` with the reason; a stage the pipeline does not have becomes
@@ -367,16 +368,20 @@ class CsvWriter:
         is cut back to its size before them and WriteFailed says why: whole or not at all."""
         now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         frame = pd.DataFrame([{**row, **self.stamp, "timestamp": now} for row in rows]).reindex(columns=self.columns)
+        text = frame.to_csv(index=False, lineterminator="\n").encode("utf-8", "backslashreplace")   # a name's
+        body = text[text.index(b"\n") + 1:]                                       # bytes that are not UTF-8: escaped
         fd = size = None
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             size = os.fstat(fd).st_size
-            _write_all(fd, frame.to_csv(header=size == 0, index=False, lineterminator="\n").encode())
+            _write_all(fd, text if size == 0 else body)
             os.fsync(fd)
         except OSError as e:
             if size is not None:
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, size)
+                    if size == 0:   # no row was written: no empty results.csv either
+                        os.unlink(self.path)
             raise WriteFailed(f"cannot write to {self.path} ({e.strerror or e}): every finished configuration's "
                               "rows are kept, none of this one's") from e
         finally:

@@ -486,7 +486,7 @@ class DaliPipeline(Pipeline):
         window = self._upcoming(c.dali_queue_depth + 2)
         size = None if self.data.images is None else self.data.images.shape[1]   # photographs: any size
         bad = undecodable_jpeg(self.data.jpeg, np.concatenate(window), size) if window else None
-        return None if bad is None else undecodable_sample(c.split, *bad)
+        return None if bad is None else undecodable_sample(c.split, *bad, paths=self.data.jpeg.paths)
 
     def _upcoming(self, count: int) -> list[np.ndarray]:
         """The sample indices of the external source's next `count` DALI batches, from the one due

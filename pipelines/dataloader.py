@@ -58,7 +58,8 @@ class _Samples(SharedArrays, torch.utils.data.Dataset):
     def __init__(self, data, size: int, pad: int | None, split: str, decoder: str = "pil"):
         self.images = data.images if data.jpeg is None else None   # workers receive only what they read
         self.labels = data.labels
-        self.jpeg, self.offsets = (data.jpeg.data, data.jpeg.offsets) if data.jpeg is not None else (None, None)
+        self.jpeg, self.offsets, self.paths = ((data.jpeg.data, data.jpeg.offsets, data.jpeg.paths)
+                                               if data.jpeg is not None else (None, None, None))
         self.size, self.pad, self.split, self.tensors = size, pad, split, decoder == "tensor"
 
     def __len__(self) -> int:
@@ -74,7 +75,7 @@ class _Samples(SharedArrays, torch.utils.data.Dataset):
                 else:
                     image = Image.open(io.BytesIO(file)).convert("RGB")
             except (OSError, RuntimeError) as e:   # name the sample, not just the codec's complaint
-                raise undecodable_sample(self.split, index, str(e)) from None
+                raise undecodable_sample(self.split, index, str(e), paths=self.paths) from None
         else:
             image = Image.fromarray(self.images[index])
         if len(box) == 4:   # a photograph: RandomResizedCrop's (or eval's) box, resized

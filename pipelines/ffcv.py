@@ -42,8 +42,9 @@ FFCV does not pass it on.
 The `.beton`: `<cache_root or the photo folder's parent>/ffcv-<folder>-<hash of its
 path>/<split>-<samples>/data.beton`, written while the pipeline is built (outside every timer)
 and again when the split's files, labels or the write settings change (FFCV.json records them).
-FFCV's writer waits for its worker processes without a timeout: a photograph that cannot be
-decoded ends that worker and stalls the write (the suite's photo sets decode).
+FFCV's writer waits for its worker processes without a timeout, and an error ends a worker: a
+photograph that cannot be decoded is written as a 1 x 1 stand-in, and once the writer ends the
+first such file is a one-line error naming it (`jpeg_errors.undecodable_sample`); no `.beton` is kept.
 
 CIFAR's sources are refused: FFCV's CIFAR example augments otherwise (translate and cutout), and
 the suite's CIFAR pipelines all cut the one epoch plan's crops. One process reads the whole split
@@ -63,6 +64,7 @@ import importlib.metadata
 import importlib.util
 import io
 import json
+import multiprocessing
 import queue
 import zlib
 from pathlib import Path
@@ -73,6 +75,7 @@ from PIL import Image
 
 from .config import MEAN, STD
 from .contract import Pipeline, Stages
+from .jpeg_errors import undecodable_sample
 from .kernels import normalize
 from .options import NUM_WORKERS, Option
 from .sources.cache import note, writing
@@ -106,17 +109,40 @@ BETON, META = "data.beton", "FFCV.json"
 
 class _Photos:
     """The split's photographs as FFCV's writer reads them: (RGB uint8 H x W x 3, label), decoded
-    by PIL from the bytes in memory, which the forked writer processes share."""
+    by PIL from the bytes in memory, which the forked writer processes share. One that does not
+    decode is a 1 x 1 stand-in (a writer process that raised would stall the writer), the lowest
+    such index kept for `undecodable` to name."""
 
     def __init__(self, data):
-        self.jpeg, self.labels = data.jpeg, data.labels
+        self.jpeg, self.labels, self.split = data.jpeg, data.labels, data.split
+        self.first_bad = multiprocessing.Value("q", len(data))   # shared with the writer's processes
 
     def __len__(self) -> int:
         return len(self.labels)
 
-    def __getitem__(self, i: int):
+    def _decode(self, i: int) -> np.ndarray:
         with Image.open(io.BytesIO(self.jpeg[i])) as image:
-            return np.asarray(image.convert("RGB")), int(self.labels[i])
+            return np.asarray(image.convert("RGB"))
+
+    def __getitem__(self, i: int):
+        try:
+            image = self._decode(i)
+        except OSError:
+            with self.first_bad.get_lock():
+                self.first_bad.value = min(self.first_bad.value, i)
+            image = np.zeros((1, 1, 3), np.uint8)
+        return image, int(self.labels[i])
+
+    def undecodable(self) -> ValueError | None:
+        """The error naming the first photograph that did not decode, None if all did."""
+        i = self.first_bad.value
+        if i == len(self):
+            return None
+        try:
+            self._decode(i)
+        except OSError as e:
+            return undecodable_sample(self.split, i, str(e), paths=self.jpeg.paths)
+        return None
 
 
 def beton_folder(config, samples: int) -> Path:
@@ -152,7 +178,11 @@ def prepare_beton(config, data) -> Path:
                                          compress_probability=config.ffcv_jpeg_share, jpeg_quality=JPEG_QUALITY),
                   "label": IntField()}
         writer = DatasetWriter(str(tmp / BETON), fields, num_workers=max(1, config.num_workers))
-        writer.from_indexed_dataset(_Photos(data), chunksize=CHUNK_SIZE)
+        photos = _Photos(data)
+        writer.from_indexed_dataset(photos, chunksize=CHUNK_SIZE)
+        bad = photos.undecodable()
+        if bad is not None:
+            raise bad
         (tmp / META).write_text(json.dumps({"made_from": made_from, "source": config.photo_folder}, indent=1))
     return final / BETON
 

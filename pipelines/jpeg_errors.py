@@ -1,6 +1,8 @@
 """Naming the sample whose JPEG does not decode: a decoder's own error names no file, so the JPEG
 pipelines look for the first undecodable one on their error path (`undecodable_jpeg`) and say
-which sample of which split it is (`undecodable_sample`).
+which sample of which split it is (`undecodable_sample`): for the suite's own JPEG copy, rebuild it;
+for photographs of your own (`imagefolder:PATH`, whose `JpegSet.paths` name their files), the file,
+to remove or re-encode.
 """
 from __future__ import annotations
 
@@ -42,6 +44,12 @@ def undecodable_jpeg(files, indices, side: int | None = None) -> tuple[int, str]
 
 
 def undecodable_sample(split: str, index: int, reason: str, copy: str = "JPEG copy",
-                       remedy: str = "rebuild it with `pipebench prepare`") -> ValueError:
-    """The one-line error naming a sample of the JPEG copy that cannot be decoded, and what to do."""
+                       remedy: str = "rebuild it with `pipebench prepare`",
+                       paths: tuple[str, ...] | None = None) -> ValueError:
+    """The one-line error naming a sample that cannot be decoded, and what to do: of the JPEG copy
+    (`copy`, `remedy`), or, given the `paths` of the files the samples were read from (a folder of
+    your photographs), the file itself."""
+    if paths is not None:
+        return ValueError(f"{paths[index]}: cannot be decoded ({reason}; sample {index} of the {split} split): "
+                          "remove it, or re-encode it from its original")
     return ValueError(f"sample {index} of the {split} {copy} cannot be decoded ({reason}): {remedy}")

@@ -83,6 +83,7 @@ class _Photos(SharedArrays, torch.utils.data.Dataset):
 
     def __init__(self, data, size: int, split: str):
         self.jpeg, self.offsets, self.labels, self.split = data.jpeg.data, data.jpeg.offsets, data.labels, split
+        self.paths = data.jpeg.paths
         self.crop = RandomResizedCropAndInterpolation(size, interpolation=INTERPOLATION)   # its size and mode
         self.to_uint8 = MaybePILToTensor()
 
@@ -95,7 +96,7 @@ class _Photos(SharedArrays, torch.utils.data.Dataset):
         try:   # timm's ImageDataset: Image.open, then convert (which decodes)
             image = Image.open(io.BytesIO(file)).convert("RGB")
         except OSError as e:   # name the sample, not just PIL's complaint
-            raise undecodable_sample(self.split, index, str(e)) from None
+            raise undecodable_sample(self.split, index, str(e), paths=self.paths) from None
         image = F.resized_crop(image, y, x, h, w, self.crop.size, self.crop.interpolation)
         if flip:   # transforms.RandomHorizontalFlip's work
             image = F.hflip(image)

@@ -197,7 +197,7 @@ class TorchvisionJpegPipeline(Pipeline):
             bad = undecodable_jpeg(self.data.jpeg, index, None if self.photographs else self.data.images.shape[1])
             if bad is None:
                 raise
-            raise undecodable_sample(self.config.split, *bad) from None
+            raise undecodable_sample(self.config.split, *bad, paths=self.data.jpeg.paths) from None
         return crop_normalize(pixels, torch.arange(n, device=self.device), draws, self.config, start)
 
     def _stages(self) -> Stages:

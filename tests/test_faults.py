@@ -199,3 +199,18 @@ def test_a_folder_name_cannot_make_a_link_of_its_own_in_the_readme(tmp_path):
     report.write([tmp_path / "run" / "results.csv"], out, readme)
     text = readme.read_text()
     assert "](javascript:" not in text and "](x%5D%28javascript%3Aalert%281%29%29/REPORT.md)" in text
+
+
+def test_a_first_block_that_cannot_be_written_leaves_no_empty_results_csv(tmp_path, monkeypatch):
+    """Text that is not UTF-8 (a file name's bytes, as os.fsdecode gives them) is written escaped;
+    a failure before any row landed leaves no 0-byte results.csv behind."""
+    from tests.test_runner import no_space, results_write
+    path = tmp_path / "results.csv"
+    writer = results.CsvWriter(path, {}, run_id="r")
+    monkeypatch.setattr(os, "write", results_write(no_space))
+    with pytest.raises(results.WriteFailed, match="No space left on device"):
+        writer.write({"pipeline": "dataloader", "mode": "loader", "status": "error", "error": "x"})
+    assert not path.exists()
+    monkeypatch.undo()
+    writer.write({"pipeline": "dataloader", "mode": "loader", "status": "error", "error": os.fsdecode(b"bad\xff.jpg")})
+    assert pd.read_csv(path).error.tolist() == ["bad\\udcff.jpg"]

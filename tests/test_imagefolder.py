@@ -3,6 +3,9 @@ crops by the pipelines that read photographs, refused by the others, and compare
 from __future__ import annotations
 
 import io
+import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -24,6 +27,15 @@ def jpeg(path, size=(300, 200), seed=0) -> None:
     small = rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)
     path.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(small).resize(size, Image.Resampling.BICUBIC).save(path, format="JPEG", quality=90)
+
+
+def bomb(path, side=20000) -> None:
+    """A small JPEG whose header claims side x side pixels."""
+    jpeg(path, size=(16, 16))
+    data = bytearray(path.read_bytes())
+    start = data.find(b"\xff\xc0") + 5   # baseline SOF: length, precision, then height and width
+    data[start:start + 4] = side.to_bytes(2, "big") * 2
+    path.write_bytes(bytes(data))
 
 
 @pytest.fixture
@@ -53,13 +65,43 @@ def test_a_folder_of_classes_is_read_in_class_interleaved_order(folder):
      r"b\.png: not a JPEG file"),
     (lambda root: (root / "cat").mkdir(parents=True) or (root / "cat" / "a.jpg").write_bytes(b"\xff\xd8\xffjunk"),
      r"a\.jpg: an unreadable JPEG"),
+    (lambda root: bomb(root / "cat" / "big.jpg"),
+     r"/cat/big\.jpg: its header says 20000 x 20000 px, over PIL's decompression-bomb bound of \d+ pixels: remove it"),
     (lambda root: [jpeg(root / f"c{k:02d}" / "a.jpg") for k in range(11)], "11 classes; the models here have 10"),
+    (lambda root: (jpeg(root / "cat" / "a.jpg"), open(os.fsencode(root / "cat") + b"/bad\xff.jpg", "wb").close()),
+     r"/cat/bad\\xff\.jpg: a name that is not UTF-8: rename it$"),
+    (lambda root: jpeg(Path(os.fsdecode(os.fsencode(root) + b"/c\xe9t")) / "a.jpg"),
+     r"/bad/c\\xe9t: a name that is not"),
 ])
 def test_what_cannot_be_read_is_one_line_naming_it(tmp_path, make, message):
     root = tmp_path / "bad"
     make(root)
     with pytest.raises(ValueError, match=message):
         imagefolder.read_imagefolder(root, "train")
+
+
+def test_a_file_name_that_is_not_utf8_is_an_error_row_naming_it_not_an_empty_results_csv(folder, tmp_path, capsys):
+    open(os.fsencode(folder / "dog") + b"/bad\xff.jpg", "wb").close()
+    out = tmp_path / "run"
+    cli.main(["compare", "--source", f"imagefolder:{folder}", "--pipelines", "dataloader", "--image-size", "64",
+              "--batch-size", "4", "--modes", "loader", "--steps", "1", "--warmup", "1", "--repeats", "1",
+              "--processes", "1", "--no-isolate", "--workers", "0", "--out", str(out)])
+    df = pd.read_csv(out / "results.csv")
+    assert df.status.tolist() == ["error"]
+    assert df.error[0] == f"ValueError: {folder}/dog/bad\\xff.jpg: a name that is not UTF-8: rename it"
+    capsys.readouterr()
+
+
+def test_a_folder_whose_path_is_not_utf8_is_measured_and_recorded_escaped(folder, tmp_path, monkeypatch):
+    renamed = os.fsdecode(os.fsencode(tmp_path) + b"/m\xffne")
+    os.rename(folder, renamed)
+    monkeypatch.setattr(sys, "stderr", io.TextIOWrapper(io.BytesIO(), errors="backslashreplace"))   # Python's own
+    out = tmp_path / "run"
+    cli.main(["compare", "--source", f"imagefolder:{renamed}", "--pipelines", "dataloader", "--image-size", "64",
+              "--batch-size", "4", "--modes", "loader", "--steps", "1", "--warmup", "1", "--repeats", "1",
+              "--processes", "1", "--no-isolate", "--workers", "0", "--out", str(out)])
+    assert pd.read_csv(out / "results.csv").status.tolist() == ["ok"]
+    assert f"'imagefolder:{tmp_path}/m\\udcffne'" in (out / "COMMAND.txt").read_text()
 
 
 def test_a_test_split_needs_train_and_val_folders(folder, tmp_path):
@@ -178,8 +220,9 @@ def test_timm_stages_photographs_as_uint8_crops_and_normalizes_them_in_the_contr
     assert timm.loader is None   # released: its persistent workers shut down
 
 
-@pytest.mark.parametrize("name", ["dataloader", "timm"])
-def test_a_photograph_that_does_not_decode_is_named_by_its_sample(folder, name):
+@pytest.mark.parametrize("name", ["dataloader", "timm", "tvjpeg", "torchcodec", "dali", "ffcv"])
+def test_a_photograph_that_does_not_decode_is_named_by_its_file_to_remove_or_re_encode(folder, name):
+    """Your own file, named, and what to do with it: never "the JPEG copy" or `pipebench prepare`."""
     reason = pipelines.available()[name]
     if reason:
         pytest.skip(reason)
@@ -187,11 +230,12 @@ def test_a_photograph_that_does_not_decode_is_named_by_its_sample(folder, name):
     path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 2])   # cut short: its header still reads
     config = PipelineConfig(source=f"imagefolder:{folder}", image_size=64, batch_size=4, device="cpu",
                             num_workers=0, last_batch="partial")
-    with pipelines.build(name, config) as loader, pytest.raises(ValueError) as caught:
+    with pytest.raises(ValueError) as caught, pipelines.build(name, config) as loader:
         for _ in loader:
             pass
-    assert str(caught.value).startswith("sample 2 of the train JPEG copy cannot be decoded (")
-    assert str(caught.value).endswith("): rebuild it with `pipebench prepare`") and "\n" not in str(caught.value)
+    said = str(caught.value)
+    assert said.startswith(f"{path}: cannot be decoded (") and "sample 2 of the train split" in said
+    assert said.endswith("): remove it, or re-encode it from its original") and "\n" not in said
 
 
 GPU = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))

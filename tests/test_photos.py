@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from pipelines.sources import photos
+from tests.test_imagefolder import bomb
 
 
 @pytest.fixture
@@ -72,6 +73,19 @@ def test_what_cannot_be_used_is_one_line(tmp_path, monkeypatch):
         photos.make_photos(tmp_path / "set", 3, photos_from=tmp_path / "bad")
     with pytest.raises(ValueError, match=r"^count=0: expected an integer >= 1$"):
         photos.make_photos(tmp_path / "set", 0, photos_from=tmp_path / "bad")
+    with pytest.raises(ValueError, match=r"missing: no such folder$"):
+        photos.make_photos(tmp_path / "set", 3, photos_from=tmp_path / "missing")
+    (tmp_path / "eleven").mkdir()
+    for k in range(11):
+        Image.new("RGB", (64, 48), (20 * k, 0, 0)).save(tmp_path / "eleven" / f"{k:02d}.png")
+    with pytest.raises(ValueError, match=r"eleven: 11 photographs would make 11 classes; the models here have 10 "
+                                         r"outputs: use at most 10$"):
+        photos.make_photos(tmp_path / "set", 3, photos_from=tmp_path / "eleven")
+    (tmp_path / "bomb").mkdir()
+    bomb(tmp_path / "bomb" / "big.jpg")
+    with pytest.raises(ValueError, match=r"big\.jpg: its header claims more pixels than PIL's decompression-bomb "
+                                         r"bound \(Image size \(400000000 pixels\)"):
+        photos.make_photos(tmp_path / "set", 3, photos_from=tmp_path / "bomb")
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "skimage" else real(name, *a))
     with pytest.raises(ValueError, match=r"pip install -e '\.\[photos\]'"):
@@ -93,3 +107,48 @@ def test_prepare_writes_the_photo_set_beside_the_data(own_photos, synthetic_root
     folder = synthetic_root / "photos-seed0"
     assert f"photos: {folder} (6 JPEGs in 3 classes" in out
     assert len(list(folder.rglob("*.jpg"))) == 6 and (folder / photos.META).is_file()
+
+
+def test_a_set_the_disk_cannot_hold_is_refused_before_anything_is_written(own_photos, tmp_path, monkeypatch):
+    usage = photos.shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(photos.shutil, "disk_usage", lambda path: usage._replace(free=10**6))
+    with pytest.raises(ValueError, match=r"^--photos 100: about 0\.0 GB \(\d+ kB a photograph\), 0\.0 GB free on "
+                                         rf"{tmp_path}: ask for fewer$"):
+        photos.make_photos(tmp_path / "set", 100, photos_from=own_photos)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
+    photos.make_photos(tmp_path / "set", 5, photos_from=own_photos)   # a few fit
+
+
+def test_photographs_are_made_a_few_at_a_time_not_all_queued_first(own_photos, tmp_path, monkeypatch):
+    submitted, peak = [], [0]
+
+    class Counting(photos.ThreadPoolExecutor):
+        def submit(self, *args, **kwargs):
+            submitted.append(super().submit(*args, **kwargs))
+            peak[0] = max(peak[0], sum(not f.done() for f in submitted))
+            return submitted[-1]
+
+    monkeypatch.setattr(photos, "ThreadPoolExecutor", Counting)
+    photos.make_photos(tmp_path / "set", 60, photos_from=own_photos)
+    assert len(submitted) == 60 and peak[0] <= 2 * len(photos.os.sched_getaffinity(0)) + 1
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["--photos", "0"], "argument --photos: '0': expected an integer >= 1"),
+    (["--photos", "1000000000", "--photos-from", "OWN"], "pipebench prepare: --photos 1000000000: about "),
+    (["--photos", "3", "--photos-from", "missing"], "pipebench prepare: missing: no such folder"),
+])
+def test_prepare_refuses_a_photo_set_it_cannot_make_in_one_line_before_writing_anything(own_photos, tmp_path, capsys,
+                                                                                        argv, said, monkeypatch):
+    from bench import cli
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "data"
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["prepare", "--data-root", str(root), *[str(own_photos) if a == "OWN" else a for a in argv]])
+    err = capsys.readouterr().err + (stop.value.code if isinstance(stop.value.code, str) else "")
+    lines = err.strip().splitlines()
+    assert said in lines[-1] and "Traceback" not in err and not root.exists()
+    if argv[1] == "0":   # as argparse refuses every flag: usage, then the line
+        assert stop.value.code == 2 and lines[0].startswith("usage: pipebench prepare")
+    else:
+        assert len(lines) == 1

@@ -15,10 +15,11 @@ from pipelines.options import LINE_LIMIT, clip
 
 def record(out: Path, command: list[str], env: dict | None = None, once: bool = False) -> None:
     """Append the command that wrote into `out` to its COMMAND.txt (and write environment.json);
-    `once`: not when the file already holds it (a report made again writes the same files)."""
+    `once`: not when the file already holds it (a report made again writes the same files). Bytes
+    of an argument that are not UTF-8 (a path's) are written escaped (`\\udcff`)."""
     if env is not None:
         (out / "environment.json").write_text(json.dumps(env, indent=2) + "\n")
-    line = shlex.join(command)
+    line = shlex.join(command).encode("utf-8", "backslashreplace").decode()
     path = out / "COMMAND.txt"
     if once and path.is_file() and line in path.read_text().splitlines():
         return

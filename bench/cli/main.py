@@ -86,7 +86,12 @@ def _command(argv: list[str]) -> int:
     elif args.command == "stability":
         return run_stability(args, argv)
     elif args.command == "prepare":
+        final = Path(args.data_root) / f"photos-seed{args.data_seed}"
         try:   # bad data, a folder that cannot be written: one line, no traceback
+            found = None
+            if args.photos:   # a photo set that cannot be made: refused before anything is written
+                found = photos.source_photos(args.photos_from)
+                photos.check_room(final, args.photos, args.data_seed, found)
             config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed,
                                     cache_root=args.cache_dir)
             source, folder = sources.resolve_folder(config)
@@ -100,11 +105,10 @@ def _command(argv: list[str]) -> int:
               f"JPEG q{args.jpeg_quality}: {jpeg} (checksums match JPEG.json; "
               f"mean {len(sizes.data) / len(sizes):.0f} B per train image)")
         if args.photos:
-            final = Path(args.data_root) / f"photos-seed{args.data_seed}"
             try:
                 with tqdm(total=args.photos, unit="photo", desc="photo set") as bar:
-                    meta = photos.make_photos(final, args.photos, args.data_seed, args.photos_from,
-                                              progress=lambda: bar.update())
+                    meta = photos.make_photos(final, args.photos, args.data_seed, progress=lambda: bar.update(),
+                                              photos=found)
             except (OSError, ValueError) as e:
                 raise SystemExit(f"pipebench prepare: {e}") from None
             print(f"photos: {final} ({meta['count']} JPEGs in {len(meta['sources'])} classes; mean "

@@ -365,10 +365,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands["prepare"]
     _add_data_args(p)
     p.add_argument("--jpeg-quality", type=int, default=90, help="JPEG quality (default: 90)")
-    p.add_argument("--photos", type=_positive(int, 0), default=0,
+    p.add_argument("--photos", type=_positive(int),
                    help="also write a set of N photographs like ImageNet's (ImageFolder layout, labels = the "
                         "source photograph) to DATA_ROOT/photos-seed<--data-seed>, cut from scikit-image's "
-                        "bundled photographs (pip install -e '.[photos]') or from --photos-from (default: 0, none)")
+                        "bundled photographs (pip install -e '.[photos]') or from --photos-from (default: none)")
     p.add_argument("--photos-from", type=Path, help="a folder of your own JPEG / PNG photographs, one class each, "
                    "to cut the photo set from instead")
     p = commands["download"]

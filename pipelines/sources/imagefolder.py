@@ -8,16 +8,20 @@ first samples in class-interleaved order (the first file of every class, then th
 a small subset still holds every class.
 
 Every file is checked up front, and a folder that cannot be used is a one-line ValueError naming
-the file or folder: no class folders, an empty class, a file that is not a JPEG (by its first
-bytes), a header PIL cannot read, more classes than the models' outputs.
+the file or folder (its name's bytes that are not UTF-8 escaped, `shown`): no class folders, an
+empty class, a name that is not UTF-8 (rename it), a file that is not a JPEG (by its first bytes), a
+header PIL cannot read or one claiming more pixels than PIL's decompression-bomb bound (read before
+anything is decoded, `jpeg_size`), more classes than the models' outputs. A file that does not
+decode is named later, by the pipeline that decodes it (`JpegSet.paths`).
 """
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
+from PIL import Image, JpegImagePlugin
 
 from ..config import NUM_CLASSES
 from .jpeg import JpegSet
@@ -26,20 +30,52 @@ JPEG_MAGIC = b"\xff\xd8\xff"
 VAL_FOLDERS = ("val", "test")
 
 
+def shown(path: str | Path) -> str:
+    """`path` as text to print or write: bytes of its name that are not UTF-8 as `\\xff` escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _utf8_named(path: Path) -> Path:
+    """`path`, whose name must be UTF-8: the files' names end up in messages and result rows."""
+    try:
+        path.name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{shown(path)}: a name that is not UTF-8: rename it") from None
+    return path
+
+
+def jpeg_size(path: str | Path, data: bytes) -> tuple[int, int]:
+    """(width, height) from the header of JPEG file `path`, whose bytes are `data`, not decoded;
+    a one-line ValueError naming the file if it is not a JPEG, its header does not read, or it
+    claims more pixels than PIL's decompression-bomb bound (`Image.MAX_IMAGE_PIXELS`)."""
+    if not data.startswith(JPEG_MAGIC):
+        raise ValueError(f"{shown(path)}: not a JPEG file (the pipelines here decode JPEG only)")
+    try:   # the plugin's own class reads the header alone: Image.open's bomb check would not say the size
+        with JpegImagePlugin.JpegImageFile(io.BytesIO(data)) as image:
+            width, height = image.size
+    except (OSError, SyntaxError) as e:
+        raise ValueError(f"{shown(path)}: an unreadable JPEG ({e})") from None
+    bound = Image.MAX_IMAGE_PIXELS
+    if bound is not None and width * height > bound:
+        raise ValueError(f"{shown(path)}: its header says {width} x {height} px, over PIL's decompression-bomb "
+                         f"bound of {bound} pixels: remove it, or re-encode it smaller")
+    return width, height
+
+
 def split_folder(root: str | Path, split: str) -> Path:
     """The folder of `split` under `root` (module docstring)."""
     root = Path(root)
     if not root.is_dir():
-        raise ValueError(f"imagefolder {root}: no such folder")
+        raise ValueError(f"imagefolder {shown(root)}: no such folder")
     if (root / "train").is_dir():
         if split == "train":
             return root / "train"
         for name in VAL_FOLDERS:
             if (root / name).is_dir():
                 return root / name
-        raise ValueError(f"imagefolder {root}: has train/ but no val/ or test/ for the test split")
+        raise ValueError(f"imagefolder {shown(root)}: has train/ but no val/ or test/ for the test split")
     if split == "test":
-        raise ValueError(f"imagefolder {root}: one folder of classes is the train split only; for a test split "
+        raise ValueError(f"imagefolder {shown(root)}: one folder of classes is the train split only; for a test split "
                          "put the classes under train/ and val/")
     return root
 
@@ -47,17 +83,18 @@ def split_folder(root: str | Path, split: str) -> Path:
 def read_imagefolder(root: str | Path, split: str, max_samples: int | None = None):
     """(JpegSet, labels int64, heights, widths, class names) of `split` (module docstring)."""
     folder = split_folder(root, split)
-    classes = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    classes = sorted(_utf8_named(p) for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not classes:
-        raise ValueError(f"imagefolder {folder}: no class folders in it (expected {folder}/<class>/<image>.jpg)")
+        raise ValueError(f"imagefolder {shown(folder)}: no class folders in it (expected {shown(folder)}/<class>/"
+                         "<image>.jpg)")
     if len(classes) > NUM_CLASSES:
-        raise ValueError(f"imagefolder {folder}: {len(classes)} classes; the models here have {NUM_CLASSES} "
+        raise ValueError(f"imagefolder {shown(folder)}: {len(classes)} classes; the models here have {NUM_CLASSES} "
                          f"outputs: use at most {NUM_CLASSES}")
     files = []
     for label, cls in enumerate(classes):
-        found = sorted(p for p in cls.iterdir() if p.is_file() and not p.name.startswith("."))
+        found = sorted(_utf8_named(p) for p in cls.iterdir() if p.is_file() and not p.name.startswith("."))
         if not found:
-            raise ValueError(f"imagefolder {cls}: an empty class (no files in it)")
+            raise ValueError(f"imagefolder {shown(cls)}: an empty class (no files in it)")
         files.append([(path, label) for path in found])
     order = [item for k in range(max(map(len, files))) for group in files if k < len(group) for item in group[k:k + 1]]
     if max_samples is not None:
@@ -65,18 +102,12 @@ def read_imagefolder(root: str | Path, split: str, max_samples: int | None = Non
     chunks, heights, widths = [], [], []
     for path, _ in order:
         data = path.read_bytes()
-        if not data.startswith(JPEG_MAGIC):
-            raise ValueError(f"{path}: not a JPEG file (the pipelines here decode JPEG only)")
-        try:
-            with Image.open(io.BytesIO(data)) as image:
-                width, height = image.size
-        except OSError as e:
-            raise ValueError(f"{path}: an unreadable JPEG ({e})") from None
+        width, height = jpeg_size(path, data)
         chunks.append(np.frombuffer(data, dtype=np.uint8))
         heights.append(height)
         widths.append(width)
     offsets = np.zeros(len(chunks) + 1, dtype=np.int64)
     np.cumsum([len(c) for c in chunks], out=offsets[1:])
-    jpeg = JpegSet(np.concatenate(chunks), offsets, 0)   # quality 0: files as given
+    jpeg = JpegSet(np.concatenate(chunks), offsets, 0, tuple(shown(path) for path, _ in order))   # quality 0: as given
     labels = np.array([label for _, label in order], dtype=np.int64)
     return jpeg, labels, np.array(heights), np.array(widths), [c.name for c in classes]

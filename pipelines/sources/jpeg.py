@@ -41,6 +41,8 @@ class JpegSet:
     data: np.ndarray      # uint8, all files back to back
     offsets: np.ndarray   # int64, N + 1
     quality: int
+    paths: tuple[str, ...] | None = None   # photographs of a folder: the file each was read from (as
+                                           # text, bytes that are not UTF-8 escaped); None: a copy
 
     def __len__(self) -> int:
         return len(self.offsets) - 1

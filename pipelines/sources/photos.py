@@ -12,7 +12,12 @@ seed and the sizes and bytes of the files made.
 
 The photographs: scikit-image's bundled colour photographs with permissive licences (`CATALOG`; the
 optional extra `photos` installs it; its files are read, scikit-image is not imported), or any
-folder of JPEG / PNG photographs you name (a machine without a package index), one class each.
+folder of JPEG / PNG photographs you name (a machine without a package index), one class each, at
+most as many as the models have outputs. Before anything is written, what cannot be used is one
+line naming it (a missing folder, too many photographs, a file PIL cannot read or whose header
+claims more pixels than PIL's decompression-bomb bound), and so is a set the disk cannot hold
+(`check_room`: the first photographs' mean size x the count, with a margin, against the free
+space). The images are made on a thread pool a few at a time and written as they are made.
 """
 from __future__ import annotations
 
@@ -20,7 +25,9 @@ import importlib.util
 import io
 import json
 import os
-import statistics
+import shutil
+import warnings
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +35,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from ..config import NUM_CLASSES
 from .cache import writing
 
 META = "PHOTOS.json"
@@ -37,6 +45,8 @@ ASPECT = (3 / 4, 4 / 3)      # long / short of a crop, log-uniform
 AREA = (0.1, 1.0)            # share of the photograph a crop covers, uniform
 QUALITY = (93, 97)           # JPEG quality, uniform integer
 NOISE_SIGMA = 6.0            # per-pixel sensor noise, in uint8 levels
+ROOM_SAMPLE = 8              # photographs made to estimate the set's bytes (`check_room`)
+ROOM_MARGIN = 1.25           # the estimate's margin over their mean size
 
 
 @dataclass(frozen=True)
@@ -65,9 +75,14 @@ def source_photos(folder: str | Path | None = None) -> list[tuple[Photo, Image.I
     yours), else `CATALOG` from scikit-image's data folder. A missing source is a one-line
     ValueError saying what to do."""
     if folder is not None:
-        files = sorted(p for p in Path(folder).iterdir() if p.suffix.lower() in SUFFIXES) if Path(folder).is_dir() else []
+        if not Path(folder).is_dir():
+            raise ValueError(f"{folder}: no such folder")
+        files = sorted(p for p in Path(folder).iterdir() if p.suffix.lower() in SUFFIXES)
         if not files:
             raise ValueError(f"{folder}: no .jpg, .jpeg or .png photographs in it")
+        if len(files) > NUM_CLASSES:
+            raise ValueError(f"{folder}: {len(files)} photographs would make {len(files)} classes; the models here "
+                             f"have {NUM_CLASSES} outputs: use at most {NUM_CLASSES}")
         photos = [(Photo(p.stem, p.name, "given by the user", str(p)), p) for p in files]
     else:
         spec = importlib.util.find_spec("skimage")
@@ -79,8 +94,13 @@ def source_photos(folder: str | Path | None = None) -> list[tuple[Photo, Image.I
     found = []
     for photo, path in photos:
         try:
-            with Image.open(path) as image:
-                found.append((photo, image.convert("RGB")))
+            with warnings.catch_warnings():   # PIL only warns up to twice its bound
+                warnings.simplefilter("error", Image.DecompressionBombWarning)
+                with Image.open(path) as image:
+                    found.append((photo, image.convert("RGB")))
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+            raise ValueError(f"{path}: its header claims more pixels than PIL's decompression-bomb bound ({e})") \
+                from None
         except OSError as e:
             raise ValueError(f"{path}: not a readable photograph ({e})") from None
     return found
@@ -115,39 +135,61 @@ def encode(image: Image.Image, rng: np.random.Generator) -> bytes:
     return out.getvalue()
 
 
+def photo_bytes(photos: list[tuple[Photo, Image.Image]], seed: int, k: int) -> tuple[Photo, bytes, tuple[int, int]]:
+    """Image k of the set: (its class's photograph, its JPEG file, its size)."""
+    photo, source = photos[k % len(photos)]
+    rng = np.random.default_rng([seed, k])
+    image = cut(source, rng)
+    return photo, encode(image, rng), image.size
+
+
+def check_room(final: str | Path, count: int, seed: int, photos: list[tuple[Photo, Image.Image]]) -> None:
+    """A one-line ValueError if `count` photographs would not fit in the free space of `final`'s
+    disk: the mean size of the set's first ROOM_SAMPLE photographs x count x ROOM_MARGIN."""
+    mean = np.mean([len(photo_bytes(photos, seed, k)[1]) for k in range(min(count, ROOM_SAMPLE))])
+    need = count * mean * ROOM_MARGIN
+    disk = next(p for p in Path(os.path.abspath(final)).parents if p.exists())
+    free = shutil.disk_usage(disk).free
+    if need > free:
+        raise ValueError(f"--photos {count}: about {need / 1e9:,.1f} GB ({mean / 1e3:.0f} kB a photograph), "
+                         f"{free / 1e9:,.1f} GB free on {disk}: ask for fewer")
+
+
 def make_photos(final: str | Path, count: int, seed: int = 0, photos_from: str | Path | None = None,
-                progress=None) -> dict:
+                progress=None, photos: list[tuple[Photo, Image.Image]] | None = None) -> dict:
     """Write `count` photographs (the same bytes for the same seed and sources) into `final` in the
     ImageFolder layout, image k from photograph k mod the number of photographs, on a thread per
-    usable core (image k has its own random stream); returns what PHOTOS.json records. The folder
-    appears whole or not at all (`cache.writing`). `progress`, if given, is called once per image
-    written."""
+    usable core, at most two images per thread in flight (image k has its own random stream);
+    returns what PHOTOS.json records. The sources are `photos` if given (as `source_photos` returns
+    them), else `source_photos(photos_from)`; `check_room` first. The folder appears whole or not
+    at all (`cache.writing`). `progress`, if given, is called once per image written."""
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"count={count!r}: expected an integer >= 1")
-    photos = source_photos(photos_from)
-    sizes, sides = [], []
+    photos = photos if photos is not None else source_photos(photos_from)
+    check_room(final, count, seed, photos)
+    sizes, sides = np.zeros(count, np.int64), np.zeros((count, 2), np.int64)
     with writing(Path(final), "the photo set") as tmp:
         for photo, _ in photos:
             (tmp / photo.name).mkdir()
 
-        def make(k: int) -> tuple[int, tuple[int, int]]:
-            photo, source = photos[k % len(photos)]
-            rng = np.random.default_rng([seed, k])
-            image = cut(source, rng)
-            data = encode(image, rng)
+        def make(k: int) -> None:
+            photo, data, sides[k] = photo_bytes(photos, seed, k)
             (tmp / photo.name / f"{k:07d}.jpg").write_bytes(data)
-            return len(data), image.size
+            sizes[k] = len(data)
 
-        with ThreadPoolExecutor(len(os.sched_getaffinity(0))) as pool:   # PIL and numpy release the GIL
-            for size, side in pool.map(make, range(count)):
-                sizes.append(size)
-                sides += list(side)
-                if progress is not None:
-                    progress()
+        threads = len(os.sched_getaffinity(0))
+        with ThreadPoolExecutor(threads) as pool:   # PIL and numpy release the GIL
+            pending = deque()
+            for k in range(count):
+                pending.append(pool.submit(make, k))
+                while len(pending) > 2 * threads or (k == count - 1 and pending):
+                    pending.popleft().result()
+                    if progress is not None:
+                        progress()
         meta = {"seed": seed, "count": count, "generator": "pipebench photos v1",
                 "sources": [{"class": p.name, "file": p.file, "licence": p.licence, "origin": p.origin,
                              "size": list(image.size)} for p, image in photos],
-                "bytes_mean": statistics.fmean(sizes), "bytes_median": statistics.median(sizes),
-                "side_median": statistics.median(sides), "side_min": min(sides), "side_max": max(sides)}
+                "bytes_mean": float(np.mean(sizes)), "bytes_median": float(np.median(sizes)),
+                "side_median": float(np.median(sides)), "side_min": int(sides.min()), "side_max": int(sides.max())}
         (tmp / META).write_text(json.dumps(meta, indent=1))
     return meta
