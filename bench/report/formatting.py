@@ -31,10 +31,12 @@ def per_gpu(devices) -> str:
 
 def escape(text: object) -> str:
     """Text from a CSV cell made safe inside a Markdown table: no table breaks, no HTML, no links or
-    formatting read from the data, one line."""
+    formatting read from the data, one line; an underscore inside a word (which GFM never reads as
+    emphasis) kept as it is, so knob names read plainly."""
     text = " ".join(str(text).split())
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return re.sub(r"([\\`*_\[\]|#!])", r"\\\1", text)
+    text = re.sub(r"([\\`*\[\]|#!])", r"\\\1", text)
+    return re.sub(r"(?<!\w)_|_(?!\w)", r"\\_", text)   # inside a word (dali_decoder) `_` makes no emphasis
 
 
 def code(name: object) -> str:
