@@ -44,12 +44,18 @@ def test_a_signal_is_held_back_no_longer_than_hold_s(monkeypatch):
 
 
 def test_without_the_handler_deferred_changes_nothing():
-    reached = False
-    with pytest.raises(KeyboardInterrupt):
-        with interrupts.deferred():
-            os.kill(os.getpid(), signal.SIGINT)
-            reached = True
-    assert not reached
+    # Python's own SIGINT handler, whatever an earlier test of the session left installed: in the full
+    # suite one left a SIGINT that raised nothing here (which one is not yet known)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        reached = False
+        with pytest.raises(KeyboardInterrupt):
+            with interrupts.deferred():
+                os.kill(os.getpid(), signal.SIGINT)
+                reached = True
+        assert not reached
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_ctrl_c_while_dataloader_workers_start_stops_after_the_iterator_is_whole(tmp_path, synthetic_root,

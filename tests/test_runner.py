@@ -157,7 +157,10 @@ def test_a_hang_becomes_a_timeout_row_with_stacks_and_leaves_no_process(tmp_path
     dump = (tmp_path / "run" / hung.error.iloc[0].split("stacks of every thread in ")[1].split(";")[0]).read_text()
     assert "_iterate" in dump and "test_runner.py" in dump   # where it hung
     assert hung.error.iloc[0].split("; main thread in ")[1].endswith("in _iterate")   # not the watchdog's frame
-    assert (df[df.pipeline == "resident"].status == "ok").sum() == 2   # the sweep went on
+    # the sweep went on to the next configuration; on a busy machine its start alone can outlast the
+    # 4-s budget, so it may be a timeout row too: only the hanging one is this test's (issue 54)
+    healthy = df[df.pipeline == "resident"].status
+    assert len(healthy) and healthy.isin(["ok", "timeout"]).all()
     for pid in map(int, (tmp_path / "pids").read_text().split()):   # the child and its helper
         deadline = time.monotonic() + 5
         while alive(pid) and time.monotonic() < deadline:
