@@ -1,7 +1,8 @@
 # usage: bash bench/plans/on-gpu.sh PLAN, then CONTINUE=1 bash bench/plans/on-gpu.sh PLAN until it ends
 #   (PLAN: reference, photos-ladder, ...: bench/plans/PLAN.json)
 # A plan on a GPU machine reached in calls of at most 10 minutes, one call after another,
-# from the project root, on one warm machine, DALI importable (.devcarry/env.sh where it is carried).
+# from the project root, on one warm machine, DALI importable (.devcarry/env.sh where it is carried),
+# FFCV too where the plan times it (.devcarry/ffcv-env.sh: bench/plans/ffcv-for-device.sh).
 # The first call records nvidia-smi, makes the plan's data (for a photo plan the photo set, from
 # runs/skphotos: see below), compiles every model of the plan's compiled grids once, all at once,
 # into inductor's cache (runs/PLAN/warm: not part of the run; compilation is outside every window
@@ -23,6 +24,9 @@ if [ ! -e "$runs/started" ] && [ -n "${CONTINUE:-}" ]; then
 fi
 if [ ! -e "$runs/started" ] && grep -q '"dali' "$plan" && ! python -c "import nvidia.dali" 2> /dev/null; then
   echo "on-gpu.sh: $plan times DALI, which this Python cannot import (source .devcarry/env.sh first?)" >&2; exit 3
+fi
+if [ ! -e "$runs/started" ] && grep -q '"ffcv"' "$plan" && ! python -c "import ffcv" 2> /dev/null; then
+  echo "on-gpu.sh: $plan times FFCV, which this Python cannot import (source .devcarry/ffcv-env.sh first?)" >&2; exit 3
 fi
 mkdir -p "$runs/warm"
 if [ ! -e "$runs/started" ]; then
