@@ -134,7 +134,7 @@ def test_the_beton_is_written_once_and_again_when_the_photographs_or_settings_ch
     assert again == path and new_inode != inode and "made from other files than the current ones" in said
     assert written(config.replace(ffcv_jpeg_share=1.0))[1] != new_inode
     with pipelines.build("ffcv", config.replace(ffcv_jpeg_share=1.0)) as p:
-        assert p.path == path and p.info["ffcv_beton_mb"] > 0
+        assert p.path == path   # the pipeline reads the file written
 
 
 @needs_ffcv
