@@ -203,7 +203,6 @@ class FfcvPipeline(Pipeline):
         self.dtype = getattr(torch, config.dtype)
         self.memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
         self.path = prepare_beton(self.config, self.data)
-        self.info["ffcv_beton_mb"] = round(self.path.stat().st_size / 2**20, 1)
         self.loader = self._loader(self.device, normalized=True)
         self.host_loader = None   # the loader without copy and normalize, built by stages()
         self._stop(iter(self.loader), first=True)   # numba compiles FFCV's pipeline here, not in a window

@@ -3,7 +3,8 @@
 #   and returns, so that a call can do other work while it is made; the plan's first call then waits for it)
 #   (PLAN: reference, photos-ladder, ...: bench/plans/PLAN.json)
 # A plan on a GPU machine reached in calls of at most 10 minutes, one call after another,
-# from the project root, on one warm machine, DALI importable (.devcarry/env.sh where it is carried).
+# from the project root, on one warm machine, DALI importable (.devcarry/env.sh where it is carried),
+# FFCV too where the plan times it (.devcarry/ffcv-env.sh: bench/plans/ffcv-for-device.sh).
 # The first call records nvidia-smi, makes the plan's data (for a photo plan the photo set, from
 # runs/skphotos: see below), compiles every model of the plan's compiled grids once, all at once,
 # into inductor's cache (runs/PLAN/warm: not part of the run; compilation is outside every window
@@ -25,6 +26,9 @@ if [ ! -e "$runs/started" ] && [ -n "${CONTINUE:-}" ]; then
 fi
 if [ ! -e "$runs/started" ] && grep -q '"dali' "$plan" && ! python -c "import nvidia.dali" 2> /dev/null; then
   echo "on-gpu.sh: $plan times DALI, which this Python cannot import (source .devcarry/env.sh first?)" >&2; exit 3
+fi
+if [ ! -e "$runs/started" ] && grep -q '"ffcv"' "$plan" && ! python -c "import ffcv" 2> /dev/null; then
+  echo "on-gpu.sh: $plan times FFCV, which this Python cannot import (source .devcarry/ffcv-env.sh first?)" >&2; exit 3
 fi
 mkdir -p "$runs/warm"
 if [ "${2:-}" = prepare ]; then   # only start making the photo set, in the background, and return
