@@ -39,6 +39,14 @@ What differs from the other pipelines here, as FFCV does it:
 An error inside FFCV's thread (a decoder's) ends that thread, and the consumer then waits forever:
 FFCV does not pass it on.
 
+FFCV's thread makes a buffer slot's GPU work wait for the consumer's stream, but its numba threads
+write the next batch into that slot's pinned host buffer at once: when the consumer's stream runs
+several batches behind, a copy not yet run to the GPU reads the next batch's pixels (seen on an
+H100: the GPU batches differed from the CPU ones). So before each batch is taken, the host waits
+until the consumer's stream has copied out the batch before it (an event): FFCV's thread can then
+reuse a slot only after its copy ran, and the training thread runs at most about one step ahead
+of the GPU.
+
 The `.beton`: `<cache_root or the photo folder's parent>/ffcv-<folder>-<hash of its
 path>/<split>-<samples>/data.beton`, written while the pipeline is built (outside every timer)
 and again when the split's files, labels or the write settings change (FFCV.json records them).
@@ -249,9 +257,20 @@ class FfcvPipeline(Pipeline):
         return self._epoch(iter(self.loader))
 
     def _epoch(self, batches):
+        copied = None   # on the GPU: the event after the batch before was copied out, on this stream
         try:
-            for images, labels in batches:   # both in FFCV's reused buffers: copied out on this stream
-                yield images.to(self.dtype, memory_format=self.memory_format), labels.clone()
+            while True:
+                if copied is not None:
+                    copied.synchronize()   # before FFCV's thread may decode into that batch's pinned slot
+                batch = next(batches, None)
+                if batch is None:
+                    return
+                images, labels = batch   # both in FFCV's reused buffers: copied out on this stream
+                out = images.to(self.dtype, memory_format=self.memory_format), labels.clone()
+                if self.cuda:
+                    copied = torch.cuda.Event()
+                    copied.record()
+                yield out
         finally:
             self._stop(batches)
 
