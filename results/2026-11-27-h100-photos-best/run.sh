@@ -13,8 +13,10 @@
 #     ran, but its files did not come back (a call returns at most 8 files, and that call also copied the
 #     sweep's; `--traces` is now off by default), and the test log holds only its progress line
 #     (../2026-11-27-tests/pytest-gpu-7162126-cut.txt). Both ran again on a later lease of the same kind
-#     (a fresh machine: the three DALI calls, `smoke`, then `after`, with DALI's hardware-decoder share
-#     0.99 added to the timeline), at the commit its files name: timeline/ and ../2026-11-27-tests/.
+#     (a fresh machine, after the three DALI calls), at the commit their files name, in two calls:
+#   bash results/2026-11-27-h100-photos-best/run.sh timeline   the photo set made again, then the timeline
+#     (`after`'s, with DALI's hardware-decoder share 0.99 added): timeline/
+#   bash results/2026-11-27-h100-photos-best/run.sh tests      every GPU test: ../2026-11-27-tests/
 set -u
 here=results/2026-11-27-h100-photos-best
 [ -e /tmp/dali/unpacked ] || { bash .devcarry/unpack.sh && touch /tmp/dali/unpacked; }
@@ -32,10 +34,16 @@ case "$1" in
     tail -c 400 runs/photos-best/prepare.txt;;
   sweep)
     WAIT_S=570 bash bench/plans/on-gpu.sh photos-best;;
-  after)
+  timeline)
+    python -m bench.cli prepare --photos "$PHOTOS" --photos-from runs/skphotos --data-root runs/data > "$OUT/prepare.txt" 2>&1
+    tail -2 "$OUT/prepare.txt"; nvidia-smi > "$OUT/nvidia-smi.txt"; bash "$0" after-timeline;;
+  tests)
+    python -m pytest -q -rs -p no:cacheprovider -m gpu > "$OUT/pytest-gpu.txt" 2>&1; tail -3 "$OUT/pytest-gpu.txt";;
+  after|after-timeline)
     python -m bench.timeline --out "$OUT/timeline" --pipelines dali dali:dali_hw_decoder_load=0.99 dali:dali_decoder=cpu \
       --models torchvision:resnet50 --step compile --image-size 224 --batch-size 256 --dtype bfloat16 --cpus 16 \
       --source imagefolder:runs/data/photos-seed0 --steps 20 --warmup 10 > "$OUT/timeline.txt" 2>&1
     tail -3 "$OUT/timeline.txt"
+    [ "$1" = after-timeline ] && exit 0
     python -m pytest -q -rs -p no:cacheprovider -m gpu > "$OUT/pytest-gpu.txt" 2>&1; tail -3 "$OUT/pytest-gpu.txt";;
 esac
