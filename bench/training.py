@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 import pipelines
+from pipelines.kernels import compile_in_process
 
 from .models import build_model
 
@@ -185,15 +186,6 @@ class Trainer:
             loss = F.cross_entropy(self.forward(images), labels)
         self.scaler.scale(loss if weight == 1.0 else loss * weight).backward()
         self.loss = loss.detach()
-
-
-def compile_in_process(module: Callable) -> Callable:
-    """`torch.compile(module)` whose compilation runs in this process: inductor's pool of compile
-    worker processes (its default) would hold about a core for seconds after a warm-cache compile,
-    inside the timed windows (results/2026-11-24-h100-compile-workers/)."""
-    import torch._inductor.config as inductor
-    inductor.compile_threads = 1
-    return torch.compile(module)
 
 
 def evaluate(model: torch.nn.Module, pipeline: pipelines.Pipeline, precision: str) -> float:

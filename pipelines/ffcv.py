@@ -45,7 +45,10 @@ several batches behind, a copy not yet run to the GPU reads the next batch's pix
 H100: the GPU batches differed from the CPU ones). So before each batch is taken, the host waits
 until the consumer's stream has copied out the batch before it (an event): FFCV's thread can then
 reuse a slot only after its copy ran, and the training thread runs at most about one step ahead
-of the GPU.
+of the GPU. FFCV also takes its buffers from PyTorch's caching allocator on the consumer's stream
+and writes them on its own streams, which the allocator does not know: a buffer handed back while
+work on it is queued could be handed out again. So the device is synchronized as each epoch
+starts and once FFCV's thread has stopped: no queued work touches a buffer FFCV takes or frees.
 
 The `.beton`: `<cache_root or the photo folder's parent>/ffcv-<folder>-<hash of its
 path>/<split>-<samples>/data.beton`, written while the pipeline is built (outside every timer)
@@ -240,19 +243,26 @@ class FfcvPipeline(Pipeline):
         """FFCV's output queue (`batches_ahead`) and the batch its thread finished and waits to put."""
         return BATCHES_AHEAD + 1
 
-    @staticmethod
-    def _stop(batches, first: bool = False) -> None:
+    def _settle(self) -> None:
+        """On the GPU: wait until every stream's queued work has run (module docstring)."""
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+    def _stop(self, batches, first: bool = False) -> None:
         """End an FFCV epoch iterator: its thread told to stop, its queue emptied until it has (its
         end-of-epoch mark waits for room in the queue without a timeout), so that no two threads run
-        FFCV's numba-parallel code at once. `first`: take one batch first (compiles its code)."""
+        FFCV's numba-parallel code at once; then the device settled. `first`: take one batch first
+        (compiles its code)."""
         if first:
             next(batches)
         batches.close()
         while batches.is_alive():
             with contextlib.suppress(queue.Empty):
                 batches.output_queue.get(timeout=0.05)
+        self._settle()
 
     def _iterate(self):
+        self._settle()
         self.loader.next_epoch = self.epoch   # FFCV's epoch: its order is the permutation of (seed + epoch)
         return self._epoch(iter(self.loader))
 

@@ -26,6 +26,16 @@ def crop_windows(images: np.ndarray, size: int, pad: int) -> tuple[np.ndarray, n
                  for p in (padded, padded[:, :, ::-1]))
 
 
+def compile_in_process(function: Callable) -> Callable:
+    """`torch.compile(function)` whose compilations, later recompilations too, run in this process
+    (inductor's `compile_threads` set to 1 for the process): inductor's pool of compile worker
+    processes, its default, would hold about a core for seconds after a warm-cache compile, inside
+    timed windows (results/2026-11-24-h100-compile-workers/)."""
+    import torch._inductor.config as inductor
+    inductor.compile_threads = 1
+    return torch.compile(function)
+
+
 _AFFINE: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
@@ -106,13 +116,13 @@ def warm_crop_normalize(device: torch.device, config: PipelineConfig, planar: bo
     be N x C x S x S tensors seen as N x S x S x C (a decoder's output; each memory layout is
     compiled apart).
 
-    The kernel compiles in this process (`compile_threads=1`): otherwise inductor starts its pool
+    The kernel compiles in this process (`compile_in_process`): otherwise inductor starts its pool
     of compile worker processes, which import torch on the cores the loader runs on for seconds
     after the compile is over; with a budget of two cores that took about one of them from
     `prefetch` (results/2026-11-24-h100-compile-workers/)."""
     if device.type != "cuda" or _COMPILED.get("cuda") is _crop_normalize:
         return
-    _COMPILED.setdefault("cuda", torch.compile(_crop_normalize))
+    _COMPILED.setdefault("cuda", compile_in_process(_crop_normalize))
     generator = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (6, config.image_size, config.image_size, 3), dtype=torch.uint8, generator=generator)
     if planar:
@@ -126,9 +136,7 @@ def warm_crop_normalize(device: torch.device, config: PipelineConfig, planar: bo
         if tensor is not None:
             torch._dynamo.mark_dynamic(tensor, 0)
     try:
-        import torch._inductor.config as inductor
-        with inductor.patch(compile_threads=1):   # in this process: no compile worker processes (below)
-            got = _apply(_COMPILED["cuda"], *on_device, config).cpu()
+        got = _apply(_COMPILED["cuda"], *on_device, config).cpu()
     except Exception as error:   # no compiler here: the op-by-op version, slower, same result
         warnings.warn(f"crop_normalize could not be compiled, it runs op by op: {type(error).__name__}: "
                       f"{(str(error).splitlines() or [''])[0]}", stacklevel=2)
