@@ -204,9 +204,10 @@ def test_a_cpu_run_prints_its_answer_and_writes_answer_md(tmp_path, synthetic_ro
     df = pd.read_csv(tmp_path / "run" / "results.csv")
     assert set(zip(df.pipeline, df["mode"])) == {("none", "model"), *((p, m) for p in ("dataloader", "resident")
                                                                       for m in ("loader", "e2e"))}
-    if "e2e ran faster than model-only" in answer:   # this busy machine's two timings disagreed: then, by
-        assert "names no pipeline" in answer           # design, no pipeline is named (seen on the 2-core machine)
-        return
+    aside = "e2e ran faster than model-only" in answer or "e2e above model-only" in answer
+    if aside and "`dataloader` delivers" not in answer:   # this busy machine's two timings disagreed for
+        assert "names no pipeline" in answer or "not compared" in answer   # dataloader: by design it is set
+        return                                                             # aside, and said so (2-core machine)
     assert "`dataloader` delivers" in answer
     fed = "(fed," in answer   # whatever this machine measured,
     assert ("the model is the limit" in answer) == fed                # the sentence follows the verdict
