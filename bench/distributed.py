@@ -4,8 +4,10 @@
     torchrun --nnodes 2 --node-rank R --rdzv-backend c10d --rdzv-endpoint HOST:PORT \\
              --nproc-per-node 8 -m bench.cli sweep --out DIR ...     # rendezvous arguments pass through
 
-`torchrun` sets RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE (and the rendezvous); `setup` reads them, binds
-the process to GPU LOCAL_RANK and initialises the default process group. Without them (a plain
+`torchrun` sets RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE and the rendezvous (MASTER_ADDR / MASTER_PORT,
+and TORCHELASTIC_USE_AGENT_STORE where its agent hosts the store); `pipebench --ranks N` sets the same for the
+N processes it starts, hosting that store itself (`bench.runner.rank_environments`). `setup` reads them, binds
+the process to GPU LOCAL_RANK and initialises the default process group (env://). Without them (a plain
 `pipebench ...`) nothing here does anything: world size 1, rank 0.
 """
 from __future__ import annotations

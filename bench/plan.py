@@ -143,9 +143,12 @@ def _lists(o, device: torch.device, world: distributed.World) -> tuple[list, str
     slots = max(o.ranks) if getattr(o, "ranks", None) else world.local_world_size
     budgets = o.cpus or [max(1, len(machine.allowed_cores()) // slots)]
     parallel = "ddp" if world.distributed else o.parallel
-    # the default captures on one GPU only: DataParallel refuses a captured step, and under DDP it has not
-    # yet passed its 2-GPU test (tests/test_distributed.py), so there it runs only when asked for
-    kinds = o.step or (["eager", "graph"] if cuda and parallel == "none" else ["eager"])
+    # on CUDA eager runs beside a captured step by default: the whole step captured on one GPU; under DDP (and
+    # with --ranks on several GPUs, at every rank count alike, so one GPU and several compare) the compiled
+    # step, whose 2-GPU test (tests/test_distributed.py) has passed. DataParallel refuses a captured step
+    several = world.distributed or slots > 1
+    kinds = o.step or (["eager"] if not cuda or parallel == "dp" else ["eager", "compile"] if several else
+                       ["eager", "graph"])
     modes = o.modes or (["loader", "model", "e2e", "stage", "copy"] if cuda else ["loader", "model", "e2e"])
     models = o.models or (["resnet18"] if cuda else ["resnet9-w0.25"])
     dtypes = o.dtype or ["bfloat16" if cuda else "float32"]

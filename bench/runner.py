@@ -32,7 +32,9 @@
 
 A configuration on several GPUs of this host (`--ranks N`) runs in N such processes at once, one
 per GPU, each with the environment torchrun would give it (`rank_environments`); they join one
-process group and are followed, timed out and ended together.
+process group through a rendezvous store this process hosts for as long as they run (as torchrun's
+agent does: its port is bound before they start, so nothing can take it in between), and are
+followed, timed out and ended together.
 
 Under torchrun (several processes), and with `--no-isolate`, configurations run in this process
 (no deadline): under torchrun a failure ends the job (the other ranks may be inside a collective);
@@ -49,7 +51,6 @@ import json
 import multiprocessing
 import os
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -57,6 +58,8 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from torch.distributed import TCPStore
 
 import pipelines
 from pipelines.contract import resolve_device
@@ -281,16 +284,24 @@ def _innermost(stack_dump: str) -> str:
     return lines[main + 1].strip() if main is not None else ""
 
 
-def rank_environments(ranks: int) -> list[dict[str, str]]:
+@contextlib.contextmanager
+def rank_environments(ranks: int):
     """The environment of each of `ranks` processes on this host, as `torchrun --nproc-per-node`
-    sets it (one rendezvous on a free local port; {} for one process: nothing to join)."""
+    sets it ({} for one process: nothing to join), while this process hosts their rendezvous store
+    as torchrun's agent does: bound on a free local port before the ranks start and held until the
+    block ends, so nothing else can take the port in between. `TORCHELASTIC_USE_AGENT_STORE` makes
+    every rank, rank 0 too, join that store as a client instead of binding the port itself (torch's
+    env:// rendezvous; older torch also reads `TORCHELASTIC_RESTART_COUNT` beside it)."""
     if ranks == 1:
-        return [{}]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return [{"RANK": str(r), "WORLD_SIZE": str(ranks), "LOCAL_RANK": str(r), "LOCAL_WORLD_SIZE": str(ranks),
-             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)} for r in range(ranks)]
+        yield [{}]
+        return
+    store = TCPStore("127.0.0.1", 0, ranks, is_master=True, wait_for_workers=False)
+    try:
+        yield [{"RANK": str(r), "WORLD_SIZE": str(ranks), "LOCAL_RANK": str(r), "LOCAL_WORLD_SIZE": str(ranks),
+                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port), "TORCHELASTIC_USE_AGENT_STORE": "True",
+                "TORCHELASTIC_RESTART_COUNT": "0"} for r in range(ranks)]
+    finally:
+        del store   # its server stops with it
 
 
 class _Rank:
@@ -340,10 +351,10 @@ def run_isolated(specs: list[harness.RunSpec], timeout: float, out: Path, on_win
     ranks = specs[0].config.world_size
     if ranks > 1 and len(specs) > 1:
         raise ValueError("configurations on several GPUs run one per process")
-    with tempfile.TemporaryDirectory(prefix="pipebench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="pipebench-") as tmp, rank_environments(ranks) as environments:
         entries = {s.pipeline: pipelines._REGISTRY[s.pipeline] for s in specs if s.pipeline in pipelines._REGISTRY}
         ctx, children = _context(), []
-        for r, extra in enumerate(rank_environments(ranks)):
+        for r, extra in enumerate(environments):
             journal, stacks = Path(tmp) / f"rows-{r}.jsonl", Path(tmp) / f"stacks-{r}.txt"
             journal.touch()
             process = ctx.Process(target=_child, args=(specs, entries, os.getpid(), list(sys.path),

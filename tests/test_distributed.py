@@ -6,8 +6,10 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
+import socket
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -259,6 +261,24 @@ def test_ranks_runs_each_configuration_on_one_and_on_two_ranks_of_their_own(synt
     assert _ranks_sweep(synthetic_root, out, "--pipelines", "prefetch", "--modes", "loader,e2e") == 0
     assert "resume: 4 of 4 configuration processes already done" in capsys.readouterr().err
     assert len(pd.read_csv(out / "results.csv")) == len(df)   # a two-rank block counted once, not run again
+
+
+def test_ranks_rendezvous_port_is_held_by_the_runner_from_before_the_ranks_start_until_they_end(monkeypatch):
+    from bench.runner import rank_environments
+    with rank_environments(2) as environments:
+        port = int(environments[0]["MASTER_PORT"])
+        with socket.socket() as other, pytest.raises(OSError):
+            other.bind(("127.0.0.1", port))   # nothing else can take it before the ranks join
+        stores = []
+        for environment in environments:   # each rank as torch's env:// rendezvous joins: rank 0 binds nothing
+            for name, value in environment.items():
+                monkeypatch.setenv(name, value)
+            stores.append(next(dist.rendezvous("env://", timeout=timedelta(seconds=10)))[0])
+        stores[0].set("met", "yes")
+        assert stores[1].get("met") == b"yes"   # both ranks reach the one store the runner hosts
+        del stores
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()   # gone with the block
 
 
 def test_ranks_are_refused_under_torchrun_and_beyond_the_gpus():

@@ -272,18 +272,22 @@ def test_captured_step_refuses_a_batch_of_another_shape():
         trainer(x[:4], y[:4])
 
 
-def test_on_cuda_the_default_steps_are_eager_and_graph_on_one_gpu_only():
-    """DataParallel refuses a captured step; under DDP one runs when asked for, not by default, until
-    its 2-GPU test has passed (planned for a CUDA device; nothing runs)."""
-    def steps(*extra, world=distributed.World()):
+def test_on_cuda_the_default_steps_are_eager_and_graph_on_one_gpu_and_eager_and_compile_under_ddp():
+    """DataParallel refuses a captured step; under DDP the compiled one runs, its 2-GPU test passed, and
+    with --ranks at every rank count, so one GPU and several compare (planned for a CUDA device; nothing
+    runs)."""
+    def steps(*extra, world=distributed.World(), device="cuda"):
         options = cli.build_parser().parse_args(["compare", "--models", "resnet9-w0.25", "--modes", "model",
                                                  "--cpus", "1", *extra])
-        return sorted({s.step for s in plan.grid(options, torch.device("cuda"), world)})
+        return sorted({s.step for s in plan.grid(options, torch.device(device), world)})
+    ddp = distributed.World(rank=0, world_size=2, local_world_size=2)
     assert steps() == ["eager", "graph"]
-    assert steps(world=distributed.World(rank=0, world_size=2, local_world_size=2)) == ["eager"]
-    assert steps("--step", "eager,compile", world=distributed.World(rank=0, world_size=2, local_world_size=2)) == \
-        ["compile", "eager"]
+    assert steps(world=ddp) == ["compile", "eager"]
+    assert steps("--ranks", "1,2") == ["compile", "eager"]   # the one-GPU layout of a --ranks sweep too
+    assert steps("--ranks", "1") == ["eager", "graph"]
+    assert steps("--step", "eager,graph", world=ddp) == ["eager", "graph"]
     assert steps("--parallel", "dp") == ["eager"]
+    assert steps(world=ddp, device="cpu") == ["eager"]   # gloo on CPUs: nothing to capture
 
 
 def test_options_a_pipeline_does_not_read_make_no_second_configuration_of_it():

@@ -220,8 +220,9 @@ def _run_parser(p: argparse.ArgumentParser, description: str) -> argparse.Argume
                    help="list; the training step of model-only and e2e: eager (as written), graph (the whole "
                         "step captured in one CUDA graph and replayed), compile (torch.compile, then the same "
                         "capture); every kind runs model-only and e2e. graph / compile need CUDA (skipped rows "
-                        "elsewhere), last-batch drop, no --parallel dp, no torchrun, no float16 "
-                        "(default: eager,graph on one CUDA GPU; eager on a CPU, under torchrun and with --parallel dp)")
+                        "elsewhere), last-batch drop, no --parallel dp, no float16 (default: eager,graph on one CUDA GPU; "
+                        "eager,compile under torchrun and with --ranks on several GPUs; eager on a CPU and with "
+                        "--parallel dp)")
     g.add_argument("--epochs", type=_positive(int), default=10,
                    help="train mode: epochs trained before the test accuracy (default: %(default)s)")
     g = p.add_argument_group("the setting (lists: every combination runs)")
