@@ -585,6 +585,44 @@ def test_the_readme_s_several_gpu_block_says_what_each_gpu_count_measured_and_pr
     assert not (tmp_path / "fresh").exists()
 
 
+def test_the_several_gpu_block_says_what_photographs_reach_per_cores_per_gpu_at_the_most_gpus(tmp_path):
+    """Photographs (224-px e2e rows of an `imagefolder:` source) on 1 and 4 GPUs: at 4 GPUs the best
+    pipeline's per-GPU e2e over model-only's there, at each cores per GPU measured (one value: what
+    it reaches, nothing more); 224-px e2e rows of another source and the 32-px lines are no photo line."""
+    def job(mode, pipeline, per_gpu, gpus, cpus=16, **extra):
+        return [row(mode, pipeline, per_gpu, world_size=gpus, rank=r, world_img_per_s=per_gpu * gpus, cpus=cpus,
+                    cpu_count=64, gpu="H", parallel="ddp" if gpus > 1 and mode != "loader" else "none", process=p,
+                    **extra) for p in range(3) for r in range(gpus)]
+    photo = dict(model="resnet50", step="compile", image_size=224, batch_size=256, source="imagefolder:/photos")
+    rows = [*job("model", "none", 3_000, 1, **photo), *job("model", "none", 2_800, 4, **photo)]
+    for pipeline, one, four in (("gpu-dec", 2_990, 2_700), ("cpu-dec", 2_500, 1_400), ("dataloader", 900, 500)):
+        rows += job("e2e", pipeline, one, 1, **photo) + job("e2e", pipeline, four, 4, **photo)
+    rows += job("e2e", "synthetic", 2_999, 4, **dict(photo, source="synthetic-seed0"))   # not photographs
+    trained = dict(model="m", step="compile")
+    rows += [*job("model", "none", 300_000, 1, **trained), *job("model", "none", 200_000, 4, **trained),
+             *job("e2e", "fast", 299_000, 1, **trained), *job("e2e", "fast", 195_000, 4, **trained)]
+    readme = tmp_path / "README.md"
+
+    def block(found, name):
+        readme.write_text(f"{report.HOSTS_START}\n{report.HOSTS_END}\n")
+        report.write([write(tmp_path, found, name=name)], tmp_path / name / "out", readme_hosts=readme)
+        return readme.read_text().splitlines()
+    lines = block(rows, "one")
+    assert ("- Photographs, `resnet50` (compile step, 224 px, batch 256), 4 GPUs sharing the host (per-GPU e2e medians "
+            "over model-only's at 4 GPUs): at 16 cores per GPU the best pipeline, `gpu-dec`, reaches 96.4% of "
+            "model-only.") in lines
+    assert sum("Photographs" in line for line in lines) == 1   # the synthetic 224-px rows make none
+    assert any(line.startswith("- With 16 cores per GPU, `m` (compile step, 32 px, batch 512) per GPU at 1 / 4 GPUs")
+               for line in lines)
+    fewer = [dict(r, cpus=8, world_img_per_s=r["world_img_per_s"] * (0.9 if r["pipeline"] == "cpu-dec" else 0.3))
+             for r in rows if r["world_size"] == 4 and r["pipeline"] in ("gpu-dec", "cpu-dec")]
+    lines = block(rows + fewer, "two")
+    assert ("- Photographs, `resnet50` (compile step, 224 px, batch 256), 4 GPUs sharing the host (per-GPU e2e medians "
+            "over model-only's at 4 GPUs): the best pipeline at 8 cores per GPU `cpu-dec` 45.0%; at 16 cores per GPU "
+            "`gpu-dec` 96.4%; it needs 16 cores per GPU to keep the model fed (at least 95% of model-only).") in lines
+    assert not any("Photographs" in line for line in block([r for r in rows if r["image_size"] == 32], "none"))
+
+
 def test_the_large_image_line_shows_lower_bounds_and_calls_none_short_on_one():
     """A "≥" ceiling (no busy level slowed the pipeline) below the model proves no shortfall: it is
     shown with its sign and named undecided; a measured ceiling below the model is short."""

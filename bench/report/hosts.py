@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from pipelines.config import IMAGEFOLDER
+
 from ..plan import MIN_PROCESSES
 from .analysis import FED, label_variants
-from .formatting import code, escape, plural, table
+from .formatting import code, escape, pct, plural, table
 
 SCALE_KEY = ["mode", "stage", "payload", "pipeline", "model", "step", "image_size", "batch_size", "dtype", "cpus"]
 CELL = ["pipeline", "model", "step", "image_size", "batch_size", "dtype"]
@@ -106,10 +108,12 @@ def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 def answer(df: pd.DataFrame, bus: str | None) -> list[str]:
     """The several-GPU answer of one run (Markdown lines, for the README's hosts block): what it
     measured at each GPU count (`measured`), where the shared bus binds (`bus`: the summary's
-    sentence) and the prediction's sentences; none without them."""
+    sentence), what photographs need per GPU (`photographs`) and the prediction's sentences; none
+    without them."""
     found = measured(df)
     said = prediction(df)[1]
-    return [*(f"- {line}" for line in found), *([f"- {bus}"] if bus else []), *said]
+    return [*(f"- {line}" for line in found), *([f"- {bus}"] if bus else []),
+            *(f"- {line}" for line in photographs(df)), *said]
 
 
 def most_gpus(df: pd.DataFrame) -> int:
@@ -379,4 +383,40 @@ def measured(df: pd.DataFrame) -> list[str]:
                          + (", ".join(bound) or "none")
                          + (f"; too few processes to judge (fewer than {MIN_PROCESSES}): {', '.join(thin)}" if thin else "")
                          + ".")
+    return lines
+
+
+def photographs(df: pd.DataFrame) -> list[str]:
+    """Per photo setting (model, step, size, batch, dtype of e2e rows at 224 px read from an
+    `imagefolder:` source) run on several GPUs, at the most GPUs it ran on: the best pipeline's
+    per-GPU e2e median at each cores per GPU measured there, as a share of model-only's per-GPU
+    median at that GPU count (at the same cores where measured), and the fewest cores per GPU at
+    which it reaches FED; with one cores value, only what it reaches there."""
+    source = df["source"].astype("string").fillna("") if "source" in df else pd.Series("", index=df.index)
+    ok = _lead_rows(df, (df.image_size == 224) & ((df["mode"] == "model") | (
+        (df["mode"] == "e2e") & source.str.startswith(IMAGEFOLDER))))
+    lines = []
+    for (model, step, size, batch, dtype), rows in ok[ok["mode"] == "e2e"].groupby(SETTING, sort=True):
+        most = int(rows.world_size.max())
+        alone = ok[(ok["mode"] == "model") & (ok.model == model) & (ok.step == step) & (ok.batch_size == batch)
+                   & (ok.dtype == dtype) & (ok.world_size == most)]
+        if most <= 1 or alone.empty:
+            continue
+        shares = []
+        for cores, here in rows[rows.world_size == most].groupby("cpus", sort=True):
+            model_rate = alone[alone.cpus == cores].per_gpu.median() if (alone.cpus == cores).any() else alone.per_gpu.median()
+            best = here.groupby("pipeline").per_gpu.median().sort_index().sort_values(ascending=False, kind="stable")
+            shares.append((int(cores), best.index[0], best.iloc[0] / model_rate))
+        head = (f"Photographs, {code(model)} ({escape(step)} step, {size} px, batch {batch}), {most} GPUs sharing "
+                f"the host (per-GPU e2e medians over model-only's at {plural(most, 'GPU')}): ")
+        if len(shares) == 1:
+            cores, pipeline, share = shares[0]
+            lines.append(head + f"at {cores} cores per GPU the best pipeline, {code(pipeline)}, reaches {pct(share)} "
+                         "of model-only.")
+            continue
+        fed = [cores for cores, _, share in shares if share >= FED]
+        lines.append(head + "the best pipeline " + "; ".join(
+            f"at {cores} cores per GPU {code(pipeline)} {pct(share)}" for cores, pipeline, share in shares) + "; "
+            + (f"it needs {fed[0]} cores per GPU to keep the model fed (at least {FED:.0%} of model-only)." if fed else
+               f"none reaches {FED:.0%} of model-only at the cores per GPU measured."))
     return lines
