@@ -173,6 +173,7 @@ def predict(ok: pd.DataFrame, counts: list[int]) -> tuple[pd.DataFrame, int]:
 
 
 def _number(v: float) -> str:
+    """A rate as a whole number with thousands separators; "—" where there is none."""
     return "—" if pd.isna(v) else f"{v:,.0f}"
 
 
