@@ -63,7 +63,10 @@ def _command(argv: list[str]) -> int:
             raise SystemExit(f"pipebench report: --out {args.out} is a file: name a folder")
         try:
             from .. import report
-            path = report.write(csvs, args.out, args.readme, args.readme_answer, args.readme_hosts)
+            if args.prediction_only and (args.readme or args.readme_answer or args.readme_hosts):
+                raise SystemExit("pipebench report: --prediction-only writes PREDICTION.md alone: no --readme* with it")
+            path = (report.write_prediction(csvs, args.out) if args.prediction_only else
+                    report.write(csvs, args.out, args.readme, args.readme_answer, args.readme_hosts))
             record(args.out, ["pipebench", *argv], once=True)
         except ValueError as e:   # an empty CSV, one that is not pipebench's
             raise _fail("report", e) from None

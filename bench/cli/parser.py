@@ -334,6 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--readme-hosts", type=Path, help="also write the run's several-GPU answer (what it measured at "
                    "each GPU count, where the shared bus binds, the prediction for more GPUs per host) into this "
                    f"Markdown file, between its lines {report.HOSTS_START} and {report.HOSTS_END}")
+    p.add_argument("--prediction-only", action="store_true", help="write only OUT/PREDICTION.md: the prediction "
+                   "for 2, 4 and 8 GPUs per host from the run's one-GPU rows alone (its rows of several GPUs are "
+                   "never read), so it can be written before they are measured")
     p = commands["claims"]
     p.description = ("Run one small experiment per claim (pageable/pinned copies, non_blocking, pin_memory, "
                      "workers, collate_fn to GPU, AMP, OOM fixes), append tidy rows to OUT/claims.csv and write "

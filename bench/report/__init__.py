@@ -10,17 +10,17 @@ One module per concern: `analysis` (rows to numbers and verdicts; its RULES say 
 REPORT.md), `formatting` (numbers as text), `answers` (one line per situation), `plots`,
 `sections` (REPORT.md's per-run sections), `summary` (SUMMARY.md and the README block's text),
 `hosts` (several GPUs of one host: scaling, prediction, the several-GPU answer), `readme` (finding
-and replacing the README's blocks) and `files` (writing REPORT.md, SUMMARY.md and
-ANSWER.md). What the command line and the tests use is imported here.
+and replacing the README's blocks) and `files` (writing REPORT.md, SUMMARY.md,
+ANSWER.md and PREDICTION.md). What the command line and the tests use is imported here.
 """
 from .analysis import (TOO_FEW, cells, ceilings, label_variants, levels, load, runs, situations, ties, verdict,
                        view_of)
 from .answers import answers
-from .files import write, write_answers
+from .files import write, write_answers, write_prediction
 from .formatting import pct, plural, rate
 from .readme import ANSWER_END, ANSWER_START, HOSTS_END, HOSTS_START, README_END, README_START
 from .summary import speeds
 
 __all__ = ["ANSWER_END", "ANSWER_START", "HOSTS_END", "HOSTS_START", "README_END", "README_START", "TOO_FEW", "answers", "cells", "ceilings", "label_variants", "levels", "load",
            "pct", "plural", "rate", "runs", "situations", "speeds", "ties", "verdict", "view_of", "write",
-           "write_answers"]
+           "write_answers", "write_prediction"]

@@ -89,9 +89,9 @@ def variant_options() -> tuple[list[str], list[str]]:
 
 
 def load(paths: list[str | Path]) -> pd.DataFrame:
-    """Result CSVs (a torn last line left out), with `results_file` and defaults for the columns an
-    older version did not write, drained loader windows rejected (`reject_drains`); one-line
-    ValueError for a file that is not pipebench's."""
+    """Result CSVs (a torn last line left out), with `results_file` (the run's name), `results_folder`
+    (the folder holding it) and defaults for the columns an older version did not write, drained
+    loader windows rejected (`reject_drains`); one-line ValueError for a file that is not pipebench's."""
     frames, names = [], {}
     for p in dict.fromkeys(Path(p).resolve() for p in paths):   # the same file given twice: read once
         frame = results.read_rows(p, keep_default_na=False, na_values=[""], dtype={c: str for c in TEXT})
@@ -101,7 +101,8 @@ def load(paths: list[str | Path]) -> pd.DataFrame:
                                                                if len(frame.columns) and missing else ""))
         name = p.parent.name or str(p)   # a run is named by its folder; two files of one name told apart
         names[name] = names.get(name, 0) + 1
-        frames.append(frame.assign(results_file=name if names[name] == 1 else f"{name} ({names[name]})"))
+        frames.append(frame.assign(results_file=name if names[name] == 1 else f"{name} ({names[name]})",
+                                   results_folder=str(p.parent)))
     df = pd.concat(frames, ignore_index=True)
     for column in ("img_per_s", "images", "seconds"):   # numbers, or the file is damaged: one line, not a traceback
         values = pd.to_numeric(df[column], errors="coerce") if column in df else None

@@ -1,4 +1,5 @@
-"""The report's files: REPORT.md, SUMMARY.md and ANSWER.md, each written whole (`write`).
+"""The report's files: REPORT.md, SUMMARY.md and ANSWER.md, each written whole (`write`), and
+PREDICTION.md, from a run's one-GPU rows alone (`write_prediction`).
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from .. import results
 from .analysis import RULES, load, runs, view_of
 from .answers import answers
 from .formatting import code, epoch_text
-from .hosts import answer as hosts_answer, most_gpus
+from .hosts import answer as hosts_answer, most_gpus, one_gpu_rows, prediction_file
 from .readme import ANSWER, BLOCK_NAMES, HOSTS, SUMMARY, readme_block, update_readme
 from .sections import TIMERS, run_sections
 from .summary import gpus_sentence, summary
@@ -22,6 +23,19 @@ def write_answers(out: Path, found: list[tuple[str, pd.DataFrame, list[str]]], w
     for name, group, said in found:
         lines += [f"From {code(name)} ({whole} for the whole report{_epochs(group)}).", "", *[f"- {a}" for a in said], ""]
     results.replace_file(out / "ANSWER.md", "\n".join(lines))
+
+
+def write_prediction(paths: list[str | Path], out: Path) -> Path:
+    """out/PREDICTION.md (`hosts.prediction_file`) from one run's one-GPU rows: every row of several
+    GPUs is dropped as the rows are loaded, before anything reads them. Returns its path."""
+    found = runs(one_gpu_rows(load(paths)))
+    if len(found) != 1:
+        raise ValueError(f"--prediction-only takes one run's one-GPU rows; these rows hold {len(found)}"
+                         + (": " + "; ".join(name for name, _ in found) if found else ""))
+    text = prediction_file(*found[0])
+    out.mkdir(parents=True, exist_ok=True)
+    results.replace_file(out / "PREDICTION.md", text)
+    return out / "PREDICTION.md"
 
 
 def write(paths: list[str | Path], out: Path, readme: Path | None = None, readme_answer: Path | None = None,

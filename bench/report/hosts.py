@@ -1,15 +1,23 @@
 """Several GPUs of one host: what one run measured at each GPU count (`scaling`), and a prediction
-for GPU counts it did not measure, checked against those it did (`prediction`). PREDICTION says how.
+for 2, 4 and 8 GPUs per host made from the run's one-GPU rows alone (`predict`; PREDICTION says how),
+written before the multi-GPU rows are read (`prediction_file`: PREDICTION.md) and checked against
+every GPU count measured (`prediction`, CHECKED); for photographs, the share of model-only the best
+pipeline reaches per cores per GPU at the most GPUs measured (`photographs`).
 """
 from __future__ import annotations
 
 import math
+import os
+import urllib.parse
+from pathlib import Path
 
 import pandas as pd
 
+from pipelines.config import IMAGEFOLDER
+
 from ..plan import MIN_PROCESSES
 from .analysis import FED, label_variants
-from .formatting import code, escape, plural
+from .formatting import code, escape, pct, plural, table
 
 SCALE_KEY = ["mode", "stage", "payload", "pipeline", "model", "step", "image_size", "batch_size", "dtype", "cpus"]
 CELL = ["pipeline", "model", "step", "image_size", "batch_size", "dtype"]
@@ -26,20 +34,25 @@ busy / rank": CPU seconds of a rank's process tree over its window and cores. Co
 copies at once."""
 
 PREDICTION = """\
-A prediction, not a measurement (`bench/report/hosts.py`): per-GPU e2e img/s with N GPUs in a host
-of H cores, each GPU's rank on H / N of them, from this run's rows:
-  - the model's per-GPU rate at N GPUs: model-only at N GPUs where measured; else its per-step time
-    from the one-GPU rows and those of the most GPUs measured, k, the all-reduce's part growing with
-    ring all-reduce traffic per GPU, 2(N-1)/N against k's ("≈" marks such a rate);
+A prediction, not a measurement (`bench/report/hosts.py`), made from the run's one-GPU rows alone
+(`pipebench report RUN --out DIR --prediction-only` writes it as DIR/PREDICTION.md, so it can be
+written before the multi-GPU rows are measured): per-GPU e2e img/s with N GPUs in a host of H cores
+(the rows' `cpu_count`), each GPU's rank on H / N of them:
+  - the model's per-GPU rate: its one-GPU model-only rate at every N. One GPU measures no
+    all-reduce, so it is left out: an upper bound of the step under DDP;
   - the pipeline's rate at H / N cores: its one-GPU loader-only rate at that budget (idle GPU);
   - the pipeline's e2e efficiency at one GPU: one-GPU e2e over the lower of its model-only and
     loader-only rates at the e2e's cores (at most 1);
   - prediction = efficiency x the lower of the first two; "binds" names that lower one (input: the
-    pipeline on its share of the host's cores; step: the model's step with its all-reduce).
-It assumes ranks that do not slow each other (memory bandwidth, caches and the bus shared); where
-the run measured N GPUs, "error" is the prediction against that e2e rate, and the scaling table's
-loader rows show how much a rank lost beside the others. The bus is not in it: the copy rows above
-say what each GPU's share of it moves."""
+    pipeline on its share of the host's cores; step: the model's one-GPU step).
+It assumes a free all-reduce and ranks that do not slow each other (memory bandwidth, caches and the
+bus shared): an upper bound. The bus is not in it."""
+
+CHECKED = """\
+Where the run measured N GPUs, "error" is predicted / measured - 1 (per-GPU e2e medians) and "beyond
+spread" says whether the prediction lies outside the range of the processes' medians there; the
+scaling table's loader rows show how much a rank lost beside the others, and its copy rows what each
+GPU's share of the bus moves."""
 
 
 def _gpus_used(rows: pd.DataFrame) -> pd.Series:
@@ -95,10 +108,12 @@ def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 def answer(df: pd.DataFrame, bus: str | None) -> list[str]:
     """The several-GPU answer of one run (Markdown lines, for the README's hosts block): what it
     measured at each GPU count (`measured`), where the shared bus binds (`bus`: the summary's
-    sentence) and the prediction's sentences; none without them."""
+    sentence), what photographs need per GPU (`photographs`) and the prediction's sentences; none
+    without them."""
     found = measured(df)
     said = prediction(df)[1]
-    return [*(f"- {line}" for line in found), *([f"- {bus}"] if bus else []), *said]
+    return [*(f"- {line}" for line in found), *([f"- {bus}"] if bus else []),
+            *(f"- {line}" for line in photographs(df)), *said]
 
 
 def most_gpus(df: pd.DataFrame) -> int:
@@ -107,9 +122,9 @@ def most_gpus(df: pd.DataFrame) -> int:
     return int(_gpus_used(ok).max()) if len(ok) else 1
 
 
-def _ring(gpus: int) -> float:
-    """Ring all-reduce traffic per GPU, in units of the gradients' size."""
-    return 2 * (gpus - 1) / gpus
+def one_gpu_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of one GPU (one rank, not DataParallel over several): all a prediction may read."""
+    return df[_gpus_used(df) == 1]
 
 
 def _lead_rows(df: pd.DataFrame, keep: pd.Series) -> pd.DataFrame:
@@ -120,67 +135,69 @@ def _lead_rows(df: pd.DataFrame, keep: pd.Series) -> pd.DataFrame:
     return ok.assign(per_gpu=ok.world_img_per_s / ok.world_size)
 
 
-def _signed(v: float) -> str:
-    """An error as a whole percentage with its sign; ±0% when it rounds to zero."""
-    text = f"{v:+.0%}"
-    return "±0%" if text in ("+0%", "-0%") else text
+def _prediction_inputs(one: pd.DataFrame) -> pd.DataFrame:
+    """The rows a prediction reads from one-GPU rows (`one_gpu_rows`): model-only, e2e and idle
+    loader-only (`_lead_rows`); ValueError for a row of several GPUs, which it must never read."""
+    if (_gpus_used(one) != 1).any():
+        raise ValueError("a prediction reads one-GPU rows only; these hold rows of several GPUs")
+    ok = _lead_rows(one, one["mode"].isin(["model", "e2e"]) | ((one["mode"] == "loader") & (one.busy_ms == 0)))
+    return ok.assign(step=ok.step.fillna(""))   # loader rows have none
 
 
-def prediction(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """PREDICTION, per one-GPU e2e cell of the run and GPU count (PREDICTED_GPUS and every count the
-    run measured): the inputs, the predicted per-GPU and job img/s, the measured job rate and the
-    error where the run measured that count at H / N cores, and what binds; sentences: per pipeline
-    the fewest GPUs per host at which it is predicted input-bound, and the errors."""
-    ok = _lead_rows(df, ((df["mode"].isin(["model", "e2e"])) | ((df["mode"] == "loader") & (df.busy_ms == 0))))
-    if (ok.empty or ok.world_size.max() <= 1 or not ((ok["mode"] == "e2e") & (ok.world_size == 1)).any()
-            or ok.cpu_count.isna().all()):   # no one-GPU e2e row to start from, or no host size
-        return pd.DataFrame(), []
+def predict(ok: pd.DataFrame, counts: list[int]) -> tuple[pd.DataFrame, int]:
+    """PREDICTION's numbers from `_prediction_inputs`' rows, per one-GPU e2e cell and GPU count in
+    `counts` (the model's one-GPU rate, the loader's at the share of the host, the efficiency, the
+    prediction and what binds), and the host's cores; empty without them."""
+    if ok.empty or ok.cpu_count.isna().all() or not (ok["mode"] == "e2e").any():
+        return pd.DataFrame(), 0
     host = int(ok.cpu_count.max())
-    ok["step"] = ok.step.fillna("")   # loader rows have none
-    rates = ok.groupby(["mode", *CELL, "cpus", "world_size"]).per_gpu.median()
-    counts = sorted({*PREDICTED_GPUS, *ok.world_size.unique()} - {1})
+    rates = ok.groupby(["mode", *CELL, "cpus"]).per_gpu.median()
     found = []
-    for (pipeline, model, step, size, batch, dtype, cores), e2e in rates.loc["e2e"].xs(1, level="world_size").items():
+    for (pipeline, model, step, size, batch, dtype, cores), e2e in rates.loc["e2e"].items():
         try:
-            per_count = rates.loc["model"].xs((model, step, size, batch, dtype), level=SETTING).groupby(
-                level="world_size").median()
-            loader = rates.loc["loader"].xs(("none", "", size, batch, dtype, 1), level=[*SETTING, "world_size"])
+            step_rate = rates.loc["model"].xs((model, step, size, batch, dtype), level=SETTING).median()
+            loader = rates.loc["loader"].xs(("none", "", size, batch, dtype), level=SETTING)
         except KeyError:   # no model-only or no loader-only rows for this e2e cell
             continue
-        if 1 not in per_count.index or (pipeline, cores) not in loader.index:
+        if (pipeline, cores) not in loader.index:
             continue
-        efficiency = min(1.0, e2e / min(per_count[1], loader[(pipeline, cores)]))
+        efficiency = min(1.0, e2e / min(step_rate, loader[(pipeline, cores)]))
         for n in counts:
-            share = host // n
-            if n in per_count.index:
-                step_rate, measured_model = per_count[n], True
-            elif per_count.index.max() > 1:   # from the most GPUs measured, k
-                k = per_count.index.max()
-                t1, tk = 1 / per_count[1], 1 / per_count[k]
-                step_rate, measured_model = 1 / (t1 + max(0.0, tk - t1) * _ring(n) / _ring(k)), False
-            else:
-                continue
-            feed = loader.get((pipeline, share), math.nan)
+            feed = loader.get((pipeline, host // n), math.nan)
             predicted = efficiency * min(step_rate, feed) if not math.isnan(feed) else math.nan
-            measured = rates.get(("e2e", pipeline, model, step, size, batch, dtype, share, n), math.nan)
-            found.append(dict(pipeline=pipeline, model=model, step=step, size=size, gpus=n, cores=share,
-                              step_rate=step_rate, measured_model=measured_model, feed=feed, efficiency=efficiency,
-                              predicted=predicted, measured=measured,
+            found.append(dict(pipeline=pipeline, model=model, step=step, size=size, batch=batch, dtype=dtype, gpus=n,
+                              cores=host // n, step_rate=step_rate, feed=feed, efficiency=efficiency,
+                              predicted=predicted,
                               binds="" if math.isnan(predicted) else "input" if feed < step_rate else "step"))
-    if not found:
-        return pd.DataFrame(), []
-    frame = pd.DataFrame(found)
-    number = lambda v: "—" if pd.isna(v) else f"{v:,.0f}"   # noqa: E731
+    return pd.DataFrame(found), host
+
+
+def _number(v: float) -> str:
+    """A rate as a whole number with thousands separators; "—" where there is none."""
+    return "—" if pd.isna(v) else f"{v:,.0f}"
+
+
+def _prediction_view(frame: pd.DataFrame) -> pd.DataFrame:
+    """The prediction's table; with the measured columns where `frame` has them (`_checked`)."""
     view = pd.DataFrame({
         "pipeline": frame.pipeline.map(code), "model": frame.model.map(code), "px": frame["size"],
         "GPUs / host": frame.gpus, "cores / GPU": frame.cores,
-        "model per GPU": [("" if r.measured_model else "≈") + number(r.step_rate) for r in frame.itertuples()],
-        "loader per GPU (1 GPU)": frame.feed.map(number), "e2e efficiency": frame.efficiency.map("{:.0%}".format),
-        "predicted per GPU": frame.predicted.map(number), "predicted job": (frame.predicted * frame.gpus).map(number),
-        "measured job": (frame.measured * frame.gpus).map(number),
-        "error": (frame.predicted / frame.measured - 1).map(lambda v: "—" if pd.isna(v) else _signed(v)),
-        "binds": frame.binds.replace("", "—")})
-    sentences = [f"- Host of {host} cores split evenly over its GPUs (a prediction):"]
+        "model per GPU (1 GPU, no all-reduce)": frame.step_rate.map(_number),
+        "loader per GPU (1 GPU)": frame.feed.map(_number), "e2e efficiency": frame.efficiency.map("{:.0%}".format),
+        "predicted per GPU": frame.predicted.map(_number), "predicted job": (frame.predicted * frame.gpus).map(_number)})
+    if "measured" in frame:
+        view["measured job"] = (frame.measured * frame.gpus).map(_number)
+        view["error"] = (frame.predicted / frame.measured - 1).map(lambda v: "—" if pd.isna(v) else _signed(v))
+        view["beyond spread"] = [("yes" if r.beyond else "no") if pd.notna(r.measured) and pd.notna(r.predicted)
+                                 else "—" for r in frame.itertuples()]
+    view["binds"] = frame.binds.replace("", "—").to_numpy()
+    return view
+
+
+def _bound_sentences(frame: pd.DataFrame, host: int) -> list[str]:
+    """Per pipeline and model, the fewest GPUs per host at which it is predicted input-bound."""
+    sentences = [f"- Host of {host} cores split evenly over its GPUs (a prediction from the one-GPU rows, "
+                 "the all-reduce left out):"]
     for (pipeline, model), rows in frame.dropna(subset=["predicted"]).groupby(["pipeline", "model"], sort=True):
         bound = rows[rows.binds == "input"]
         if len(bound):
@@ -192,12 +209,110 @@ def prediction(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         else:
             sentences.append(f"  - {code(pipeline)} with {code(model)}: the step binds up to "
                              f"{plural(int(rows.gpus.max()), 'GPU')} per host; the input keeps up.")
+    return sentences
+
+
+def _signed(v: float) -> str:
+    """An error as a whole percentage with its sign; ±0% when it rounds to zero."""
+    text = f"{v:+.0%}"
+    return "±0%" if text in ("+0%", "-0%") else text
+
+
+def _checked(frame: pd.DataFrame, lead: pd.DataFrame) -> pd.DataFrame:
+    """`frame` (`predict`) with the measured per-GPU e2e median at each GPU count and share of the
+    host, the range of the processes' medians (lo, hi) and whether the prediction lies beyond it."""
+    keys = [*CELL, "cpus", "world_size"]
+    e2e = lead[lead["mode"] == "e2e"]
+    found = e2e.groupby(keys).per_gpu.median().rename("measured").to_frame().join(
+        e2e.groupby([*keys, "process"]).per_gpu.median().groupby(keys).agg(lo="min", hi="max"))
+    at = [(r.pipeline, r.model, r.step, r.size, r.batch, r.dtype, r.cores, r.gpus) for r in frame.itertuples()]
+    found = found.reindex(pd.MultiIndex.from_tuples(at, names=keys))
+    frame = frame.assign(measured=found.measured.to_numpy(), lo=found.lo.to_numpy(), hi=found.hi.to_numpy())
+    return frame.assign(beyond=(frame.predicted > frame.hi) | (frame.predicted < frame.lo))
+
+
+def _error_text(r) -> str:
+    return (f"{_signed(r.predicted / r.measured - 1)} ({'beyond' if r.beyond else 'within'} the spread of its "
+            "processes)")
+
+
+def _most_gpus_line(frame: pd.DataFrame) -> list[str]:
+    """The prediction at the most GPUs predicted, per pipeline and model, with its error at the most
+    GPUs the run measured it on."""
+    most = max(PREDICTED_GPUS)
+    lines = []
+    for (pipeline, model), rows in frame.groupby(["pipeline", "model"], sort=True):
+        top = rows[rows.gpus == most].iloc[0]
+        said = (f"{top.predicted:,.0f} img/s per GPU (job {top.predicted * most:,.0f}), {top.binds} binds"
+                if pd.notna(top.predicted) else f"not predicted (no one-GPU loader-only rows at {int(top.cores)} cores)")
+        seen = rows.dropna(subset=["predicted", "measured"])
+        if len(seen):
+            last = seen.loc[seen.gpus.idxmax()]
+            said += f"; at {plural(int(last.gpus), 'GPU')}, the most measured, its error was {_error_text(last)}"
+        else:
+            said += "; no GPU count measured to check it"
+        lines.append(f"  - {code(pipeline)} with {code(model)}: {said}.")
+    return [f"- {most} GPUs per host, predicted, with the error seen at the most GPUs measured:", *lines]
+
+
+def prediction(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """PREDICTION, from the run's one-GPU rows alone (`predict`, as PREDICTION.md has it), for
+    PREDICTED_GPUS and every GPU count the run measured, with the error where it measured that count
+    at H / N cores; sentences: per pipeline the fewest GPUs per host at which it is predicted
+    input-bound, the errors, the most GPUs predicted with the error at the most measured, and where
+    the input binds and the job fell short beyond its spread (`_short_of_the_input`)."""
+    lead = _lead_rows(df, df["mode"].isin(["model", "e2e"]) | ((df["mode"] == "loader") & (df.busy_ms == 0)))
+    if lead.empty or lead.world_size.max() <= 1:
+        return pd.DataFrame(), []
+    counts = sorted({*PREDICTED_GPUS, *lead.world_size.astype(int).unique()} - {1})
+    frame, host = predict(_prediction_inputs(one_gpu_rows(df)), counts)
+    if frame.empty:
+        return pd.DataFrame(), []
+    frame = _checked(frame, lead)
+    sentences = _bound_sentences(frame, host)
     checked = frame.dropna(subset=["predicted", "measured"])
     if len(checked):
-        sentences.append("- Error on the GPU counts measured: " + ", ".join(
-            f"{code(r.pipeline)} {r.gpus} GPUs {_signed(r.predicted / r.measured - 1)}" for r in checked.itertuples()) + ".")
-    sentences += _short_of_the_input(ok, checked)
-    return view, sentences
+        sentences.append("- Error on the GPU counts measured (predicted / measured - 1, per-GPU e2e medians): " + ", ".join(
+            f"{code(r.pipeline)} {r.gpus} GPUs {_error_text(r)}" for r in checked.itertuples()) + ".")
+    sentences += _most_gpus_line(frame)
+    sentences += _short_of_the_input(lead, checked)
+    return _prediction_view(frame), sentences
+
+
+def prediction_file(name: str, one: pd.DataFrame) -> str:
+    """PREDICTION.md of run `name` from its one-GPU rows alone (`one_gpu_rows`): which rows it read,
+    PREDICTION and the prediction for PREDICTED_GPUS; ValueError where they hold none to make it from."""
+    ok = _prediction_inputs(one)
+    frame, host = predict(ok, list(PREDICTED_GPUS))
+    if frame.empty:
+        raise ValueError(f"{name}: no prediction from its one-GPU rows: it needs e2e, model-only and idle "
+                         "loader-only rows of one GPU at the e2e's cores, and the host's core count (cpu_count)")
+    ids, commits = sorted(set(ok.run_id)), sorted(set(ok.git_commit))
+    return "\n".join([
+        "# More GPUs per host, predicted from one GPU", "",
+        f"From {code(name)}, written by `pipebench report --prediction-only` before its rows of several GPUs "
+        f"were read, from its one-GPU rows alone: {plural(len(ok), 'row')} (rank 0, ok: model-only, e2e and idle "
+        f"loader-only) of commit {', '.join(commits) or 'unknown'}, {plural(len(ids), 'invocation')} "
+        f"({', '.join(code(i) for i in ids)}).", "",
+        PREDICTION, "", table(_prediction_view(frame)), "", *_bound_sentences(frame, host), ""])
+
+
+def prediction_note(name: str, group: pd.DataFrame, out: Path) -> list[str]:
+    """Where the run's folder holds PREDICTION.md: a line linking it (relative to `out`) and saying
+    whether it is what the run's one-GPU rows give now (`prediction_file`)."""
+    written = Path(group.results_folder.iloc[0]) / "PREDICTION.md"
+    if not written.is_file():
+        return []
+    link = urllib.parse.quote(Path(os.path.relpath(written, out)).as_posix(), safe="/._-~")
+    try:
+        same = written.read_text() == prediction_file(name, one_gpu_rows(group))
+    except ValueError:
+        same = False
+    return [f"The run's folder holds [PREDICTION.md]({link}), written by `pipebench report --prediction-only` "
+            "from its one-GPU rows before its rows of several GPUs were read; " +
+            ("the same one-GPU rows give it today: it is the table below without the measured columns." if same else
+             "it differs from what the run's one-GPU rows give today (rows of one GPU measured after it, or "
+             "another version of the report): the table below is today's."), ""]
 
 
 def _short_of_the_input(ok: pd.DataFrame, checked: pd.DataFrame) -> list[str]:
@@ -207,10 +322,9 @@ def _short_of_the_input(ok: pd.DataFrame, checked: pd.DataFrame) -> list[str]:
     couples them), or the ranks slowed each other loader-only already."""
     coupled, crowded = [], []
     for r in checked[checked.binds == "input"].itertuples():
-        cell = (ok.pipeline == r.pipeline) & (ok.image_size == r.size) & (ok.cpus == r.cores) & (ok.world_size == r.gpus)
-        e2e = ok[cell & (ok["mode"] == "e2e") & (ok.model == r.model) & (ok.step == r.step)]
-        if r.predicted <= e2e.groupby("process").per_gpu.median().max():
+        if r.predicted <= r.hi:
             continue
+        cell = (ok.pipeline == r.pipeline) & (ok.image_size == r.size) & (ok.cpus == r.cores) & (ok.world_size == r.gpus)
         at_once = ok[cell & (ok["mode"] == "loader")]
         if at_once.empty:
             crowded.append(f"{code(r.pipeline)} at {plural(int(r.gpus), 'GPU')} (no loader-only rows at that count)")
@@ -270,4 +384,40 @@ def measured(df: pd.DataFrame) -> list[str]:
                          + (", ".join(bound) or "none")
                          + (f"; too few processes to judge (fewer than {MIN_PROCESSES}): {', '.join(thin)}" if thin else "")
                          + ".")
+    return lines
+
+
+def photographs(df: pd.DataFrame) -> list[str]:
+    """Per photo setting (model, step, size, batch, dtype of e2e rows at 224 px read from an
+    `imagefolder:` source) run on several GPUs, at the most GPUs it ran on: the best pipeline's
+    per-GPU e2e median at each cores per GPU measured there, as a share of model-only's per-GPU
+    median at that GPU count (at the same cores where measured), and the fewest cores per GPU at
+    which it reaches FED; with one cores value, only what it reaches there."""
+    source = df["source"].astype("string").fillna("") if "source" in df else pd.Series("", index=df.index)
+    ok = _lead_rows(df, (df.image_size == 224) & ((df["mode"] == "model") | (
+        (df["mode"] == "e2e") & source.str.startswith(IMAGEFOLDER))))
+    lines = []
+    for (model, step, size, batch, dtype), rows in ok[ok["mode"] == "e2e"].groupby(SETTING, sort=True):
+        most = int(rows.world_size.max())
+        alone = ok[(ok["mode"] == "model") & (ok.model == model) & (ok.step == step) & (ok.batch_size == batch)
+                   & (ok.dtype == dtype) & (ok.world_size == most)]
+        if most <= 1 or alone.empty:
+            continue
+        shares = []
+        for cores, here in rows[rows.world_size == most].groupby("cpus", sort=True):
+            model_rate = alone[alone.cpus == cores].per_gpu.median() if (alone.cpus == cores).any() else alone.per_gpu.median()
+            best = here.groupby("pipeline").per_gpu.median().sort_index().sort_values(ascending=False, kind="stable")
+            shares.append((int(cores), best.index[0], best.iloc[0] / model_rate))
+        head = (f"Photographs, {code(model)} ({escape(step)} step, {size} px, batch {batch}), {most} GPUs sharing "
+                f"the host (per-GPU e2e medians over model-only's at {plural(most, 'GPU')}): ")
+        if len(shares) == 1:
+            cores, pipeline, share = shares[0]
+            lines.append(head + f"at {cores} cores per GPU the best pipeline, {code(pipeline)}, reaches {pct(share)} "
+                         "of model-only.")
+            continue
+        fed = [cores for cores, _, share in shares if share >= FED]
+        lines.append(head + "the best pipeline " + "; ".join(
+            f"at {cores} cores per GPU {code(pipeline)} {pct(share)}" for cores, pipeline, share in shares) + "; "
+            + (f"it needs {fed[0]} cores per GPU to keep the model fed (at least {FED:.0%} of model-only)." if fed else
+               f"none reaches {FED:.0%} of model-only at the cores per GPU measured."))
     return lines

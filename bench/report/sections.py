@@ -11,7 +11,7 @@ import pandas as pd
 from .analysis import DRIFT, SETTING, RunView, at_setting, ceiling_text, label_variants
 from .answers import answer, reads_text, share_text
 from .formatting import code, epoch_text, escape, pct, per_gpu, plural, rate, table
-from .hosts import PREDICTION, SCALING, prediction, scaling
+from .hosts import CHECKED, PREDICTION, SCALING, prediction, prediction_note, scaling
 from .plots import cores_plot, headspace_plot, share_plot
 
 TIMERS = """\
@@ -303,5 +303,6 @@ def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slu
         parts += ["### Several GPUs", "", SCALING, "", table(table_), "", *sentences, ""]
     table_, sentences = prediction(group)
     if len(table_):
-        parts += ["### More GPUs per host, predicted", "", PREDICTION, "", table(table_), "", *sentences, ""]
+        parts += ["### More GPUs per host, predicted", "", PREDICTION, "", CHECKED, "", *prediction_note(name, group, out),
+                  table(table_), "", *sentences, ""]
     return parts
