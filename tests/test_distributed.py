@@ -26,6 +26,7 @@ from test_contract import VARIANTS, decode_index, to_pixels
 
 REPO = Path(__file__).resolve().parents[1]
 N_ODD = 1001   # samples: not a multiple of 2 ranks, so the padding shows
+N_PHOTOS = 9   # photographs, one per class (the models have 10): odd, so the padding shows; 5 per rank
 STEP_WORKER_S = 400   # _step_worker: a rank still running after this prints every thread's stack and ends
 
 
@@ -86,6 +87,43 @@ def _coverage_worker(rank: int, world: int, rendezvous: str, root: str, out: str
     if rank == 0:
         Path(out).write_text(json.dumps(report))
     dist.destroy_process_group()
+
+
+def _photo_coverage_worker(rank: int, world: int, rendezvous: str, folder: str, out: str) -> None:
+    """One rank: an epoch of every pipeline that reads photographs on its shard of a folder of one
+    photograph per class (the label names the photograph); rank 0 writes the labels each rank saw."""
+    _init(rank, world, rendezvous)
+    report = {}
+    for name in pipelines.photo_readers():
+        if pipelines.available()[name] or name == "ffcv":   # ffcv refuses world_size > 1 (pipelines/ffcv.py)
+            continue
+        config = PipelineConfig(source=f"imagefolder:{folder}", image_size=32, batch_size=2, num_workers=1,
+                                device="cpu", rank=rank, world_size=world, last_batch="partial", seed=7)
+        with pipelines.build(name, config) as p:
+            p.set_epoch(1)
+            seen = [label for _, y in p for label in y.tolist()]
+        gathered = [None] * world
+        dist.all_gather_object(gathered, (len(p), seen))
+        report[name] = gathered
+    if rank == 0:
+        Path(out).write_text(json.dumps(report))
+    dist.destroy_process_group()
+
+
+def test_two_gloo_processes_cover_an_epoch_of_photographs_once_for_every_photo_pipeline(tmp_path):
+    from test_imagefolder import jpeg
+    folder = tmp_path / "photos"
+    for k in range(N_PHOTOS):   # one photograph per class, of assorted sizes: its label is its index
+        jpeg(folder / f"c{k:02d}" / "0.jpg", size=(200 + 20 * k, 180 + 10 * k), seed=k)
+    out = tmp_path / "coverage.json"
+    mp.spawn(_photo_coverage_worker, args=(2, str(tmp_path / "rdzv"), str(folder), str(out)), nprocs=2)
+    report = json.loads(out.read_text())
+    assert "dataloader" in report and (pipelines.available()["dali"] or "dali" in report)
+    for name, ranks in report.items():
+        (steps_a, a), (steps_b, b) = ranks
+        assert steps_a == steps_b == -(-len(a) // 2) == -(-len(b) // 2), (name, ranks)   # the same DDP steps per rank
+        counts = np.bincount(a + b, minlength=N_PHOTOS)
+        assert counts.min() == 1 and counts.sum() - N_PHOTOS == 1, (name, ranks)   # one padded, all others once
 
 
 def test_two_gloo_processes_cover_the_epoch_once_for_every_pipeline(indexed_root, tmp_path):
