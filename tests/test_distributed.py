@@ -1,6 +1,7 @@
 """torch.distributed on the CPU: the sharding policy, a real 2-process gloo job in which every
-pipeline (DALI in CPU mode included) covers the epoch exactly once across ranks, DDP replicas that
-stay in sync, and the harness under torchrun."""
+pipeline (DALI in CPU mode included) covers the epoch exactly once across ranks, on CIFAR-like data
+and on photographs, DDP replicas that stay in sync, the harness under torchrun, and --ranks sweeps
+(a shared-process one over photographs too)."""
 from __future__ import annotations
 
 import faulthandler
@@ -297,6 +298,29 @@ def test_ranks_runs_each_configuration_on_one_and_on_two_ranks_of_their_own(synt
     assert _ranks_sweep(synthetic_root, out, "--pipelines", "prefetch", "--modes", "loader,e2e") == 0
     assert "resume: 4 of 4 configuration processes already done" in capsys.readouterr().err
     assert len(pd.read_csv(out / "results.csv")) == len(df)   # a two-rank block counted once, not run again
+
+
+def test_a_shared_process_sweep_on_two_ranks_feeds_photographs_through_every_photo_pipeline(tmp_path):
+    """--ranks 1,2 --share-process on a folder of photographs: every pipeline of the photo plans
+    (DALI's CPU decoder where DALI is installed) writes ok rows on one rank and on both of two."""
+    from test_imagefolder import jpeg
+    folder = tmp_path / "photos"
+    for k in range(6):
+        jpeg(folder / f"c{k % 2}" / f"{k}.jpg", size=(64 + 8 * k, 48 + 4 * k), seed=k)
+    photo_pipelines = ["dataloader", "timm"] + ["dali"] * (not pipelines.available()["dali"])
+    out = tmp_path / "run"
+    assert cli.main(["sweep", "--device", "cpu", "--ranks", "1,2", "--cpus", "1", "--processes", "1",
+                     "--share-process", "--source", f"imagefolder:{folder}", "--image-size", "32",
+                     "--batch-size", "2", "--steps", "1", "--warmup", "0", "--repeats", "1",
+                     "--models", "resnet9-w0.25", "--modes", "e2e", "--pipelines", ",".join(photo_pipelines),
+                     "--dali-decoder", "cpu", "--workers", "0", "--out", str(out)]) == 0   # no worker processes to start
+    df = pd.read_csv(out / "results.csv")
+    assert (df.status == "ok").all(), df[df.status != "ok"].error.tolist()
+    e2e = df[df["mode"] == "e2e"]
+    assert e2e.groupby("world_size").pipeline.agg(sorted).to_dict() == {
+        1: sorted(photo_pipelines), 2: sorted(photo_pipelines * 2)}   # one row per rank
+    assert (e2e[e2e.world_size == 1].slot.notna()).all()   # one rank: the cell shared a process
+    assert set(df[df.pipeline == "dali"].dali_decoder) <= {"cpu"}
 
 
 def test_ranks_are_refused_under_torchrun_and_beyond_the_gpus():
