@@ -1,6 +1,7 @@
 """torch.distributed on the CPU: the sharding policy, a real 2-process gloo job in which every
-pipeline (DALI in CPU mode included) covers the epoch exactly once across ranks, DDP replicas that
-stay in sync, and the harness under torchrun."""
+pipeline (DALI in CPU mode included) covers the epoch exactly once across ranks, on CIFAR-like data
+and on photographs, DDP replicas that stay in sync, the harness under torchrun, and --ranks sweeps
+(a shared-process one over photographs too)."""
 from __future__ import annotations
 
 import faulthandler
@@ -28,6 +29,7 @@ from test_contract import VARIANTS, decode_index, to_pixels
 
 REPO = Path(__file__).resolve().parents[1]
 N_ODD = 1001   # samples: not a multiple of 2 ranks, so the padding shows
+N_PHOTOS = 9   # photographs, one per class (the models have 10): odd, so the padding shows; 5 per rank
 STEP_WORKER_S = 400   # _step_worker: a rank still running after this prints every thread's stack and ends
 
 
@@ -88,6 +90,43 @@ def _coverage_worker(rank: int, world: int, rendezvous: str, root: str, out: str
     if rank == 0:
         Path(out).write_text(json.dumps(report))
     dist.destroy_process_group()
+
+
+def _photo_coverage_worker(rank: int, world: int, rendezvous: str, folder: str, out: str) -> None:
+    """One rank: an epoch of every pipeline that reads photographs on its shard of a folder of one
+    photograph per class (the label names the photograph); rank 0 writes the labels each rank saw."""
+    _init(rank, world, rendezvous)
+    report = {}
+    for name in pipelines.photo_readers():
+        if pipelines.available()[name] or name == "ffcv":   # ffcv refuses world_size > 1 (pipelines/ffcv.py)
+            continue
+        config = PipelineConfig(source=f"imagefolder:{folder}", image_size=32, batch_size=2, num_workers=1,
+                                device="cpu", rank=rank, world_size=world, last_batch="partial", seed=7)
+        with pipelines.build(name, config) as p:
+            p.set_epoch(1)
+            seen = [label for _, y in p for label in y.tolist()]
+        gathered = [None] * world
+        dist.all_gather_object(gathered, (len(p), seen))
+        report[name] = gathered
+    if rank == 0:
+        Path(out).write_text(json.dumps(report))
+    dist.destroy_process_group()
+
+
+def test_two_gloo_processes_cover_an_epoch_of_photographs_once_for_every_photo_pipeline(tmp_path):
+    from test_imagefolder import jpeg
+    folder = tmp_path / "photos"
+    for k in range(N_PHOTOS):   # one photograph per class, of assorted sizes: its label is its index
+        jpeg(folder / f"c{k:02d}" / "0.jpg", size=(200 + 20 * k, 180 + 10 * k), seed=k)
+    out = tmp_path / "coverage.json"
+    mp.spawn(_photo_coverage_worker, args=(2, str(tmp_path / "rdzv"), str(folder), str(out)), nprocs=2)
+    report = json.loads(out.read_text())
+    assert "dataloader" in report and (pipelines.available()["dali"] or "dali" in report)
+    for name, ranks in report.items():
+        (steps_a, a), (steps_b, b) = ranks
+        assert steps_a == steps_b == -(-len(a) // 2) == -(-len(b) // 2), (name, ranks)   # the same DDP steps per rank
+        counts = np.bincount(a + b, minlength=N_PHOTOS)
+        assert counts.min() == 1 and counts.sum() - N_PHOTOS == 1, (name, ranks)   # one padded, all others once
 
 
 def test_two_gloo_processes_cover_the_epoch_once_for_every_pipeline(indexed_root, tmp_path):
@@ -279,6 +318,29 @@ def test_ranks_rendezvous_port_is_held_by_the_runner_from_before_the_ranks_start
         del stores
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=5).close()   # gone with the block
+
+
+def test_a_shared_process_sweep_on_two_ranks_feeds_photographs_through_every_photo_pipeline(tmp_path):
+    """--ranks 1,2 --share-process on a folder of photographs: every pipeline of the photo plans
+    (DALI's CPU decoder where DALI is installed) writes ok rows on one rank and on both of two."""
+    from test_imagefolder import jpeg
+    folder = tmp_path / "photos"
+    for k in range(6):
+        jpeg(folder / f"c{k % 2}" / f"{k}.jpg", size=(64 + 8 * k, 48 + 4 * k), seed=k)
+    photo_pipelines = ["dataloader", "timm"] + ["dali"] * (not pipelines.available()["dali"])
+    out = tmp_path / "run"
+    assert cli.main(["sweep", "--device", "cpu", "--ranks", "1,2", "--cpus", "1", "--processes", "1",
+                     "--share-process", "--source", f"imagefolder:{folder}", "--image-size", "32",
+                     "--batch-size", "2", "--steps", "1", "--warmup", "0", "--repeats", "1",
+                     "--models", "resnet9-w0.25", "--modes", "e2e", "--pipelines", ",".join(photo_pipelines),
+                     "--dali-decoder", "cpu", "--workers", "0", "--out", str(out)]) == 0   # no worker processes to start
+    df = pd.read_csv(out / "results.csv")
+    assert (df.status == "ok").all(), df[df.status != "ok"].error.tolist()
+    e2e = df[df["mode"] == "e2e"]
+    assert e2e.groupby("world_size").pipeline.agg(sorted).to_dict() == {
+        1: sorted(photo_pipelines), 2: sorted(photo_pipelines * 2)}   # one row per rank
+    assert (e2e[e2e.world_size == 1].slot.notna()).all()   # one rank: the cell shared a process
+    assert set(df[df.pipeline == "dali"].dali_decoder) <= {"cpu"}
 
 
 def test_ranks_are_refused_under_torchrun_and_beyond_the_gpus():

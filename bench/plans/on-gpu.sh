@@ -8,10 +8,14 @@
 # The first call records nvidia-smi, makes the plan's data (for a photo plan the photo set, from
 # runs/skphotos: see below), compiles every model of the plan's compiled grids once, all at once,
 # into inductor's cache (runs/PLAN/warm: not part of the run; compilation is outside every window
-# anyway, and this spares the sweep's first processes their cold compile), then starts the sweep in
+# anyway, and this spares the sweep's first processes their cold compile; the compiled grids alone,
+# model-only, at each of their --ranks, so a DDP step is compiled too, each rank on the cores the
+# most ranks listed leave it), then starts the sweep in
 # a process session of its own (setsid), so that it runs on between calls, uninterrupted. Every call
 # waits for it to end (at most WAIT_S seconds from the call's start) and copies what it wrote to
 # $OUT. PIPEBENCH_GIT_COMMIT: where the tree has no .git. PHOTOS: the photo set's size (2500 by default).
+# AFTER: a command the sweep's session runs right after the sweep ends, before sweep.rc is written
+# (so before any call copies the rows), its output appended to sweep.txt.
 # runs/skphotos, made where pip works (pip install -e '.[photos]'), then carried:
 #   python -c "import shutil, skimage, pathlib; from pipelines.sources.photos import CATALOG; \
 #     d = pathlib.Path('runs/skphotos'); d.mkdir(parents=True, exist_ok=True); \
@@ -48,15 +52,20 @@ if [ ! -e "$runs/started" ]; then
     python -c "from pipelines import PipelineConfig; from pipelines.sources.split import resolve_folder; \
 print('data:', *resolve_folder(PipelineConfig()))" > "$runs/prepare.txt" 2>&1   # the synthetic set, once
   fi
-  models=$(python -c 'import json, sys; p = json.load(open(sys.argv[1])); gs = [{**p, **g} for g in p["grids"]]
-print(*dict.fromkeys(m for g in gs if "compile" in g.get("step", []) for m in g["models"]))' "$plan")
-  for model in $models; do   # the plan's options, but one model-only window in one process
-    python -m bench.cli sweep --config "$plan" --modes model --models "$model" --step compile --processes 1 --warmup 0 \
-      --cpus "$(nproc)" --out "$runs/warm/$model" > "$runs/warm/$model.txt" 2>&1 &
+  # the compiled grids alone (warm/plan.json); the cores per rank the most ranks listed leave; the models
+  cpus_models=$(python -c 'import json, os, sys; p = json.load(open(sys.argv[1])); grids = p.pop("grids", [{}])
+gs = [g for g in grids if "compile" in {**p, **g}.get("step", [])]; json.dump({**p, "grids": gs}, open(sys.argv[2], "w"))
+ranks = max((r for g in gs for r in {**p, **g}.get("ranks", [1])), default=1)
+print(max(1, len(os.sched_getaffinity(0)) // ranks), *dict.fromkeys(m for g in gs for m in {**p, **g}["models"]))' \
+    "$plan" "$runs/warm/plan.json")
+  read -r cpus models <<< "$cpus_models"
+  for model in $models; do   # the compiled grids' options, but model-only, in one process per rank count
+    python -m bench.cli sweep --config "$runs/warm/plan.json" --modes model --models "$model" --step compile \
+      --processes 1 --warmup 0 --cpus "$cpus" --out "$runs/warm/$model" > "$runs/warm/$model.txt" 2>&1 &
   done
   wait
-  setsid bash -c "python -m bench.cli sweep --config $plan --out $runs/sweep > $runs/sweep.txt 2>&1; echo \$? > $runs/sweep.rc" \
-    < /dev/null > /dev/null 2>&1 &
+  setsid bash -c "python -m bench.cli sweep --config $plan --out $runs/sweep > $runs/sweep.txt 2>&1; rc=\$?; \
+    ${AFTER:-true} >> $runs/sweep.txt 2>&1; echo \$rc > $runs/sweep.rc" < /dev/null > /dev/null 2>&1 &
 fi
 while [ ! -e "$runs/sweep.rc" ] && [ "$SECONDS" -lt "${WAIT_S:-570}" ]; do sleep 5; done
 cp "$runs/nvidia-smi.txt" "$runs/prepare.txt" "$runs/sweep.txt" "$runs"/sweep/* "$OUT/" 2>/dev/null
