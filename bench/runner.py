@@ -381,7 +381,9 @@ def _follow(specs: list[harness.RunSpec], children: list[_Rank], timeout: float,
             continue
         if all(c.finished for c in children):   # it stopped after a failure: the rest in a new process
             return done
-        dead = [r for r, c in enumerate(children) if not (c.finished or c.process.is_alive())]
+        # /proc, not is_alive(): the forkserver reports a death late on a busy machine, after a peer's
+        # error that the death caused has arrived
+        dead = [r for r, c in enumerate(children) if not (c.finished or _alive(c.process.pid))]
         if dead or (named and any(c.failure(done) for c in children)):
             for r, child in enumerate(children):
                 child.read(on_window if r == 0 else None)   # what the last poll left unread
@@ -436,7 +438,7 @@ def _failure_row(spec: harness.RunSpec, r: int, failure: dict, named: bool) -> d
 
 def _ended(spec: harness.RunSpec, member: int, r: int, child: _Rank, named: bool) -> dict:
     """The error row of a configuration whose process (rank `r`'s) ended before its last record."""
-    child.process.join(1.0)
+    child.process.join(EXIT_GRACE_S)   # it has ended: as soon as the forkserver reports it
     code = child.process.exitcode
     count = len(child.rows(member))
     how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
