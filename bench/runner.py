@@ -34,7 +34,9 @@
 
 A configuration on several GPUs of this host (`--ranks N`) runs in N such processes at once, one
 per GPU, each with the environment torchrun would give it (`rank_environments`); they join one
-process group and are followed, timed out and ended together.
+process group and are followed, timed out and ended together. A rank's death is read from /proc (the
+forkserver reports it late on a busy machine), so the row blames the rank that died, not the peer whose
+collective it broke.
 
 Under torchrun (several processes), and with `--no-isolate`, configurations run in this process
 (no deadline): under torchrun a failure ends the job (the other ranks may be inside a collective);
