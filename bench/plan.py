@@ -9,6 +9,9 @@ pipelines that read them alone (`--prefetch-augment device,host` measures two `p
 and one of everything else), and rows of the others keep the knob's default. A CPU budget sets the default worker count (budget - 1, at least 1), which DALI's
 threads follow.
 
+What is not given takes the device's defaults; on a CPU above 32 px (photographs at 224 px) smaller
+ones, a model, batch and fixed windows that answer in minutes (`CPU_LARGE`).
+
 `size(options, device)` counts the configuration processes one set of options lists without building
 them, so a plan of millions is refused (`--max-configurations`) before anything is built.
 
@@ -38,7 +41,7 @@ import math
 import torch
 
 import pipelines
-from pipelines.config import PipelineConfig
+from pipelines.config import IMAGE_SIZE, PipelineConfig
 from pipelines.options import LINE_LIMIT, clip, echo
 
 from . import distributed, harness, machine, runner
@@ -49,6 +52,10 @@ MIN_PROCESSES = 3   # the fewest a verdict, a tie or "the fastest" may rest on (
 MIN_WINDOWS = 2     # the fewest windows per process a verdict may rest on: one window cannot show drift
 BATCH_SIZE = {"cuda": 512, "cpu": 64}   # --batch-size by default
 CPU_SAMPLES = 2048   # without CUDA and --max-samples: the first 2,048 images, so an epoch (an e2e window) lasts seconds
+# On a CPU above 32 px (photographs at 224 px), what is not given: a model, batch and fixed windows small
+# enough that `compare` answers in minutes (32-px defaults there took 20-50 minutes: whole-epoch e2e windows
+# and 50-step model-only blocks at a few images per second)
+CPU_LARGE = {"model": "resnet9-w0.125", "batch_size": 16, "steps": 4, "warmup": 1}
 
 
 def knobs() -> dict[str, pipelines.Option]:
@@ -99,8 +106,6 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
         channels_last=cuda if o.channels_last is None else o.channels_last,
         rank=world.rank, world_size=world.world_size,
         **{name: getattr(o, name) for name, option in knobs().items() if not option.listed})
-    timing = dict(steps=o.steps, warmup=o.warmup if o.warmup is not None else (10 if cuda else 2),
-                  min_seconds=0.0 if o.steps else o.min_window_s if o.min_window_s is not None else (2.0 if cuda else 0.5))
     repeats = o.repeats or (3 if cuda else 2)
     busy = tuple(o.busy_ms or (harness.BUSY_MS if cuda else (0.0,)))
     replicas = torch.cuda.device_count() if parallel == "dp" else 1
@@ -123,8 +128,9 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
 
     specs = []
     for size in o.image_size:
+        timing, large = _timing(o, cuda, size), not cuda and size > IMAGE_SIZE
         for dtype in dtypes:
-            for bs in o.batch_size or [BATCH_SIZE[device.type]]:
+            for bs in o.batch_size or [CPU_LARGE["batch_size"] if large else BATCH_SIZE[device.type]]:
                 for cpus in budgets:
                     for workers in o.workers or [max(1, cpus - 1)]:
                         for seed in o.seed:
@@ -132,6 +138,16 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
                                                   seed=seed)
                             specs += _setting(o, spec, config, cpus, modes, models, kinds, busy)
     return list(dict.fromkeys(specs))   # a configuration listed twice runs once
+
+
+def _timing(o, cuda: bool, size: int) -> dict:
+    """The windows' timing at `size` px: what is given, else the device's defaults (on a CPU above
+    32 px, short fixed windows: `CPU_LARGE`)."""
+    if not cuda and size > IMAGE_SIZE and o.steps is None and o.min_window_s is None:
+        return dict(steps=CPU_LARGE["steps"], warmup=CPU_LARGE["warmup"] if o.warmup is None else o.warmup,
+                    min_seconds=0.0)
+    return dict(steps=o.steps, warmup=o.warmup if o.warmup is not None else (10 if cuda else 2),
+                min_seconds=0.0 if o.steps else o.min_window_s if o.min_window_s is not None else (2.0 if cuda else 0.5))
 
 
 def _lists(o, device: torch.device, world: distributed.World) -> tuple[list, str, list, list, list, list]:
@@ -150,7 +166,8 @@ def _lists(o, device: torch.device, world: distributed.World) -> tuple[list, str
     kinds = o.step or (["eager"] if not cuda or parallel == "dp" else ["eager", "compile"] if several else
                        ["eager", "graph"])
     modes = o.modes or (["loader", "model", "e2e", "stage", "copy"] if cuda else ["loader", "model", "e2e"])
-    models = o.models or (["resnet18"] if cuda else ["resnet9-w0.25"])
+    models = o.models or (["resnet18"] if cuda else [CPU_LARGE["model"]] if min(o.image_size) > IMAGE_SIZE
+                          else ["resnet9-w0.25"])
     dtypes = o.dtype or ["bfloat16" if cuda else "float32"]
     return budgets, parallel, kinds, modes, models, dtypes
 

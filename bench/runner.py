@@ -17,7 +17,9 @@
   nothing it started outlives it; its rows count.
 - **Nothing outlives the parent.** A watchdog thread in the child kills its whole process group
   within PARENT_POLL_S once the pipebench process is gone (even SIGKILLed, when nothing else could
-  clean up); multiprocessing's forkserver exits when its parent's end of the alive pipe closes.
+  clean up). Before pipebench exits (`reap_children`, at interpreter exit) multiprocessing's forkserver
+  and resource tracker are stopped and waited for, and any process it started that is still there is
+  killed: none outlives its exit.
 - **Nothing counted twice.** A configuration's rows are committed to `results.csv` only when it
   finishes; a configuration that fails, times out or is interrupted leaves one `error` / `timeout`
   row or nothing, never partial `ok` rows, so a resumed sweep reruns it cleanly.
@@ -34,7 +36,9 @@ A configuration on several GPUs of this host (`--ranks N`) runs in N such proces
 per GPU, each with the environment torchrun would give it (`rank_environments`); they join one
 process group through a rendezvous store this process hosts for as long as they run (as torchrun's
 agent does: its port is bound before they start, so nothing can take it in between), and are
-followed, timed out and ended together.
+followed, timed out and ended together. A rank's death is read from /proc (the forkserver reports
+it late on a busy machine), so the row blames the rank that died, not the peer whose collective it
+broke.
 
 Under torchrun (several processes), and with `--no-isolate`, configurations run in this process
 (no deadline): under torchrun a failure ends the job (the other ranks may be inside a collective);
@@ -70,6 +74,7 @@ from . import distributed, harness, results, workloads
 DEFAULT_TIMEOUT_S = 1800.0   # per configuration; compilation and a slow DataLoader epoch fit well inside
 STARTUP_S = 120.0   # a child's start (the forkserver importing torch, once) before its deadline runs
 EXIT_GRACE_S = 15.0   # call_isolated: after its reply, a child stuck exiting (library threads) is killed
+REAP_GRACE_S = 10.0   # reap_children: how long the forkserver and resource tracker have to exit, then killed
 POLL_S = 0.05
 PARENT_POLL_S = 0.5   # how often a child checks that the pipebench process is still there
 
@@ -389,7 +394,9 @@ def _follow(specs: list[harness.RunSpec], children: list[_Rank], timeout: float,
             continue
         if all(c.finished for c in children):   # it stopped after a failure: the rest in a new process
             return done
-        dead = [r for r, c in enumerate(children) if not (c.finished or c.process.is_alive())]
+        # /proc, not is_alive(): the forkserver reports a death late on a busy machine, after a peer's
+        # error that the death caused has arrived
+        dead = [r for r, c in enumerate(children) if not (c.finished or _alive(c.process.pid))]
         if dead or (named and any(c.failure(done) for c in children)):
             for r, child in enumerate(children):
                 child.read(on_window if r == 0 else None)   # what the last poll left unread
@@ -444,7 +451,7 @@ def _failure_row(spec: harness.RunSpec, r: int, failure: dict, named: bool) -> d
 
 def _ended(spec: harness.RunSpec, member: int, r: int, child: _Rank, named: bool) -> dict:
     """The error row of a configuration whose process (rank `r`'s) ended before its last record."""
-    child.process.join(1.0)
+    child.process.join(EXIT_GRACE_S)   # it has ended: as soon as the forkserver reports it
     code = child.process.exitcode
     count = len(child.rows(member))
     how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
@@ -493,6 +500,45 @@ def _kill_group(child) -> None:
         except ProcessLookupError:   # not yet its own group (ended before its os.setsid): the process alone
             os.kill(child.pid, signal.SIGKILL)
     child.join(5)
+
+
+def reap_children() -> None:
+    """End every process this one started, before it exits (pipebench registers it with atexit):
+    multiprocessing's forkserver and resource tracker asked to stop as at exit (their alive pipes
+    closed; the tracker still unlinks what children left) and waited for up to REAP_GRACE_S, then what is still running of every process seen below this one killed (SIGKILL,
+    stopped ones too) and this process's own children reaped. Without it the forkserver, busy
+    unloading torch, outlived pipebench by seconds on a loaded machine (issue 54)."""
+    from multiprocessing import forkserver, resource_tracker
+
+    from .stability import descendants
+    started = descendants(os.getpid())   # before the forkserver ends: its orphans would leave this tree
+    helpers = [(forkserver._forkserver, "_forkserver_alive_fd", "_forkserver_pid"),
+               (resource_tracker._resource_tracker, "_fd", "_pid")]
+    for helper, fd, pid in helpers:
+        if getattr(helper, fd, None) is not None and getattr(helper, pid, None) is not None:
+            with contextlib.suppress(OSError):
+                os.close(getattr(helper, fd))
+            setattr(helper, fd, None)   # multiprocessing starts a new one if anything asks again
+            setattr(helper, pid, None)
+    deadline = time.monotonic() + REAP_GRACE_S
+    while any(map(_alive, started)) and time.monotonic() < deadline:
+        _reap(started)
+        time.sleep(POLL_S)
+    for pid in filter(_alive, started):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + REAP_GRACE_S   # SIGKILL takes effect at once; a bound all the same
+    while any(map(_alive, started)) and time.monotonic() < deadline:
+        _reap(started)
+        time.sleep(POLL_S)
+    _reap(started)
+
+
+def _reap(pids: list[int]) -> None:
+    """Collect the exit status of those of `pids` that are this process's children and have ended."""
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 def run_in_process(spec: harness.RunSpec, world: distributed.World, on_window=None,

@@ -80,16 +80,26 @@ def test_what_cannot_be_read_is_one_line_naming_it(tmp_path, make, message):
         imagefolder.read_imagefolder(root, "train")
 
 
-def test_a_file_name_that_is_not_utf8_is_an_error_row_naming_it_not_an_empty_results_csv(folder, tmp_path, capsys):
-    open(os.fsencode(folder / "dog") + b"/bad\xff.jpg", "wb").close()
+@pytest.mark.parametrize("make,message", [
+    (lambda cls: open(os.fsencode(cls) + b"/bad\xff.jpg", "wb").close(),
+     "{cls}/bad\\xff.jpg: a name that is not UTF-8: rename it"),
+    (lambda cls: (cls / "b.png").write_bytes(b"\x89PNG...."),
+     "{cls}/b.png: not a JPEG file (the pipelines here decode JPEG only)"),
+    (lambda cls: (cls / "c.jpg").write_bytes(b"\xff\xd8\xffjunk"), "{cls}/c.jpg: an unreadable JPEG"),
+])
+def test_a_file_that_cannot_be_read_is_refused_once_before_anything_runs(folder, tmp_path, capsys, make, message):
+    """A file of the folder that no pipeline can read (a name that is not UTF-8, a .png, a JPEG
+    whose header does not read): `compare` says so once, naming it, before any configuration runs
+    (each configuration failed on it in turn, the same line five times), and writes no results.csv."""
+    make(folder / "dog")
     out = tmp_path / "run"
-    cli.main(["compare", "--source", f"imagefolder:{folder}", "--pipelines", "dataloader", "--image-size", "64",
-              "--batch-size", "4", "--modes", "loader", "--steps", "1", "--warmup", "1", "--repeats", "1",
-              "--processes", "1", "--no-isolate", "--workers", "0", "--out", str(out)])
-    df = pd.read_csv(out / "results.csv")
-    assert df.status.tolist() == ["error"]
-    assert df.error[0] == f"ValueError: {folder}/dog/bad\\xff.jpg: a name that is not UTF-8: rename it"
-    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["compare", "--source", f"imagefolder:{folder}", "--pipelines", "dataloader,tvjpeg", "--image-size",
+                  "64", "--batch-size", "4", "--modes", "loader,model,e2e", "--steps", "1", "--warmup", "1",
+                  "--repeats", "1", "--processes", "1", "--no-isolate", "--workers", "0", "--out", str(out)])
+    assert str(stop.value.code).startswith("pipebench compare: " + message.format(cls=folder / "dog"))
+    assert "\n" not in str(stop.value.code) and not (out / "results.csv").exists()
+    assert "Traceback" not in capsys.readouterr().err
 
 
 def test_a_folder_whose_path_is_not_utf8_is_measured_and_recorded_escaped(folder, tmp_path, monkeypatch):

@@ -139,3 +139,24 @@ def test_a_megabyte_path_in_a_plan_is_cut_in_the_error_whatever_raises_it(tmp_pa
     line = err.splitlines()[-1]
     assert line.startswith("pipebench sweep: ") and "File name too long" in line
     assert line.endswith(" characters)") and len(line) <= LINE_LIMIT + 40
+
+
+def test_a_cpu_above_32_px_defaults_to_short_windows_of_a_smaller_model():
+    """`compare` on a CPU at 224 px ran 20-50 minutes with 32-px defaults (50-step model-only
+    blocks, whole-epoch e2e windows of resnet9-w0.25 at a few img/s): above 32 px a CPU's defaults are
+    a smaller model, smaller batches and short fixed windows (`plan.CPU_LARGE`); what is given wins,
+    and 32 px keeps its defaults."""
+    def specs(*argv):
+        options = cli.build_parser().parse_args(["compare", "--device", "cpu", "--cpus", "1", "--pipelines",
+                                                 "dataloader", "--processes", "1", *argv])
+        return [s for s in cli.specs_for([options], torch.device("cpu")) if s.mode in ("model", "e2e")]
+    large = specs("--image-size", "224")
+    assert {(s.model, s.config.batch_size, s.steps, s.warmup, s.min_seconds) for s in large} == {
+        (plan.CPU_LARGE["model"], plan.CPU_LARGE["batch_size"], plan.CPU_LARGE["steps"], plan.CPU_LARGE["warmup"], 0.0)}
+    given = specs("--image-size", "224", "--models", "resnet9-w0.25", "--batch-size", "8", "--min-window-s", "1",
+                  "--warmup", "3")
+    assert {(s.model, s.config.batch_size, s.steps, s.warmup, s.min_seconds) for s in given} == {
+        ("resnet9-w0.25", 8, None, 3, 1.0)}
+    small = specs()
+    assert {(s.model, s.config.batch_size, s.steps, s.warmup, s.min_seconds) for s in small} == {
+        ("resnet9-w0.25", plan.BATCH_SIZE["cpu"], None, 2, 0.5)}

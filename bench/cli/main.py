@@ -1,9 +1,11 @@
 """`pipebench COMMAND`: parse, then hand over to the command's module; the small commands (report,
-prepare, download, list, env) are here. `pipebench --help` and `--version` are answered by the
+prepare, download, list, env) are here. Every process a command started has ended before pipebench
+exits (`runner.reap_children`, at interpreter exit). `pipebench --help` and `--version` are answered by the
 commands alone (`top.top_parser`), before torch and the pipelines are imported.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import sys
@@ -36,12 +38,14 @@ def _command(argv: list[str]) -> int:
     from pipelines.sources import photos
     from pipelines.config import PipelineConfig
 
-    from .. import results
+    from .. import results, runner
     from .claims import run_claims
     from .common import _fail, record
     from .measure import run_grid
     from .parser import build_parser, config_grids
     from .stability import run_stability
+    atexit.unregister(runner.reap_children)   # registered once, after multiprocessing's own: it runs first
+    atexit.register(runner.reap_children)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.debug:   # the configuration processes inherit it

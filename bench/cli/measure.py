@@ -3,6 +3,8 @@
 `rates_table`, leaves out the columns no row fills: stage, loss reads and busy step on a CPU run).
 The plan's size (configuration processes, windows) is printed before anything runs, and a plan
 listing more than --max-configurations is refused before its configurations are built (`check_size`).
+Every photograph a run reads (`imagefolder:PATH`) is checked once before anything runs: the first that
+cannot be read is named in one line (`imagefolder.check_imagefolder`), not once per configuration.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from tqdm import tqdm
 
 import pipelines
 from pipelines import sources
+from pipelines.sources import imagefolder
 from pipelines.contract import resolve_device
 
 from .. import distributed, harness, interrupts, plan, results, runner
@@ -163,8 +166,11 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
         if lead == turn:
             try:
                 read = [s for s in specs if s.pipeline != "none"] or specs
-                if read[0].config.photos:   # your files, read as they are: nothing to make
+                if read[0].config.photos:   # your files, read as they are: nothing to make, each checked once here
                     source, folder = "imagefolder", read[0].config.photo_folder
+                    for checked in dict.fromkeys((s.config.photo_folder, s.config.split, s.config.max_samples)
+                                                 for s in read if s.config.photos):
+                        imagefolder.check_imagefolder(*checked)
                 else:
                     source, folder = sources.resolve_folder(read[0].config)
                     quality, cache = read[0].config.jpeg_quality, read[0].config.cache_root
@@ -177,6 +183,8 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
                 hint = (" (choose a writable --data-root or $PIPEBENCH_DATA)"
                         if isinstance(e, PermissionError) else "")
                 raise SystemExit(f"pipebench {args.command}: {e}{hint}") from None
+            except ValueError as e:   # a photograph that cannot be used: named once, before anything runs
+                raise _fail(args.command, e) from None
         distributed.barrier()
     if lead:
         ranks = f"; {world.world_size} processes" if world.distributed else ""

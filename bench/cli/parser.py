@@ -199,7 +199,8 @@ def _run_parser(p: argparse.ArgumentParser, description: str) -> argparse.Argume
                    help="models for model-only, e2e and train: resnet18, resnet9, resnet9-w<F> (width x F, the "
                         "compute knob), vit-s4, vit-b4 (ViTs on 4x4 patches of 32-px images), torchvision:<name> (e.g. torchvision:resnet50), timm:<name>, "
                         "<module>:<callable> or <file.py>:<callable> returning an nn.Module with 10 outputs "
-                        "(default: resnet18 on CUDA, resnet9-w0.25 on CPU)")
+                        "(default: resnet18 on CUDA, resnet9-w0.25 on CPU; on a CPU above 32 px, "
+                        f"{plan.CPU_LARGE['model']})")
     g.add_argument("--stages", type=_csv_list(harness.STAGES), default=list(harness.STAGES),
                    help=f"stage mode: which of {','.join(harness.STAGES)} (default: all)")
     g.add_argument("--copies", type=_csv_list(harness.COPIES), default=list(harness.COPIES),
@@ -229,7 +230,9 @@ def _run_parser(p: argparse.ArgumentParser, description: str) -> argparse.Argume
     g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
     g.add_argument("--image-size", type=_bounded_list(IMAGE_SIZE, MAX_IMAGE_SIZE, IMAGE_SIZE), default=[32],
                    help="list; px per side, multiples of 32: the set upscaled (default: 32)")
-    g.add_argument("--batch-size", type=_bounded_list(1, MAXIMUM["batch_size"]), help="list; images per batch (default: 512 on CUDA, 64 on CPU)")
+    g.add_argument("--batch-size", type=_bounded_list(1, MAXIMUM["batch_size"]),
+                   help=f"list; images per batch (default: 512 on CUDA, 64 on CPU, {plan.CPU_LARGE['batch_size']} on "
+                        "a CPU above 32 px)")
     g.add_argument("--dtype", type=_csv_list(DTYPES), help="list; batch dtype and autocast (default: "
                                                            "bfloat16 on CUDA, float32 on CPU)")
     g.add_argument("--channels-last", action=argparse.BooleanOptionalAction,
@@ -251,14 +254,18 @@ def _run_parser(p: argparse.ArgumentParser, description: str) -> argparse.Argume
     g = p.add_argument_group("the pipelines' knobs (lists: one variant of the pipelines that read them per value)")
     _add_knobs(g)
     g = p.add_argument_group("timing")
-    g.add_argument("--steps", type=_positive(int), help="timed steps per window (default: sized by --min-window-s)")
+    g.add_argument("--steps", type=_positive(int),
+                   help=f"timed steps per window (default: sized by --min-window-s; {plan.CPU_LARGE['steps']} on a CPU "
+                        "above 32 px)")
     g.add_argument("--min-window-s", type=_positive(float),
                    help="without --steps: each window lasts at least this many seconds, sized by an untimed run "
                         "first: whole epochs for e2e and stages (model-only: blocks of "
                         f"{harness.MODEL_BLOCK} steps), loader windows too unless an epoch lasts over "
                         f"{harness.LONG_EPOCH} windows "
                         "(default: 2 on CUDA, 0.5 on CPU)")
-    g.add_argument("--warmup", type=_positive(int, 0), help="untimed steps first (default: 10 on CUDA, 2 on CPU)")
+    g.add_argument("--warmup", type=_positive(int, 0),
+                   help=f"untimed steps first (default: 10 on CUDA, 2 on CPU, {plan.CPU_LARGE['warmup']} on a CPU above "
+                        "32 px without --steps or --min-window-s)")
     g.add_argument("--repeats", type=_positive(int),
                    help="timed windows per process and configuration (loader: per headspace level) "
                         "(default: 3 on CUDA, 2 on CPU)")

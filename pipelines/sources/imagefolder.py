@@ -12,7 +12,8 @@ the file or folder (its name's bytes that are not UTF-8 escaped, `shown`): no cl
 empty class, a name that is not UTF-8 (rename it), a file that is not a JPEG (by its first bytes), a
 header PIL cannot read or one claiming more pixels than PIL's decompression-bomb bound (read before
 anything is decoded, `jpeg_size`), more classes than the models' outputs. A file that does not
-decode is named later, by the pipeline that decodes it (`JpegSet.paths`).
+decode is named later, by the pipeline that decodes it (`JpegSet.paths`). `compare` and `sweep`
+check each folder they read this way once before anything runs (`check_imagefolder`).
 """
 from __future__ import annotations
 
@@ -80,8 +81,17 @@ def split_folder(root: str | Path, split: str) -> Path:
     return root
 
 
-def read_imagefolder(root: str | Path, split: str, max_samples: int | None = None):
-    """(JpegSet, labels int64, heights, widths, class names) of `split` (module docstring)."""
+def check_imagefolder(root: str | Path, split: str, max_samples: int | None = None) -> None:
+    """What `read_imagefolder` checks, every file read once and its header checked (`jpeg_size`),
+    nothing kept: a run checks a folder before it starts (the first file that cannot be used, named
+    in one ValueError), not in each configuration."""
+    order, _ = _listed(root, split, max_samples)
+    for path, _ in order:
+        jpeg_size(path, path.read_bytes())
+
+
+def _listed(root: str | Path, split: str, max_samples: int | None) -> tuple[list[tuple[Path, int]], list[Path]]:
+    """The (file, label) pairs `read_imagefolder` reads, in class-interleaved order, and the class folders."""
     folder = split_folder(root, split)
     classes = sorted(_utf8_named(p) for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not classes:
@@ -99,6 +109,12 @@ def read_imagefolder(root: str | Path, split: str, max_samples: int | None = Non
     order = [item for k in range(max(map(len, files))) for group in files if k < len(group) for item in group[k:k + 1]]
     if max_samples is not None:
         order = order[:max_samples]
+    return order, classes
+
+
+def read_imagefolder(root: str | Path, split: str, max_samples: int | None = None):
+    """(JpegSet, labels int64, heights, widths, class names) of `split` (module docstring)."""
+    order, classes = _listed(root, split, max_samples)
     chunks, heights, widths = [], [], []
     for path, _ in order:
         data = path.read_bytes()
