@@ -2,6 +2,8 @@
 # (.devcarry/: on-gpu.sh's header says how it is made; runs/skphotos carried with it for the photo plan):
 #   bash bench/plans/hosts-4.sh PLAN                the first call: data, warm compiles, the sweep started
 #   CONTINUE=1 bash bench/plans/hosts-4.sh PLAN     every later call, until it prints the sweep's exit code
+#   Make each later call at once: a machine idle for its release time (30 s) goes back, and the sweep
+#   with it (results/2026-11-27-h100x4-copies/README.md: a photo sweep lost so).
 #   (PLAN: hosts-4-photos or hosts-4-32px; PIPEBENCH_GIT_COMMIT: the tree's commit where it has no .git)
 # The plan runs through on-gpu.sh, which the 10-minute calls resume; right after the sweep ends, in the
 # sweep's own session and before any call copies its rows, `pipebench report --prediction-only` writes
