@@ -85,6 +85,8 @@ window. `sync_every` = N reads the loss on the host every N steps (`loss.item()`
 that log do), which drains the GPU's queue each time; 0 never does.
 
 The training step and its kinds (eager, graph, compile): `bench.training`.
+The configuration a run measures (`RunSpec`), what a window measured (`Window`) and the modes' names:
+`bench.spec`.
 
 Several configurations of one process (`Shared`, `--share-process`): model-only and e2e
 configurations of one cell (model, step kind, loss reads, setting, CPU budget) may run one after
@@ -108,138 +110,27 @@ import gc
 import math
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 import numpy as np
 import torch
 
 import pipelines
-from pipelines.config import PipelineConfig
 from pipelines.contract import resolve_device
 from pipelines.epochs import shard_size
 
 from . import distributed, machine
 from .busy import BusyStep, rejection
-from .training import STEPS, Trainer, evaluate, reading, step_refusal
+from .spec import RunSpec, Window
+from .training import Trainer, evaluate, reading
 from .workloads import copy_workload, endless, real_batches, stage_workload
 
-MODES = ("loader", "model", "e2e", "train", "stage", "copy")
-STAGES = ("host", "pin", "h2d-pageable", "h2d-pinned", "device")
-COPIES = ("h2d-pinned", "h2d-pageable")   # copy mode: from pinned or pageable memory
-PAYLOADS = ("uint8", "float32")           # copy mode: what one image is copied as
-BUSY_MS = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0)  # loader mode on CUDA: the headspace curve's step times (ms per batch)
-PARALLEL = ("none", "ddp", "dp")   # RunSpec: one GPU, DistributedDataParallel, DataParallel
 MODEL_BLOCK = 50   # model mode, min_seconds: windows are whole blocks of this many steps
 WINDOW_MARGIN = 1.2   # min_seconds: size windows for 20% more, so run-to-run jitter stays above it
 CALIBRATION_S = 0.25   # min_seconds: the untimed run that sizes the windows lasts at least this
 MIN_LOADER_STEPS = 8   # a loader window shorter than an epoch has at least this many steps
 LONG_EPOCH = 5   # min_seconds: a loader window is whole epochs unless one lasts more than this x the window
 DRAIN_WAIT_MS = 1.0   # drain: a next() that waited this long (beyond twice the quickest) found the queue empty
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """One measured configuration: a pipeline (or none, for model-only and copy) in one mode."""
-    pipeline: str
-    mode: str
-    model: str
-    config: PipelineConfig = field(default_factory=PipelineConfig)
-    steps: int | None = None   # timed steps per repeat; None = one epoch (or sized by min_seconds)
-    warmup: int = 10
-    repeats: int = 3
-    stage: str = ""            # stage mode: one of STAGES; copy mode: one of COPIES
-    parallel: str = "none"     # model replicas: none, ddp (one process per GPU), dp (DataParallel)
-    step: str = "eager"        # model, e2e, train: the training step's kind, one of STEPS
-    min_seconds: float = 0.0   # steps=None: windows lasting at least this (see the module docstring)
-    busy_ms: tuple[float, ...] = (0.0,)   # loader mode: the consumer's synthetic step per batch, per window
-    cpus: int | None = None    # CPU cores the configuration runs on (None: all this process may use)
-    payload: str = ""          # copy mode: one of PAYLOADS
-    epochs: int = 0            # train mode: epochs trained
-    sync_every: int = 0        # model, e2e: read the loss on the host every N steps (0: never)
-    process: int = 0           # which of the configuration's independent processes (not its identity)
-    share: bool = field(default=False, compare=False)   # model, e2e: may share a process with the rest of its
-                                                         # cell (`Shared`); not its identity
-
-    def __post_init__(self):
-        if self.mode not in MODES:
-            raise ValueError(f"mode={self.mode!r}: expected one of {MODES}")
-        plain = self.mode in ("loader", "stage", "copy")
-        if plain != (self.model == "none"):
-            raise ValueError(f"mode={self.mode!r} with model={self.model!r}: loader, stage and copy modes run "
-                             "model 'none', the other modes need a model")
-        if (self.mode in ("model", "copy")) != (self.pipeline == "none"):
-            raise ValueError(f"mode={self.mode!r} with pipeline={self.pipeline!r}: model and copy modes run "
-                             "pipeline 'none', the other modes need a pipeline")
-        stages = STAGES if self.mode == "stage" else COPIES if self.mode == "copy" else ("",)
-        if self.stage not in stages:
-            raise ValueError(f"mode={self.mode!r} with stage={self.stage!r}: expected one of {stages}")
-        if (self.mode == "copy") != (self.payload in PAYLOADS):
-            raise ValueError(f"mode={self.mode!r} with payload={self.payload!r}: copy mode needs one of "
-                             f"{PAYLOADS}, the other modes none")
-        if (self.mode == "train") != (self.epochs >= 1):
-            raise ValueError(f"mode={self.mode!r} with epochs={self.epochs!r}: train mode needs epochs >= 1, "
-                             "the other modes none")
-        if self.mode == "train" and (self.repeats != 1 or self.parallel != "none"):
-            raise ValueError("train mode runs once per process (repeats=1) on one device (parallel='none')")
-        if (not self.busy_ms or any(not math.isfinite(b) or b < 0 for b in self.busy_ms)
-                or (self.mode != "loader" and self.busy_ms != (0.0,))):
-            raise ValueError(f"busy_ms={self.busy_ms!r}: loader mode takes finite ms >= 0 per batch, the other "
-                             "modes (0.0,)")
-        if self.steps is not None and self.steps < 1:
-            raise ValueError(f"steps={self.steps!r}: expected None (one epoch) or >= 1")
-        if self.parallel not in PARALLEL:
-            raise ValueError(f"parallel={self.parallel!r}: expected one of {PARALLEL}")
-        if self.parallel != "none" and self.mode not in ("model", "e2e"):
-            raise ValueError(f"parallel={self.parallel!r} with mode={self.mode!r}: only model and e2e train replicas")
-        if self.mode in ("model", "e2e") and (self.parallel == "ddp") != (self.config.world_size > 1):
-            raise ValueError(f"parallel={self.parallel!r} with world_size={self.config.world_size}: "
-                             "ddp is the mode of a torchrun job of more than one process")
-        if self.step not in STEPS:
-            raise ValueError(f"step={self.step!r}: expected one of {STEPS}")
-        if self.step != "eager" and self.mode not in ("model", "e2e", "train"):
-            raise ValueError(f"step={self.step!r} with mode={self.mode!r}: only model, e2e and train train")
-        if self.step != "eager" and self.mode in ("e2e", "train") and self.config.last_batch == "partial":
-            raise ValueError(step_refusal(self.step, torch.device("cuda"), last_batch="partial"))
-        if not math.isfinite(self.min_seconds) or self.min_seconds < 0 or (self.min_seconds and self.steps is not None):
-            raise ValueError(f"min_seconds={self.min_seconds!r}: expected >= 0, and only with steps=None")
-        if self.warmup < 0 or self.repeats < 1:
-            raise ValueError(f"warmup={self.warmup!r}, repeats={self.repeats!r}: expected >= 0 and >= 1")
-        if self.sync_every < 0 or (self.sync_every and self.mode not in ("model", "e2e")):
-            raise ValueError(f"sync_every={self.sync_every!r}: model and e2e take N >= 0 (read the loss every N "
-                             "steps), the other modes 0")
-        if self.share and (self.mode not in ("model", "e2e") or self.parallel != "none"):
-            raise ValueError(f"share=True with mode={self.mode!r}, parallel={self.parallel!r}: only model-only and "
-                             "e2e configurations of one process on one device share a process")
-        if self.cpus is not None and self.cpus < 1 or self.process < 0:
-            raise ValueError(f"cpus={self.cpus!r}, process={self.process!r}: expected None or >= 1, and >= 0")
-
-
-@dataclass
-class Window:
-    """What one timed window measured."""
-    images: int
-    seconds: float
-    wait_ms: np.ndarray
-    step_ms: np.ndarray
-    peak_gpu_mem_mb: float
-    peak_gpu_mem_mb_others: float = math.nan   # DataParallel: the largest peak among the other GPUs
-    restart_ms: np.ndarray = field(default_factory=lambda: np.empty(0))   # wait of the steps that began an epoch
-    steady_img_per_s: float = math.nan   # the rate without the steps that began an epoch (GPU timeline)
-    cpu_s: float = math.nan      # CPU seconds the process tree burned during the window
-    train_cpu_s: float = math.nan   # the training thread's (the one that ran the window), to the ns
-    next_cpu_s: float = math.nan    # of those, the part spent inside next(): booked to the pipeline
-    gpu: dict = field(default_factory=dict)   # NVML readings at the window's end (GpuMonitor.sample)
-    busy_ms: float = 0.0         # loader mode: the consumer's synthetic step per batch (its label)
-    busy_units: float = math.nan     # loader mode: that step's work units, the same in every window (nan: a host sleep)
-    busy_idle_ms: float = math.nan   # loader mode: their time on an idle GPU (the label on a host sleep)
-    busy_step_ms: float = math.nan   # loader mode: that step's measured time beside the pipeline (mean over the window)
-    busy_stretch: float = math.nan   # loader mode: busy_step_ms / busy_idle_ms, the pipeline's contention cost
-    rejected: str = ""           # why the window cannot count ('' if it can): busy.rejection
-    drain_steps: int = 0         # batches the drain before it took (`drain`)
-    drain_handover_ms: float = math.nan   # the drain's quickest next(): a ready batch's handover
-    ready_at_start: float = math.nan   # batches ready when it began (`ready_at_start`); nan: not drained
-    test_accuracy: float = math.nan   # train mode
 
 
 class Touch:

@@ -24,7 +24,7 @@ and train configurations next to each other.
 `shared(specs)` says which configurations run in one process: each alone, except, with
 `--share-process`, the model-only and e2e configurations of one cell (model, step kind, loss reads,
 setting, CPU budget) and round, which run in one process at the place of the first, sharing its
-trainer (`harness.Shared`: startup and compilation paid once), in the order of row r of a Williams
+trainer (`bench.harness.Shared`: startup and compilation paid once), in the order of row r of a Williams
 design in round r (`williams`): a Latin square balanced for first-order carry-over, so with as many
 processes as members each runs first once, and with as many processes as the design has rows (the
 members for an even count, twice them for an odd one) each runs right after every other equally
@@ -44,7 +44,9 @@ import pipelines
 from pipelines.config import IMAGE_SIZE, PipelineConfig
 from pipelines.options import LINE_LIMIT, clip, echo
 
-from . import distributed, harness, machine, runner
+from . import distributed, machine, runner
+from .spec import BUSY_MS, RunSpec
+from .training import step_refusal
 from .models import CHECK_TIMEOUT_S, check_model, runs_user_code
 
 PROCESSES = {"cuda": 3, "cpu": 3}   # --processes by default: independent processes per configuration
@@ -80,7 +82,7 @@ def _variants(name: str, o) -> list[dict]:
     return found
 
 
-def grid(o, device: torch.device, world: distributed.World = distributed.World()) -> list[harness.RunSpec]:
+def grid(o, device: torch.device, world: distributed.World = distributed.World()) -> list[RunSpec]:
     """Every configuration of one set of options (module docstring). Under torchrun each process gets
     its rank's share, trains a DDP replica and runs on its own `cpus` cores; `batch_size` is per GPU."""
     cuda = device.type == "cuda"
@@ -95,7 +97,7 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
             raise ValueError(refusal)
     for kind in kinds:   # what a captured step refuses on this GPU is refused here (no CUDA: skipped rows)
         for dtype in dtypes:
-            refusal = harness.step_refusal(kind, device, dtype, parallel, o.last_batch)
+            refusal = step_refusal(kind, device, dtype, parallel, o.last_batch)
             if refusal and cuda:
                 raise ValueError(refusal)
     if {"model", "e2e", "train"} & set(modes):   # 10 logits at every size it runs at
@@ -107,11 +109,11 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
         rank=world.rank, world_size=world.world_size,
         **{name: getattr(o, name) for name, option in knobs().items() if not option.listed})
     repeats = o.repeats or (3 if cuda else 2)
-    busy = tuple(o.busy_ms or (harness.BUSY_MS if cuda else (0.0,)))
+    busy = tuple(o.busy_ms or (BUSY_MS if cuda else (0.0,)))
     replicas = torch.cuda.device_count() if parallel == "dp" else 1
     reasons = pipelines.available()
 
-    def spec(pipeline: str, mode: str, model: str, config: PipelineConfig, cpus: int, **extra) -> harness.RunSpec:
+    def spec(pipeline: str, mode: str, model: str, config: PipelineConfig, cpus: int, **extra) -> RunSpec:
         """The config a pipeline really runs with, which resume matches: the options it does not read at
         their defaults (so `--workers 1,3` runs `resident` or model-only once; rows leave them empty:
         `results.recorded_knobs`)."""
@@ -121,7 +123,7 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
             config = pipelines.resolve_config(pipeline, config)
         if mode in ("model", "e2e") and replicas > 1:   # DataParallel: the whole batch on one GPU
             config = config.replace(batch_size=config.batch_size * replicas)
-        return harness.RunSpec(pipeline, mode, model, config, cpus=cpus,
+        return RunSpec(pipeline, mode, model, config, cpus=cpus,
                                parallel=parallel if mode in ("model", "e2e") else "none",
                                share=o.share_process and mode in ("model", "e2e") and parallel == "none",
                                repeats=1 if mode == "train" else repeats, **{**timing, **extra})
@@ -226,7 +228,7 @@ def check_models(models: list[str], sizes: list[int], timeout: float) -> None:
 
 
 def _setting(o, spec, config: PipelineConfig, cpus: int, modes: list[str], models: list[str], kinds: list[str],
-             busy: tuple) -> list[harness.RunSpec]:
+             busy: tuple) -> list[RunSpec]:
     """The configurations of one setting and CPU budget: copies, model-only, then per pipeline variant
     its loader-only, stage, e2e and train configurations."""
     found = []
@@ -255,7 +257,7 @@ def _setting(o, spec, config: PipelineConfig, cpus: int, modes: list[str], model
     return found
 
 
-def rounds(grids: list[tuple[list[harness.RunSpec], int]]) -> list[harness.RunSpec]:
+def rounds(grids: list[tuple[list[RunSpec], int]]) -> list[RunSpec]:
     """Each grid's specs as many times as its processes, round after round across the grids (module
     docstring): round r holds every spec of every grid that runs more than r processes; `process`
     says which."""
@@ -277,11 +279,11 @@ def williams(n: int) -> list[list[int]]:
     return square if n % 2 == 0 else [row for r in square for row in (r, r[::-1])]
 
 
-def shared(specs: list[harness.RunSpec]) -> list[list[harness.RunSpec]]:
+def shared(specs: list[RunSpec]) -> list[list[RunSpec]]:
     """The configurations each process runs, in order (module docstring): one each, except those
     marked `share`, which join the others of their cell and round (process index r), ordered by
     row r (mod the rows) of the cell's Williams design (`williams`)."""
-    groups: dict[object, list[harness.RunSpec]] = {}
+    groups: dict[object, list[RunSpec]] = {}
     for s in specs:
         c = s.config
         cell = (s.process, s.model, s.step, s.sync_every, s.cpus, s.warmup, s.repeats, s.steps, s.min_seconds,
@@ -297,7 +299,7 @@ def _row(members: int, process: int) -> list[int]:
     return design[process % len(design)]
 
 
-def carry_over_note(groups: list[list[harness.RunSpec]]) -> str:
+def carry_over_note(groups: list[list[RunSpec]]) -> str:
     """'' where every cell sharing a process runs in at least as many processes as its Williams design
     has rows; else one line naming the largest cell short of them (its order is then the design's
     first rows: each member first once with as many processes as members, the carry-over not balanced)."""

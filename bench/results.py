@@ -37,7 +37,7 @@ import torch
 import pipelines
 
 from . import machine
-from .harness import RunSpec, Window
+from .spec import RunSpec, Window
 
 # A configuration's columns: these, then one per pipeline knob (`config_columns`).
 SETTING_COLUMNS = ["pipeline", "mode", "stage", "model", "image_size", "batch_size", "cpus", "dtype", "channels_last",

@@ -70,6 +70,7 @@ from pipelines.contract import resolve_device
 from pipelines.workers import start_forkserver
 
 from . import distributed, harness, results, workloads
+from .spec import RunSpec
 
 DEFAULT_TIMEOUT_S = 1800.0   # per configuration; compilation and a slow DataLoader epoch fit well inside
 STARTUP_S = 120.0   # a child's start (the forkserver importing torch, once) before its deadline runs
@@ -87,7 +88,7 @@ class Outcome:
     written: int = 0     # configurations whose rows are in the results file
     causes: list[str] = field(default_factory=list)   # each failed configuration's error
 
-    def record(self, spec: harness.RunSpec, rows: list[dict]) -> str | None:
+    def record(self, spec: RunSpec, rows: list[dict]) -> str | None:
         """Count one configuration by its rows; if it errored or timed out, one line saying which
         and why (for the terminal), else None."""
         self.ok += all(row["status"] == "ok" for row in rows)
@@ -224,7 +225,7 @@ def _watch(parent: int) -> None:
     os.killpg(0, signal.SIGKILL)
 
 
-def _child(specs: list[harness.RunSpec], entries: dict, parent: int, path: list[str], environ: dict, cwd: str,
+def _child(specs: list[RunSpec], entries: dict, parent: int, path: list[str], environ: dict, cwd: str,
            journal: str, stacks: str) -> None:
     """Child process: its own process group, ended with the pipebench process `parent`; the
     parent's environment, folder and import path now (the forkserver's are from its start), stacks
@@ -344,7 +345,7 @@ class _Rank:
         return next((r for r in self.records if r["member"] == member and "status" in r), None)
 
 
-def run_isolated(specs: list[harness.RunSpec], timeout: float, out: Path, on_window, on_done) -> int:
+def run_isolated(specs: list[RunSpec], timeout: float, out: Path, on_window, on_done) -> int:
     """Run configurations in a child process, one after another (several share its trainer:
     `harness.Shared`), or one configuration in one process per rank when it runs on several GPUs
     (`config.world_size`: the ranks join one process group, as under torchrun, each on its own GPU,
@@ -377,7 +378,7 @@ def run_isolated(specs: list[harness.RunSpec], timeout: float, out: Path, on_win
                     child.feed.close()
 
 
-def _follow(specs: list[harness.RunSpec], children: list[_Rank], timeout: float, out: Path, on_window,
+def _follow(specs: list[RunSpec], children: list[_Rank], timeout: float, out: Path, on_window,
             on_done) -> int:
     """Follow the processes (`run_isolated`): each configuration's rows to `on_done` once every
     process has ended it; stop when one process has failed (several ranks) or died, or the deadline
@@ -414,7 +415,7 @@ def _follow(specs: list[harness.RunSpec], children: list[_Rank], timeout: float,
     return done
 
 
-def _rows(spec: harness.RunSpec, member: int, children: list[_Rank], named: bool) -> list[dict]:
+def _rows(spec: RunSpec, member: int, children: list[_Rank], named: bool) -> list[dict]:
     """The rows of a configuration every process ended: its windows, else one failure row."""
     first = _first_failure(member, children)
     if first is not None:
@@ -426,7 +427,7 @@ def _rows(spec: harness.RunSpec, member: int, children: list[_Rank], named: bool
     return job_rows([child.rows(member) for child in children])
 
 
-def _failed(spec: harness.RunSpec, member: int, children: list[_Rank], dead: list[int], named: bool) -> dict:
+def _failed(spec: RunSpec, member: int, children: list[_Rank], dead: list[int], named: bool) -> dict:
     """The row of the configuration a process died in, or a rank failed in: a rank that died is the
     cause; its peers' errors (a collective's peer gone) follow from it."""
     for r in dead:
@@ -444,12 +445,12 @@ def _first_failure(member: int, children: list[_Rank]) -> tuple[int, dict] | Non
     return None if first is None else (first, failed[first])
 
 
-def _failure_row(spec: harness.RunSpec, r: int, failure: dict, named: bool) -> dict:
+def _failure_row(spec: RunSpec, r: int, failure: dict, named: bool) -> dict:
     """The row of a failure a process reported (rank `r`'s, named when there are several)."""
     return results.failed_row(spec, failure["status"], (f"rank {r}: " if named else "") + failure["error"])
 
 
-def _ended(spec: harness.RunSpec, member: int, r: int, child: _Rank, named: bool) -> dict:
+def _ended(spec: RunSpec, member: int, r: int, child: _Rank, named: bool) -> dict:
     """The error row of a configuration whose process (rank `r`'s) ended before its last record."""
     child.process.join(EXIT_GRACE_S)   # it has ended: as soon as the forkserver reports it
     code = child.process.exitcode
@@ -469,7 +470,7 @@ def job_rows(per_rank: list[list[dict]]) -> list[dict]:
     return rows
 
 
-def _timed_out(spec: harness.RunSpec, children: list[_Rank], timeout: float, out: Path) -> dict:
+def _timed_out(spec: RunSpec, children: list[_Rank], timeout: float, out: Path) -> dict:
     """Past the deadline: every process's stacks into OUT/timeouts/, then the processes killed; the
     timeout row, naming the main thread's innermost frame of the first rank still running."""
     running = [(r, c) for r, c in enumerate(children) if c.process.is_alive()]
@@ -541,7 +542,7 @@ def _reap(pids: list[int]) -> None:
             os.waitpid(pid, os.WNOHANG)
 
 
-def run_in_process(spec: harness.RunSpec, world: distributed.World, on_window=None,
+def run_in_process(spec: RunSpec, world: distributed.World, on_window=None,
                    shared: harness.Shared | None = None) -> list[dict]:
     """Run one configuration in this process (`--no-isolate`, or every rank of a torchrun job);
     the rows of every rank. A failure becomes one error row, except under torchrun, where it prints

@@ -62,7 +62,8 @@ import pipelines
 
 from . import machine, plan, results
 from .cli.parser import build_parser
-from .harness import RunSpec, Shared, drain, release, sync
+from .harness import Shared, drain, release, sync
+from .spec import RunSpec
 from .training import reading
 from .workloads import endless, real_batches
 

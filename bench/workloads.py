@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
@@ -17,9 +17,7 @@ from pipelines.kernels import normalize
 from pipelines.sources import open_split
 
 from . import interrupts
-
-if TYPE_CHECKING:
-    from .harness import RunSpec
+from .spec import RunSpec
 
 REAL_BATCHES = 8   # model mode: distinct real batches cycled through
 

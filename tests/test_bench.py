@@ -15,6 +15,7 @@ import torch
 
 import pipelines
 from bench import cli, harness, machine, results, workloads
+from bench.spec import RunSpec, STAGES, Window
 from pipelines.contract import Pipeline
 from pipelines.config import PipelineConfig
 
@@ -48,7 +49,7 @@ def test_a_loader_window_does_not_count_what_the_pipeline_queued_before_it(synth
     waiting; drained first, its 8 steps take about 8 x PRODUCE_S, not the moment a full queue takes."""
     monkeypatch.setitem(pipelines._REGISTRY, "queued", (__name__, "Queued"))
     config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=4, max_samples=256)
-    spec = harness.RunSpec("queued", "loader", "none", config, steps=8, warmup=0, repeats=2, busy_ms=(0.0, 50.0))
+    spec = RunSpec("queued", "loader", "none", config, steps=8, warmup=0, repeats=2, busy_ms=(0.0, 50.0))
     windows = [window for _, window in harness.run(spec)]
     assert [w.busy_ms for w in windows] == [0.0, 50.0, 0.0, 50.0]
     assert windows[2].seconds >= 0.5 * 8 * Queued.PRODUCE_S
@@ -270,7 +271,7 @@ def test_model_only_trains_on_real_batches_made_as_the_pipelines_make_them(synth
 ])
 def test_run_spec_validates(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        harness.RunSpec(**kwargs)
+        RunSpec(**kwargs)
 
 
 def test_cli_rejects_unknown_pipeline(capsys):
@@ -313,8 +314,8 @@ def test_sweep_runs_the_grid_in_rounds_of_processes_and_resumes_per_process(tmp_
 
 
 def test_resume_counts_only_rows_of_this_environment_commit_and_boot(tmp_path):
-    spec = harness.RunSpec("none", "model", "resnet9", PipelineConfig(device="cpu"), steps=1, repeats=1)
-    window = harness.Window(8, 0.1, np.array([1.0]), np.array([1.0]), float("nan"))
+    spec = RunSpec("none", "model", "resnet9", PipelineConfig(device="cpu"), steps=1, repeats=1)
+    window = Window(8, 0.1, np.array([1.0]), np.array([1.0]), float("nan"))
     env = results.environment()
     path = tmp_path / "results.csv"
     writer = results.CsvWriter(path, env, run_id="r")
@@ -371,7 +372,7 @@ def test_stage_sweep_measures_each_stage_and_resumes_past_inapplicable_ones(tmp_
     ok = df[df.status == "ok"]
     assert ok.groupby(["pipeline", "stage", "image_size"]).size().eq(2).all()
     assert (ok.process == 0).all()
-    assert set(ok.stage) == ({"host", "device"} if not torch.cuda.is_available() else set(harness.STAGES) - {"pin"})
+    assert set(ok.stage) == ({"host", "device"} if not torch.cuda.is_available() else set(STAGES) - {"pin"})
     resident_host = df[(df.pipeline == "resident") & (df.stage == "host")]
     assert resident_host.status.tolist() == ["not-applicable"] * 2   # once per image size
     # bytes per batch copied: 32 images x 3 x S x S uint8 (the labels live on the device)
@@ -382,7 +383,7 @@ def test_stage_sweep_measures_each_stage_and_resumes_past_inapplicable_ones(tmp_
     assert (device.images == device.steps * PipelineConfig.default("batches_per_launch") * 32).all()
     capsys.readouterr()
     assert len(sweep(tmp_path, synthetic_root, *grid)) == len(df)
-    total = 2 * 2 * len(harness.STAGES)
+    total = 2 * 2 * len(STAGES)
     assert f"resume: {total} of {total} configuration processes already done" in capsys.readouterr().err
 
 
@@ -435,7 +436,7 @@ def test_loader_and_e2e_windows_drain_ddp_s_too_and_model_only_windows_do_not():
     def spec(mode, **extra):
         model = "none" if mode == "loader" else "resnet9"
         pipeline = "none" if mode == "model" else "resident"
-        return harness.RunSpec(pipeline, mode, model, PipelineConfig(**extra.pop("config", {})), **extra)
+        return RunSpec(pipeline, mode, model, PipelineConfig(**extra.pop("config", {})), **extra)
     assert harness.drains(spec("loader")) and harness.drains(spec("loader", config=dict(rank=1, world_size=2)))
     assert harness.drains(spec("e2e")) and harness.drains(spec("e2e", parallel="dp"))
     assert harness.drains(spec("e2e", parallel="ddp", config=dict(world_size=2)))
@@ -462,7 +463,7 @@ def test_the_batches_ready_at_a_window_s_start_are_its_leading_steps_that_did_no
 def test_steps_that_begin_an_epoch_are_timed_apart_as_restarts(synthetic_root, monkeypatch):
     monkeypatch.setattr(harness, "drain", lambda *_: (0, 0.0))   # the window starts at the first step
     config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64)
-    spec = harness.RunSpec("resident", "loader", "none", config, steps=9, warmup=0, repeats=1)
+    spec = RunSpec("resident", "loader", "none", config, steps=9, warmup=0, repeats=1)
     (facts, window), = harness.run(spec)
     assert facts["steps_per_epoch"] == 4
     assert len(window.restart_ms) == 3   # steps 0, 4 and 8 start epochs 0, 1 and 2

@@ -15,6 +15,7 @@ import torch
 
 import pipelines
 from bench import cli, distributed, harness, machine, plan, results, runner
+from bench.spec import RunSpec
 from pipelines.config import PipelineConfig
 
 
@@ -80,7 +81,7 @@ def test_every_committed_plan_that_shares_a_process_runs_as_many_processes_as_a_
     assert checked >= 3
 
 
-def share_groups(processes: int, pipelines_run: list[str]) -> list[list[harness.RunSpec]]:
+def share_groups(processes: int, pipelines_run: list[str]) -> list[list[RunSpec]]:
     options = cli.build_parser().parse_args(
         ["sweep", "--device", "cpu", "--cpus", "1", "--processes", str(processes), "--share-process",
          "--modes", "model,e2e", "--models", "resnet9-w0.25", "--pipelines", ",".join(pipelines_run)])
@@ -140,7 +141,7 @@ def test_a_shared_process_releases_between_one_member_s_close_and_the_next_s_bui
     config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64, num_workers=1)
     shared = harness.Shared()
     for name in ("resident", "dataloader"):
-        spec = harness.RunSpec(name, "e2e", "resnet9-w0.25", config, steps=2, warmup=0, repeats=1, share=True)
+        spec = RunSpec(name, "e2e", "resnet9-w0.25", config, steps=2, warmup=0, repeats=1, share=True)
         assert [r["status"] for r in runner.run_in_process(spec, distributed.World(), shared=shared)] == ["ok"]
     assert events == ["build resident", "close", "release", "build dataloader", "close", "release"]
 
@@ -193,7 +194,7 @@ def monitored_row(monkeypatch, nvml) -> dict:
     cpu = torch.device("cpu")
     window = harness.time_window(iter([(torch.zeros(8, 3, 4, 4), torch.zeros(8))] * 2), lambda x, y: None, 2, cpu,
                                  monitor=monitor)
-    spec = harness.RunSpec("none", "model", "resnet9-w0.25", config, steps=2, repeats=1)
+    spec = RunSpec("none", "model", "resnet9-w0.25", config, steps=2, repeats=1)
     return results.measured_row(spec, {}, 0, window)
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import harness, results
+from bench import results
+from bench.spec import RunSpec
 from pipelines import sources
 from pipelines.epochs import epoch_batches
 from pipelines.jpeg_errors import undecodable_jpeg
@@ -180,7 +181,7 @@ WORKER_ERROR = (
 
 def test_an_error_row_keeps_a_worker_error_without_its_traceback(monkeypatch):
     monkeypatch.delenv("PIPEBENCH_DEBUG", raising=False)
-    spec = harness.RunSpec(pipeline="dataloader", mode="loader", model="none", config=PipelineConfig(device="cpu"))
+    spec = RunSpec(pipeline="dataloader", mode="loader", model="none", config=PipelineConfig(device="cpu"))
     row = results.failed_row(spec, "error", WORKER_ERROR)
     assert row["error"] == ("ValueError: sample 3 of the JPEG copy cannot be decoded (image file is truncated): "
                             "rebuild it with `pipebench prepare` (in DataLoader worker process 0)")

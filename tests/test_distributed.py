@@ -362,7 +362,7 @@ def test_dataparallel_needs_cuda_and_no_torchrun(synthetic_root, tmp_path):
 
 
 def test_runspec_ties_ddp_to_a_multi_process_config():
-    from bench.harness import RunSpec
+    from bench.spec import RunSpec
     with pytest.raises(ValueError, match="ddp is the mode of a torchrun job"):
         RunSpec("prefetch", "e2e", "resnet9", PipelineConfig(), parallel="ddp")
     with pytest.raises(ValueError, match="ddp is the mode of a torchrun job"):

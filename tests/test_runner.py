@@ -22,6 +22,7 @@ import torch
 
 import pipelines
 from bench import cli, harness, plan, report, results, runner, stability
+from bench.spec import RunSpec
 from pipelines.contract import Pipeline
 from pipelines.config import PipelineConfig
 from pipelines.dataloader import _Samples
@@ -204,7 +205,7 @@ def test_one_failing_rank_ends_its_configuration_at_once_with_one_row_naming_it(
 def test_of_two_ranks_failing_in_one_poll_the_row_names_the_one_that_failed_first(synthetic_root):
     """A peer's error in a collective follows the rank that failed, and both can be read in one poll
     (rank 0 read first): the row names the first failure on the clock, not the lowest rank."""
-    spec = harness.RunSpec("resident", "loader", "none", PipelineConfig(data_root=str(synthetic_root), device="cpu"))
+    spec = RunSpec("resident", "loader", "none", PipelineConfig(data_root=str(synthetic_root), device="cpu"))
     children = [runner._Rank(None, None, None) for _ in range(2)]
     children[0].records = [{"member": 0, "status": "error", "error": "RuntimeError: Connection closed by peer", "at": 2.0}]
     children[1].records = [{"member": 0, "status": "error", "error": "RuntimeError: rank one cannot read", "at": 1.0}]
@@ -707,7 +708,7 @@ def test_each_failure_is_printed_as_it_happens_and_a_shared_cause_once(tmp_path,
 
 
 def test_outcome_names_no_shared_cause_when_causes_differ():
-    spec = harness.RunSpec("resident", "loader", "none", PipelineConfig(device="cpu"))
+    spec = RunSpec("resident", "loader", "none", PipelineConfig(device="cpu"))
     outcome = runner.Outcome(3)
     assert outcome.record(spec, [{"status": "ok"}, {"status": "ok"}]) is None
     assert outcome.record(spec, [{"status": "error", "error": "A"}]) == "error: resident loader none 32px batch 512: A"
@@ -809,12 +810,12 @@ def test_configurations_sharing_a_process_follow_the_design_and_a_failure_costs_
 def test_shared_configurations_in_this_process_share_one_trainer(synthetic_root):
     config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64, num_workers=1)
     shared = harness.Shared()
-    specs = [harness.RunSpec("none", "model", "resnet9-w0.25", config, steps=2, warmup=0, repeats=1, share=True),
-             harness.RunSpec("resident", "e2e", "resnet9-w0.25", config, steps=2, warmup=0, repeats=1, share=True)]
+    specs = [RunSpec("none", "model", "resnet9-w0.25", config, steps=2, warmup=0, repeats=1, share=True),
+             RunSpec("resident", "e2e", "resnet9-w0.25", config, steps=2, warmup=0, repeats=1, share=True)]
     facts = [f for spec in specs for f, _ in harness.run(spec, shared)]
     assert [f["slot"] for f in facts] == [0, 1] and len(shared.trainers) == 1
     with pytest.raises(ValueError, match="only model-only and e2e"):
-        harness.RunSpec("resident", "loader", "none", config, share=True)
+        RunSpec("resident", "loader", "none", config, share=True)
 
 
 def test_shared_configurations_under_no_isolate_run_in_order_in_this_process(tmp_path, synthetic_root):
@@ -858,7 +859,7 @@ def test_pipelines_sharing_a_process_share_one_compiled_step_on_the_gpu(syntheti
     config = PipelineConfig(data_root=str(synthetic_root), device="cuda", batch_size=256, max_samples=4096,
                             num_workers=3, dtype="bfloat16", channels_last=True)
     shared = harness.Shared()
-    runs = [harness.RunSpec(p, "model" if p == "none" else "e2e", "resnet9-w0.25", config, step="compile", steps=8,
+    runs = [RunSpec(p, "model" if p == "none" else "e2e", "resnet9-w0.25", config, step="compile", steps=8,
                             warmup=2, repeats=2, share=True) for p in ("none", "resident", "prefetch", "dataloader")]
     facts = [[(f, w) for f, w in harness.run(spec, shared)] for spec in runs]
     assert len(shared.trainers) == 1 and all(len(windows) == 2 for windows in facts)

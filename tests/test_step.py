@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from bench import claims, cli, distributed, harness, plan, report, results
+from bench.spec import RunSpec, Window
+from bench.training import step_refusal
 from pipelines import sources
 from pipelines.config import PipelineConfig
 
@@ -27,7 +29,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 def test_runspec_rejects_bad_step_options(kwargs, message):
     spec = dict(pipeline="none", mode="model", model="resnet9")
     with pytest.raises(ValueError, match=message):
-        harness.RunSpec(**{**spec, **kwargs})
+        RunSpec(**{**spec, **kwargs})
 
 
 @pytest.mark.parametrize("args,message", [
@@ -39,14 +41,14 @@ def test_runspec_rejects_bad_step_options(kwargs, message):
     (("trace", CUDA), "expected one of"),
 ])
 def test_step_refusal_says_why(args, message):
-    assert message in harness.step_refusal(*args)
+    assert message in step_refusal(*args)
 
 
 @pytest.mark.parametrize("args", [("eager", torch.device("cpu"), "float16", "dp", "partial"),
                                   ("graph", CUDA), ("compile", CUDA, "float32"), ("compile", CUDA, "bfloat16", "ddp"),
                                   ("graph", CUDA, "bfloat16", "ddp")])
 def test_step_refusal_accepts_what_runs(args):
-    assert harness.step_refusal(*args) is None
+    assert step_refusal(*args) is None
 
 
 def test_trainer_refuses_a_captured_step_without_cuda():
@@ -87,8 +89,8 @@ def test_sweep_resume_tells_step_kinds_apart(tmp_path, synthetic_root, capsys):
 
 
 def test_resume_counts_rows_written_before_the_step_column_as_eager(tmp_path):
-    spec = harness.RunSpec("none", "model", "resnet9", PipelineConfig(device="cpu"), steps=1, repeats=1)
-    window = harness.Window(8, 0.1, pd.Series([1.0]).to_numpy(), pd.Series([1.0]).to_numpy(), float("nan"))
+    spec = RunSpec("none", "model", "resnet9", PipelineConfig(device="cpu"), steps=1, repeats=1)
+    window = Window(8, 0.1, pd.Series([1.0]).to_numpy(), pd.Series([1.0]).to_numpy(), float("nan"))
     env = results.environment()
     path = tmp_path / "results.csv"
     results.CsvWriter(path, env, run_id="old").write(results.measured_row(spec, {}, 0, window))
@@ -144,7 +146,7 @@ def test_windows_of_min_seconds_are_whole_epochs_or_blocks(mode, pipeline, model
 
     monkeypatch.setattr(harness, "calibrate", calibrate)
     config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=batch, max_samples=samples)
-    spec = harness.RunSpec(pipeline, mode, model, config, steps=None, min_seconds=seconds, warmup=0, repeats=1,
+    spec = RunSpec(pipeline, mode, model, config, steps=None, min_seconds=seconds, warmup=0, repeats=1,
                            busy_ms=busy)
     measured = list(harness.run(spec))
     assert len(calibrated) == 1   # one untimed calibration run sizes every window

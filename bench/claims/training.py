@@ -14,6 +14,7 @@ import torch
 import pipelines
 
 from .. import harness, workloads
+from ..spec import RunSpec
 from .framework import Claim, Context, Scale, Verdict, combine, explaining, median, row
 
 
@@ -221,11 +222,11 @@ def measure_fast_step(ctx: Context) -> list[dict]:
     config = ctx.config.replace(batch_size=s.train_batch, dtype="bfloat16", channels_last=True, last_batch="drop")
     unavailable = pipelines.available()
     timing = dict(steps=s.fast_steps, warmup=s.warmup, repeats=s.repeats)
-    specs = [harness.RunSpec(p, "loader", "none", config, **timing)
+    specs = [RunSpec(p, "loader", "none", config, **timing)
              for p in s.fast_pipelines if not unavailable.get(p)]
     for step in FAST_STEPS:
-        specs.append(harness.RunSpec("none", "model", s.fast_model, config, step=step, **timing))
-        specs += [harness.RunSpec(p, "e2e", s.fast_model, config, step=step, **timing)
+        specs.append(RunSpec("none", "model", s.fast_model, config, step=step, **timing))
+        specs += [RunSpec(p, "e2e", s.fast_model, config, step=step, **timing)
                   for p in s.fast_pipelines if not unavailable.get(p)]
     for spec in specs:
         setting = spec.pipeline if spec.mode == "loader" else f"{spec.pipeline}; {spec.step}"

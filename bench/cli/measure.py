@@ -26,9 +26,11 @@ from pipelines.sources import imagefolder
 from pipelines.contract import resolve_device
 
 from .. import distributed, harness, interrupts, plan, results, runner
+from ..spec import RunSpec
+from ..training import step_refusal
 from .common import _fail, record
 
-def specs_for(grids: list, device: torch.device, world: distributed.World = distributed.World()) -> list[harness.RunSpec]:
+def specs_for(grids: list, device: torch.device, world: distributed.World = distributed.World()) -> list[RunSpec]:
     """Every configuration of the grids (one per --config grid, else the command line's), each in
     its grid's --processes independent processes, in rounds (`plan.grid`, `plan.rounds`), once per
     --ranks value (`plan.worlds`)."""
@@ -116,7 +118,7 @@ def interrupted_text(outcome: runner.Outcome, out: Path, resume: str) -> str:
             f"(the one running was discarded; `{resume}` resumes)")
 
 
-def windows(spec: harness.RunSpec) -> int:
+def windows(spec: RunSpec) -> int:
     """Windows (rows) one process of `spec` measures."""
     return spec.repeats * len(spec.busy_ms)
 
@@ -192,10 +194,10 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
 
     reasons = pipelines.available()
 
-    def refusal(spec: harness.RunSpec) -> str:
+    def refusal(spec: RunSpec) -> str:
         """Why `spec` cannot run here ('' if it can): a skipped row instead."""
         return (reasons.get(spec.pipeline) or pipelines.source_refusal(spec.pipeline, spec.config)
-                or harness.step_refusal(spec.step, device))
+                or step_refusal(spec.step, device))
 
     processes = []   # (the configurations one process runs (`plan.shared`), or one that cannot run: why not)
     for group in plan.shared(specs):
@@ -206,7 +208,7 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
     with tqdm(total=sum(windows(s) for s in order), unit="window", desc=args.command, disable=not lead) as bar:
         ended = {"windows": 0, "configurations": 0}
 
-        def describe(spec: harness.RunSpec) -> None:
+        def describe(spec: RunSpec) -> None:
             what = spec.stage or spec.payload or spec.mode
             ranks = f" x{spec.config.world_size} GPUs" if spec.config.world_size > 1 and not world.distributed else ""
             bar.set_description(f"{spec.pipeline} {what} {spec.model} {spec.config.image_size}px {spec.cpus} cores"
@@ -216,7 +218,7 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
             bar.update(1)
             bar.set_postfix(img_per_s=f"{row['world_img_per_s']:,.0f}")
 
-        def on_done(spec: harness.RunSpec, rows: list[dict]) -> None:
+        def on_done(spec: RunSpec, rows: list[dict]) -> None:
             """A configuration ended: its rows committed, the bar at its end, its failure said."""
             ended["windows"] += windows(spec)
             ended["configurations"] += 1

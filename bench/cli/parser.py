@@ -15,6 +15,8 @@ from pipelines.config import (DTYPES, IMAGE_SIZE, IMAGEFOLDER, LAST_BATCH, MAX_I
                               default_cache_root, default_data_root)
 
 from .. import harness, plan, runner
+from ..spec import BUSY_MS, COPIES, MODES, PAYLOADS, STAGES
+from ..training import STEPS
 from .top import top_parser
 
 MAX_PROCESSES = 1000   # --processes: far above any real use (a typo is one line, not minutes of planning)
@@ -190,7 +192,7 @@ def _run_parser(p: argparse.ArgumentParser, description: str) -> argparse.Argume
     g = p.add_argument_group("what to measure")
     g.add_argument("--pipelines", type=_csv_list(pipelines.names()), default=pipelines.names(),
                    help=f"comma-separated, from {','.join(pipelines.names())} (default: all)")
-    g.add_argument("--modes", type=_csv_list(harness.MODES),
+    g.add_argument("--modes", type=_csv_list(MODES),
                    help="comma-separated, from loader (the pipeline alone, at each --busy-ms level), model (the "
                         "training step on one batch), e2e (both), train (--epochs epochs, then test accuracy), stage "
                         "(each stage of a pipeline alone), copy (the bus alone) (default: loader,model,e2e,stage,copy "
@@ -201,23 +203,23 @@ def _run_parser(p: argparse.ArgumentParser, description: str) -> argparse.Argume
                         "<module>:<callable> or <file.py>:<callable> returning an nn.Module with 10 outputs "
                         "(default: resnet18 on CUDA, resnet9-w0.25 on CPU; on a CPU above 32 px, "
                         f"{plan.CPU_LARGE['model']})")
-    g.add_argument("--stages", type=_csv_list(harness.STAGES), default=list(harness.STAGES),
-                   help=f"stage mode: which of {','.join(harness.STAGES)} (default: all)")
-    g.add_argument("--copies", type=_csv_list(harness.COPIES), default=list(harness.COPIES),
+    g.add_argument("--stages", type=_csv_list(STAGES), default=list(STAGES),
+                   help=f"stage mode: which of {','.join(STAGES)} (default: all)")
+    g.add_argument("--copies", type=_csv_list(COPIES), default=list(COPIES),
                    help="copy mode: from pinned and/or pageable memory (default: both)")
-    g.add_argument("--payloads", type=_csv_list(harness.PAYLOADS), default=list(harness.PAYLOADS),
+    g.add_argument("--payloads", type=_csv_list(PAYLOADS), default=list(PAYLOADS),
                    help="copy mode: images copied as uint8 and/or float32 (default: both)")
     g.add_argument("--busy-ms", type=_ms_list,
                    help="loader mode: the headspace levels, ms per batch the GPU is kept busy by a synthetic "
                         "training step after each batch (bf16 matrix products and memory copies on every SM, "
                         "checked every window; 0: an idle GPU); the report reads each pipeline's loader ceiling "
                         "where it stops keeping up with that step (default: "
-                        f"{','.join(f'{b:g}' for b in harness.BUSY_MS)} on CUDA, 0 on CPU)")
+                        f"{','.join(f'{b:g}' for b in BUSY_MS)} on CUDA, 0 on CPU)")
     g.add_argument("--sync-every", type=_bounded_list(0),
                    help="list; model-only and e2e: read the loss on the host every N steps (loss.item(), as a loop "
                         "that logs does; it drains the GPU's queue each time), 0 never; each value its own "
                         "configurations (default: 0)")
-    g.add_argument("--step", type=_csv_list(harness.STEPS),
+    g.add_argument("--step", type=_csv_list(STEPS),
                    help="list; the training step of model-only and e2e: eager (as written), graph (the whole "
                         "step captured in one CUDA graph and replayed), compile (torch.compile, then the same "
                         "capture); every kind runs model-only and e2e. graph / compile need CUDA (skipped rows "
