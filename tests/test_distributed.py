@@ -84,9 +84,19 @@ def _coverage_worker(rank: int, world: int, rendezvous: str, root: str, out: str
             p.set_epoch(1)
             batches = [x for x, _ in p]
         seen = decode_index(to_pixels(torch.cat([x.float() for x in batches]))).tolist()
-        gathered = [None] * world
-        dist.all_gather_object(gathered, (len(batches), seen))
-        report[key] = gathered
+        report[key] = _gathered(world, (len(batches), seen))
+    _end(rank, report, out)
+
+
+def _gathered(world: int, value) -> list:
+    """Every rank's `value`, in rank order, on every rank."""
+    gathered = [None] * world
+    dist.all_gather_object(gathered, value)
+    return gathered
+
+
+def _end(rank: int, report: dict, out: str) -> None:
+    """Rank 0 writes `report` to `out` as JSON; every rank leaves the process group."""
     if rank == 0:
         Path(out).write_text(json.dumps(report))
     dist.destroy_process_group()
@@ -105,12 +115,8 @@ def _photo_coverage_worker(rank: int, world: int, rendezvous: str, folder: str, 
         with pipelines.build(name, config) as p:
             p.set_epoch(1)
             seen = [label for _, y in p for label in y.tolist()]
-        gathered = [None] * world
-        dist.all_gather_object(gathered, (len(p), seen))
-        report[name] = gathered
-    if rank == 0:
-        Path(out).write_text(json.dumps(report))
-    dist.destroy_process_group()
+        report[name] = _gathered(world, (len(p), seen))
+    _end(rank, report, out)
 
 
 def test_two_gloo_processes_cover_an_epoch_of_photographs_once_for_every_photo_pipeline(tmp_path):
