@@ -89,8 +89,8 @@ The configuration a run measures (`RunSpec`), what a window measured (`Window`) 
 `bench.spec`.
 
 Several configurations of one process (`Shared`, `--share-process`): model-only and e2e
-configurations of one cell (model, step kind, loss reads, setting, CPU budget) may run one after
-another in one process and share its trainer, built and compiled (or captured) once; each still
+configurations of one cell (model, step kind, loss reads, setting, CPU budget, GPUs) may run one
+after another in one process (one per rank under DDP) and share its trainer, built and compiled (or captured) once; each still
 builds, warms up, sizes and times its own pipeline and windows, and the pipeline before it is
 closed and its memory released first (`release`: Python's garbage, DALI's pools, torch's CUDA and
 pinned-memory caches); `bench.plan.shared` sets the order. Its first training call (`compile_s`) then only runs a step

@@ -23,7 +23,8 @@ and train configurations next to each other.
 
 `shared(specs)` says which configurations run in one process: each alone, except, with
 `--share-process`, the model-only and e2e configurations of one cell (model, step kind, loss reads,
-setting, CPU budget) and round, which run in one process at the place of the first, sharing its
+setting, CPU budget, GPUs) and round, and the copy configurations of one setting, which run in one
+process (one per rank under DDP) at the place of the first, sharing its
 trainer (`bench.harness.Shared`: startup and compilation paid once), in the order of row r of a Williams
 design in round r (`williams`): a Latin square balanced for first-order carry-over, so with as many
 processes as members each runs first once, and with as many processes as the design has rows (the
@@ -125,7 +126,7 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
             config = config.replace(batch_size=config.batch_size * replicas)
         return RunSpec(pipeline, mode, model, config, cpus=cpus,
                                parallel=parallel if mode in ("model", "e2e") else "none",
-                               share=o.share_process and mode in ("model", "e2e") and parallel == "none",
+                               share=o.share_process and mode in ("model", "e2e", "copy") and parallel in ("none", "ddp"),
                                repeats=1 if mode == "train" else repeats, **{**timing, **extra})
 
     specs = []

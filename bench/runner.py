@@ -8,9 +8,9 @@
   whole group (DataLoader workers included) and writes a `timeout` row. A CUDA error that poisons
   a context, a crash or a hang costs one row, not the sweep.
 - **Or several configurations, one process** (`--share-process`, `plan.shared`): model-only and e2e
-  configurations of one cell run one after another in one child, sharing its trainer
-  (`harness.Shared`), what each left released before the next (`harness.release`), each with its
-  deadline counted from the end of the one before. One that
+  configurations of one cell (or copy configurations of one setting) run one after another in one
+  child, sharing its trainer (`harness.Shared`), what each left released before the next
+  (`harness.release`), each with its deadline counted from the end of the one before. One that
   fails, hangs or kills the child leaves its row, and the rest run in a new child.
 - **Exits cost nothing.** A child leaves with `os._exit` right after its last record (no joining of
   library threads, no interpreter finalizers), and the parent then kills its process group, so
@@ -32,8 +32,8 @@
   caller exits 130 (143 for SIGTERM). `Outcome` counts the configurations that errored or timed
   out and says why, one line each, and once for all when they share a cause.
 
-A configuration on several GPUs of this host (`--ranks N`) runs in N such processes at once, one
-per GPU, each with the environment torchrun would give it (`rank_environments`); they join one
+A configuration on several GPUs of this host (`--ranks N`; with `--share-process`, a cell's
+configurations) runs in N such processes at once, one per GPU, each with the environment torchrun would give it (`rank_environments`); they join one
 process group through a rendezvous store this process hosts for as long as they run (as torchrun's
 agent does: its port is bound before they start, so nothing can take it in between), and are
 followed, timed out and ended together. A rank's death is read from /proc (the forkserver reports
@@ -253,7 +253,7 @@ def _child(specs: list[RunSpec], entries: dict, parent: int, path: list[str], en
         emit({"ready": True})   # the deadline starts now
         for member, spec in enumerate(specs):
             try:
-                if spec.config.world_size > 1:   # one spec (`run_isolated`)
+                if spec.config.world_size > 1:   # joined once: the group outlives each spec
                     world, device = distributed.setup(spec.config.device)
                     spec = dataclasses.replace(spec, config=spec.config.replace(rank=world.rank, device=device))
                 for repeat, (facts, window) in enumerate(harness.run(spec, shared)):
@@ -347,16 +347,14 @@ class _Rank:
 
 def run_isolated(specs: list[RunSpec], timeout: float, out: Path, on_window, on_done) -> int:
     """Run configurations in a child process, one after another (several share its trainer:
-    `harness.Shared`), or one configuration in one process per rank when it runs on several GPUs
-    (`config.world_size`: the ranks join one process group, as under torchrun, each on its own GPU,
-    shard and cores). `on_done(spec, rows)` gets each configuration's rows to commit as it ends
+    `harness.Shared`), in one such process per rank when they run on several GPUs (`config.world_size`,
+    the same for all: the ranks join one process group, as under torchrun, each on its own GPU, shard
+    and cores). `on_done(spec, rows)` gets each configuration's rows to commit as it ends
     (every rank's windows, each with the job's rate, or one error / timeout / not-applicable row);
     returns how many ended: a process that died or ran past the deadline ends the configuration it
     was running, and the caller runs the rest again. One rank that fails ends them all at once: the
     others would wait in a collective. `on_window(row)` is called as rank 0's windows arrive."""
     ranks = specs[0].config.world_size
-    if ranks > 1 and len(specs) > 1:
-        raise ValueError("configurations on several GPUs run one per process")
     with tempfile.TemporaryDirectory(prefix="pipebench-") as tmp, rank_environments(ranks) as environments:
         entries = {s.pipeline: pipelines._REGISTRY[s.pipeline] for s in specs if s.pipeline in pipelines._REGISTRY}
         ctx, children = _context(), []

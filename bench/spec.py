@@ -47,8 +47,8 @@ class RunSpec:
     epochs: int = 0            # train mode: epochs trained
     sync_every: int = 0        # model, e2e: read the loss on the host every N steps (0: never)
     process: int = 0           # which of the configuration's independent processes (not its identity)
-    share: bool = field(default=False, compare=False)   # model, e2e: may share a process with the rest of its
-                                                         # cell (`Shared`); not its identity
+    share: bool = field(default=False, compare=False)   # model, e2e, copy: may share a process with the rest
+                                                         # of its cell (`Shared`); not its identity
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -97,9 +97,9 @@ class RunSpec:
         if self.sync_every < 0 or (self.sync_every and self.mode not in ("model", "e2e")):
             raise ValueError(f"sync_every={self.sync_every!r}: model and e2e take N >= 0 (read the loss every N "
                              "steps), the other modes 0")
-        if self.share and (self.mode not in ("model", "e2e") or self.parallel != "none"):
-            raise ValueError(f"share=True with mode={self.mode!r}, parallel={self.parallel!r}: only model-only and "
-                             "e2e configurations of one process on one device share a process")
+        if self.share and (self.mode not in ("model", "e2e", "copy") or self.parallel == "dp"):
+            raise ValueError(f"share=True with mode={self.mode!r}, parallel={self.parallel!r}: only model-only, e2e "
+                             "and copy configurations of one GPU or of DDP ranks share a process")
         if self.cpus is not None and self.cpus < 1 or self.process < 0:
             raise ValueError(f"cpus={self.cpus!r}, process={self.process!r}: expected None or >= 1, and >= 0")
 

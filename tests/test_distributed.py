@@ -328,7 +328,8 @@ def test_ranks_rendezvous_port_is_held_by_the_runner_from_before_the_ranks_start
 
 def test_a_shared_process_sweep_on_two_ranks_feeds_photographs_through_every_photo_pipeline(tmp_path):
     """--ranks 1,2 --share-process on a folder of photographs: every pipeline of the photo plans
-    (DALI's CPU decoder where DALI is installed) writes ok rows on one rank and on both of two."""
+    (DALI's CPU decoder where DALI is installed) writes ok rows on one rank and on both of two, the
+    model-only and e2e configurations of each rank count in one process per rank, in one order."""
     from test_imagefolder import jpeg
     folder = tmp_path / "photos"
     for k in range(6):
@@ -338,14 +339,17 @@ def test_a_shared_process_sweep_on_two_ranks_feeds_photographs_through_every_pho
     assert cli.main(["sweep", "--device", "cpu", "--ranks", "1,2", "--cpus", "1", "--processes", "1",
                      "--share-process", "--source", f"imagefolder:{folder}", "--image-size", "32",
                      "--batch-size", "2", "--steps", "1", "--warmup", "0", "--repeats", "1",
-                     "--models", "resnet9-w0.25", "--modes", "e2e", "--pipelines", ",".join(photo_pipelines),
+                     "--models", "resnet9-w0.25", "--modes", "model,e2e", "--pipelines", ",".join(photo_pipelines),
                      "--dali-decoder", "cpu", "--workers", "0", "--out", str(out)]) == 0   # no worker processes to start
     df = pd.read_csv(out / "results.csv")
     assert (df.status == "ok").all(), df[df.status != "ok"].error.tolist()
     e2e = df[df["mode"] == "e2e"]
     assert e2e.groupby("world_size").pipeline.agg(sorted).to_dict() == {
         1: sorted(photo_pipelines), 2: sorted(photo_pipelines * 2)}   # one row per rank
-    assert (e2e[e2e.world_size == 1].slot.notna()).all()   # one rank: the cell shared a process
+    for ranks, cell in df.groupby("world_size"):   # one process per rank ran the cell's members in turn
+        order = cell.sort_values("slot").drop_duplicates(["rank", "slot"])
+        assert sorted(cell.slot.unique()) == list(range(len(photo_pipelines) + 1))
+        assert order.groupby("rank").pipeline.agg(tuple).nunique() == 1 and order["rank"].nunique() == ranks
     assert set(df[df.pipeline == "dali"].dali_decoder) <= {"cpu"}
 
 

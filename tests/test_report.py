@@ -490,6 +490,17 @@ def test_more_gpus_per_host_are_predicted_from_one_gpu_rows_with_the_error_where
     assert view.set_index("GPUs / host").loc[4, "error"] == "±0%"   # -0.04%: no sign to read into
 
 
+def test_on_a_host_with_cores_to_spare_each_rank_is_predicted_on_the_one_gpu_e2e_s_cores(tmp_path):
+    """A 64-core host whose ranks each ran on 16 cores (the one-GPU e2e's): 2 and 4 GPUs are predicted
+    and checked at 16 cores per GPU, not at 32 for two; 8 GPUs at the host's even share, 8."""
+    rows = [dict(r, cpu_count=64) for r in prediction_rows()]
+    rows = [dict(r, cpus=16) if r["world_size"] == 4 else r for r in rows]
+    got = {r["GPUs / host"]: r for r in hosts.prediction(report.load([write(tmp_path, rows)]))[0].to_dict("records")}
+    assert {n: got[n]["cores / GPU"] for n in (2, 4, 8)} == {2: 16, 4: 16, 8: 8}
+    assert got[2]["predicted per GPU"] == got[4]["predicted per GPU"] == "90,000"
+    assert got[2]["error"] == "+12%" and got[4]["error"] == "+125%" and got[8]["predicted per GPU"] == "45,000"
+
+
 def test_prediction_only_writes_prediction_md_from_the_one_gpu_rows_alone_and_the_report_links_it(tmp_path):
     """`report --prediction-only`: PREDICTION.md from the run's one-GPU rows, the same bytes whatever its
     rows of several GPUs hold (poisoned here: rates x10, another host size, another pipeline); the
@@ -570,7 +581,8 @@ def test_the_readme_s_several_gpu_block_says_what_each_gpu_count_measured_and_pr
                         "`near` 290,000 / 184,000; `slow` 90,000 / 80,000. At 2 GPUs the step sets the pace of `fast` "
                         "(e2e at least 95% of model-only); the input holds back `near`, `slow`; too few processes to "
                         "judge (fewer than 3): `lone`.")
-    assert "- Host of 32 cores split evenly over its GPUs (a prediction from the one-GPU rows, the all-reduce left out):" in block
+    assert ("- Host of 32 cores, each GPU's rank on the one-GPU e2e's cores or its even share where fewer (a prediction "
+            "from the one-GPU rows, the all-reduce left out):") in block
     assert "  - `fast` with `m`: the step binds up to 8 GPUs per host; the input keeps up." in block
     assert readme.read_text().endswith(f"{report.HOSTS_END}\nrest\n")
     one = [r for r in rows if r["world_size"] == 1]

@@ -22,7 +22,7 @@ import torch
 
 import pipelines
 from bench import cli, harness, plan, report, results, runner, stability
-from bench.spec import RunSpec
+from bench.spec import COPIES, PAYLOADS, RunSpec
 from pipelines.contract import Pipeline
 from pipelines.config import PipelineConfig
 from pipelines.dataloader import _Samples
@@ -200,6 +200,27 @@ def test_one_failing_rank_ends_its_configuration_at_once_with_one_row_naming_it(
     failed = df[df.world_size == 2]
     assert failed.status.tolist() == ["error"]
     assert failed.error.iloc[0] == "rank 1: RuntimeError: rank one cannot read its shard"
+
+
+def test_a_rank_failing_in_a_shared_process_ends_its_member_and_the_rest_run_on_both_ranks(synthetic_root, tmp_path,
+                                                                                          monkeypatch):
+    """--ranks 2 --share-process: the member rank 1 fails ends both ranks' process at once with one row
+    naming it; the members after it run in new processes, on both ranks, ok."""
+    monkeypatch.setitem(pipelines._REGISTRY, "fails-on-rank-one", (__name__, "FailsOnRankOne"))
+    out = tmp_path / "run"
+    started = time.monotonic()
+    assert cli.main(["sweep", "--device", "cpu", "--ranks", "2", "--cpus", "1", "--processes", "1", "--share-process",
+                     "--pipelines", "fails-on-rank-one,resident", "--modes", "model,e2e", "--models", "resnet9-w0.25",
+                     "--batch-size", "16", "--steps", "2", "--warmup", "1", "--repeats", "2", "--max-samples", "64",
+                     "--data-root", str(synthetic_root), "--timeout", "300", "--out", str(out)]) == 1
+    assert time.monotonic() - started < 150   # not the deadline
+    df = pd.read_csv(out / "results.csv")
+    failed = df[df.status != "ok"]
+    assert failed.pipeline.tolist() == ["fails-on-rank-one"]
+    assert failed.error.iloc[0] == "rank 1: RuntimeError: rank one cannot read its shard"
+    ok = df[df.status == "ok"]
+    assert ok.groupby(["mode", "pipeline"])["rank"].agg(sorted).to_dict() == {
+        ("model", "none"): [0, 0, 1, 1], ("e2e", "resident"): [0, 0, 1, 1]}
 
 
 def test_of_two_ranks_failing_in_one_poll_the_row_names_the_one_that_failed_first(synthetic_root):
@@ -814,7 +835,7 @@ def test_shared_configurations_in_this_process_share_one_trainer(synthetic_root)
              RunSpec("resident", "e2e", "resnet9-w0.25", config, steps=2, warmup=0, repeats=1, share=True)]
     facts = [f for spec in specs for f, _ in harness.run(spec, shared)]
     assert [f["slot"] for f in facts] == [0, 1] and len(shared.trainers) == 1
-    with pytest.raises(ValueError, match="only model-only and e2e"):
+    with pytest.raises(ValueError, match="only model-only, e2e and copy"):
         RunSpec("resident", "loader", "none", config, share=True)
 
 
@@ -850,6 +871,16 @@ def test_share_process_groups_each_cell_and_round_in_the_williams_design_s_order
         ["none", "dataloader", "dali-raw", "prefetch", "dali", "resident"],
         ["dataloader", "prefetch", "none", "resident", "dali-raw", "dali"]]
     assert [{s.process for s in g} for g in shared] == [{0}, {1}]
+
+
+def test_share_process_runs_the_copies_of_one_setting_in_one_process_per_round():
+    options = cli.build_parser().parse_args(["sweep", "--device", "cpu", "--cpus", "1", "--processes", "2",
+                                             "--share-process", "--modes", "copy", "--image-size", "32,64"])
+    groups = plan.shared(cli.specs_for([options], torch.device("cpu")))
+    assert len(groups) == 4   # 2 sizes x 2 rounds
+    for g in groups:
+        assert {(s.config.image_size, s.process) for s in g} == {(g[0].config.image_size, g[0].process)}
+        assert sorted((s.stage, s.payload) for s in g) == sorted((c, p) for c in COPIES for p in PAYLOADS)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

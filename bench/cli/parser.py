@@ -288,7 +288,8 @@ def _run_parser(p: argparse.ArgumentParser, description: str) -> argparse.Argume
                         "in processes of their own) (default: on)")
     g.add_argument("--share-process", action="store_true",
                    help="run the model-only and e2e configurations of one model, step kind, loss reads and CPU "
-                        "budget on one GPU in one process per round, sharing its trainer (started and compiled once), each "
+                        "budget in one process per round (per rank with --ranks or torchrun), sharing its trainer "
+                        "(started and compiled once), and the copy configurations of one setting likewise; each "
                         "pipeline still built, warmed up and timed on its own, the one before it released, in the "
                         "order of a Williams design (each right after every other equally often once --processes "
                         "reaches the cell's configurations, twice them for an odd count; fewer: a warning); rows say "

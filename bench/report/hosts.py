@@ -37,10 +37,11 @@ PREDICTION = """\
 A prediction, not a measurement (`bench/report/hosts.py`), made from the run's one-GPU rows alone
 (`pipebench report RUN --out DIR --prediction-only` writes it as DIR/PREDICTION.md, so it can be
 written before the multi-GPU rows are measured): per-GPU e2e img/s with N GPUs in a host of H cores
-(the rows' `cpu_count`), each GPU's rank on H / N of them:
+(the rows' `cpu_count`), each GPU's rank on as many as the one-GPU e2e had, or on H / N where that is
+fewer:
   - the model's per-GPU rate: its one-GPU model-only rate at every N. One GPU measures no
     all-reduce, so it is left out: an upper bound of the step under DDP;
-  - the pipeline's rate at H / N cores: its one-GPU loader-only rate at that budget (idle GPU);
+  - the pipeline's rate at those cores: its one-GPU loader-only rate at that budget (idle GPU);
   - the pipeline's e2e efficiency at one GPU: one-GPU e2e over the lower of its model-only and
     loader-only rates at the e2e's cores (at most 1);
   - prediction = efficiency x the lower of the first two; "binds" names that lower one (input: the
@@ -163,10 +164,11 @@ def predict(ok: pd.DataFrame, counts: list[int]) -> tuple[pd.DataFrame, int]:
             continue
         efficiency = min(1.0, e2e / min(step_rate, loader[(pipeline, cores)]))
         for n in counts:
-            feed = loader.get((pipeline, host // n), math.nan)
+            share = min(host // n, cores)   # the one-GPU e2e's cores where the host has them for every rank
+            feed = loader.get((pipeline, share), math.nan)
             predicted = efficiency * min(step_rate, feed) if not math.isnan(feed) else math.nan
             found.append(dict(pipeline=pipeline, model=model, step=step, size=size, batch=batch, dtype=dtype, gpus=n,
-                              cores=host // n, step_rate=step_rate, feed=feed, efficiency=efficiency,
+                              cores=share, step_rate=step_rate, feed=feed, efficiency=efficiency,
                               predicted=predicted,
                               binds="" if math.isnan(predicted) else "input" if feed < step_rate else "step"))
     return pd.DataFrame(found), host
@@ -196,7 +198,8 @@ def _prediction_view(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _bound_sentences(frame: pd.DataFrame, host: int) -> list[str]:
     """Per pipeline and model, the fewest GPUs per host at which it is predicted input-bound."""
-    sentences = [f"- Host of {host} cores split evenly over its GPUs (a prediction from the one-GPU rows, "
+    sentences = [f"- Host of {host} cores, each GPU's rank on the one-GPU e2e's cores or its even share where "
+                 "fewer (a prediction from the one-GPU rows, "
                  "the all-reduce left out):"]
     for (pipeline, model), rows in frame.dropna(subset=["predicted"]).groupby(["pipeline", "model"], sort=True):
         bound = rows[rows.binds == "input"]
@@ -258,7 +261,7 @@ def _most_gpus_line(frame: pd.DataFrame) -> list[str]:
 def prediction(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """PREDICTION, from the run's one-GPU rows alone (`predict`, as PREDICTION.md has it), for
     PREDICTED_GPUS and every GPU count the run measured, with the error where it measured that count
-    at H / N cores; sentences: per pipeline the fewest GPUs per host at which it is predicted
+    at the cores per GPU predicted; sentences: per pipeline the fewest GPUs per host at which it is predicted
     input-bound, the errors, the most GPUs predicted with the error at the most measured, and where
     the input binds and the job fell short beyond its spread (`_short_of_the_input`)."""
     lead = _lead_rows(df, df["mode"].isin(["model", "e2e"]) | ((df["mode"] == "loader") & (df.busy_ms == 0)))
