@@ -427,6 +427,22 @@ def test_several_gpus_get_a_scaling_section_and_a_summary_line_saying_where_the_
     assert "it binds for uint8 pageable at 32 px from 4 GPUs." in (tmp_path / "out2" / "SUMMARY.md").read_text()
 
 
+def test_the_scaling_table_keeps_a_pipeline_s_variants_apart(tmp_path):
+    """DALI with each decoder at 1 and 2 GPUs: two lines per GPU count, each its own rate, not one
+    line pooling both decoders' windows."""
+    rows = []
+    for decoder, one in (("mixed", 4_000), ("cpu", 5_000)):
+        for gpus, share in ((1, 1.0), (2, 0.8)):
+            rows += [row("e2e", "dali", one * share, model="m", step="compile", dali_decoder=decoder, world_size=gpus,
+                         rank=r, world_img_per_s=one * share * gpus, parallel="none" if gpus == 1 else "ddp", repeat=w)
+                     for r in range(gpus) for w in range(2)]
+    view = hosts.scaling(report.load([write(tmp_path, rows)]))[0]
+    got = {(r["what"], r["GPUs"]): (r["per GPU"], r["vs 1 GPU"]) for r in view.to_dict("records")}
+    assert got == {("`dali (dali_decoder=cpu)`", 1): ("5,000", "100%"), ("`dali (dali_decoder=cpu)`", 2): ("4,000", "80%"),
+                   ("`dali (dali_decoder=mixed)`", 1): ("4,000", "100%"),
+                   ("`dali (dali_decoder=mixed)`", 2): ("3,200", "80%")}
+
+
 def prediction_rows(four_gpus=40_000) -> list[dict]:
     """A 32-core host: the step at 300k img/s on one GPU, 200k per GPU on two (all-reduce); the
     pipeline at 100k / 50k / 25k img/s on 16 / 8 / 4 cores of one GPU, e2e 90k there (efficiency

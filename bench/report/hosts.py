@@ -65,9 +65,10 @@ def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     per GPU and GPU count, the job's img/s (median over windows [range of the processes' medians; of
     the windows with one process] n=windows/processes), per GPU, against one GPU at the same cores,
     the share of its cores a rank kept busy (median over ranks and windows) and the largest peak GPU
-    memory of any rank; one sentence per GPU count."""
+    memory of any rank; one sentence per GPU count. Pipeline variants apart (`label_variants`)."""
     ok = df[(df.status == "ok") & df["mode"].isin(["copy", "loader", "model", "e2e"]) & (df.busy_ms == df.groupby(
-        ["mode", "pipeline"]).busy_ms.transform("max"))].copy()
+        ["mode", "pipeline"]).busy_ms.transform("max"))]
+    ok = label_variants(ok)   # a pipeline's variants (DALI's decoders) apart
     if ok.empty:
         return pd.DataFrame(), []
     ok["gpus_used"] = _gpus_used(ok)
