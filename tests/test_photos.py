@@ -54,6 +54,18 @@ def test_the_same_seed_makes_the_same_bytes_and_another_seed_other_ones(own_phot
     assert files(tmp_path / "a").keys() == files(tmp_path / "c").keys() and files(tmp_path / "a") != files(tmp_path / "c")
 
 
+def test_worker_processes_make_the_same_set_as_this_process(own_photos, tmp_path, monkeypatch):
+    def files(folder):
+        return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    here = photos.make_photos(tmp_path / "here", 9, seed=1, photos_from=own_photos)
+    monkeypatch.setattr(photos, "PER_WORKER", 3)   # 9 images: a process per core, up to 3
+    monkeypatch.setattr(photos.os, "sched_getaffinity", lambda pid: {0, 1})
+    made = []
+    pooled = photos.make_photos(tmp_path / "pooled", 9, seed=1, photos_from=own_photos, progress=lambda: made.append(1))
+    assert pooled == here and len(made) == 9
+    assert files(tmp_path / "pooled") == files(tmp_path / "here")
+
+
 def test_crops_vary_in_size_and_aspect_like_imagenet():
     source = Image.fromarray(np.random.default_rng(0).integers(0, 256, (600, 800, 3), dtype=np.uint8))
     sizes = [photos.cut(source, np.random.default_rng([0, k])).size for k in range(100)]
@@ -117,20 +129,6 @@ def test_a_set_the_disk_cannot_hold_is_refused_before_anything_is_written(own_ph
         photos.make_photos(tmp_path / "set", 100, photos_from=own_photos)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
     photos.make_photos(tmp_path / "set", 5, photos_from=own_photos)   # a few fit
-
-
-def test_photographs_are_made_a_few_at_a_time_not_all_queued_first(own_photos, tmp_path, monkeypatch):
-    submitted, peak = [], [0]
-
-    class Counting(photos.ThreadPoolExecutor):
-        def submit(self, *args, **kwargs):
-            submitted.append(super().submit(*args, **kwargs))
-            peak[0] = max(peak[0], sum(not f.done() for f in submitted))
-            return submitted[-1]
-
-    monkeypatch.setattr(photos, "ThreadPoolExecutor", Counting)
-    photos.make_photos(tmp_path / "set", 60, photos_from=own_photos)
-    assert len(submitted) == 60 and peak[0] <= 2 * len(photos.os.sched_getaffinity(0)) + 1
 
 
 @pytest.mark.parametrize("argv,said", [
