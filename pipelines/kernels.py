@@ -7,6 +7,7 @@ device; `tvjpeg` and `torchcodec` run it on their producer thread).
 """
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Callable
 
@@ -30,9 +31,12 @@ def compile_in_process(function: Callable) -> Callable:
     """`torch.compile(function)` whose compilations, later recompilations too, run in this process
     (inductor's `compile_threads` set to 1 for the process): inductor's pool of compile worker
     processes, its default, would hold about a core for seconds after a warm-cache compile, inside
-    timed windows (results/2026-11-24-h100-compile-workers/)."""
+    timed windows (results/2026-11-24-h100-compile-workers/). Unless the process's environment sets
+    inductor's own TORCHINDUCTOR_COMPILE_THREADS: a run that only fills inductor's cache, timing
+    nothing, compiles on that many (`bench/plans/on-gpu.sh`; the cache's key leaves the count out)."""
     import torch._inductor.config as inductor
-    inductor.compile_threads = 1
+    if "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ:
+        inductor.compile_threads = 1
     return torch.compile(function)
 
 

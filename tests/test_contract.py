@@ -416,6 +416,19 @@ def test_crop_normalize_is_the_padded_crop_mirrored_then_normalized(device, dtyp
         assert (got.cpu().double() - want).abs().max().item() < tolerance
 
 
+def test_compiles_run_in_process_unless_inductor_s_own_variable_asks_for_workers(monkeypatch):
+    import torch._inductor.config as inductor
+    from pipelines.kernels import compile_in_process
+    monkeypatch.setattr(inductor, "compile_threads", 8)
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    compile_in_process(torch.nn.Identity())
+    assert inductor.compile_threads == 1
+    monkeypatch.setattr(inductor, "compile_threads", 8)   # as inductor reads the variable at import
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "8")
+    compile_in_process(torch.nn.Identity())
+    assert inductor.compile_threads == 8
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_compiling_the_kernel_starts_no_compile_worker_process():
     """A pipeline's constructor compiles `crop_normalize` in its own process: inductor's compile

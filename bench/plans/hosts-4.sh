@@ -15,17 +15,17 @@
 # --share-process the model-only and e2e configurations of one rank count (and the copies of one
 # setting) run in one process per rank and round, so a process's start, its process group and the
 # compile from inductor's cache are paid once per cell. hosts-4-photos (25,000 photographs,
-# ResNet-50 bf16 batch 256; 36 configuration processes) is estimated at about 18 minutes: per round
-# the 1-rank cell of 4 members 108 s (photos-best's rows: a cell's first member 58 s with its start and
-# compile, then model-only 17 s, dali GPU decoder 20 s, CPU decoder 13 s, dataloader 33 s), the 2- and
-# 4-rank cells ~60 and ~50 s (one start, then each member's windows of 1/2 and 1/4 epoch per rank),
-# loader-only at 16 cores ~57 s and at 8 cores (one window; for the 8-GPU prediction) ~51 s, the
-# copies ~36 s: ~360 s, 3 rounds ~1,090 s; the lease also needs ~3.5 minutes for DALI's unpacking, the
-# photo set and the warm compiles (on-gpu.sh, at every rank count). hosts-4-32px (resnet9-w0.25, a
-# fast rung alone) needs a lease of its own.
-# (How: each committed run's per-process durations are the gaps between the row timestamps of
-# consecutive configuration processes, rank 0's rows; results/2026-11-27-h100-photos-best/results.csv
-# and results/2026-11-26-h100x2-multi-gpu-2/results.csv.)
+# ResNet-50 bf16 batch 256; 30 configuration processes) was cut at 2 processes per cell on its first
+# lease (results/2026-11-27-h100x4-photos/README.md): 10 minutes before the sweep (the photo set made
+# on threads in 2 minutes, the warm compiles on one thread each ~7) and rounds of 8.5 minutes
+# (copies 75 s; the 1-rank cell ~100 s; the 2- and 4-rank cells 110-120 s each, a DDP process compiling
+# 20-30 s even from the cache; loader-only ~50 s at 16 cores and ~45 s at 8). Now: the photo set on a
+# process per core, the warm compiles on inductor's workers, one window per process where a window is a
+# whole epoch on one GPU, loader-only at 8 cores in one process, copies with 10 warm-up copies and 2
+# windows, last in each round: rounds of ~7 minutes, ~21 for the sweep, ~5 before it, estimated.
+# hosts-4-32px (resnet9-w0.25, a fast rung alone) needs a lease of its own.
+# (How: the per-process durations are the gaps between the row timestamps of consecutive configuration
+# processes, rank 0's rows, in results/2026-11-27-h100x4-photos/results.csv.)
 set -u
 plan=${1:?"usage: bash bench/plans/hosts-4.sh hosts-4-photos|hosts-4-32px [predict]"}
 runs=runs/$plan

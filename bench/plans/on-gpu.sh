@@ -59,8 +59,9 @@ ranks = max((r for g in gs for r in {**p, **g}.get("ranks", [1])), default=1)
 print(max(1, len(os.sched_getaffinity(0)) // ranks), *dict.fromkeys(m for g in gs for m in {**p, **g}["models"]))' \
     "$plan" "$runs/warm/plan.json")
   read -r cpus models <<< "$cpus_models"
-  for model in $models; do   # the compiled grids' options, but model-only, in one process per rank count
-    python -m bench.cli sweep --config "$runs/warm/plan.json" --modes model --models "$model" --step compile \
+  for model in $models; do   # the compiled grids' options, but model-only, in one process per rank count,
+    # compiling on inductor's workers (nothing of it is timed; the sweep's in-process compiles find the cache)
+    TORCHINDUCTOR_COMPILE_THREADS=$cpus python -m bench.cli sweep --config "$runs/warm/plan.json" --modes model --models "$model" --step compile \
       --processes 1 --warmup 0 --cpus "$cpus" --out "$runs/warm/$model" > "$runs/warm/$model.txt" 2>&1 &
   done
   wait
