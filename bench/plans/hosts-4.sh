@@ -15,15 +15,15 @@
 # --share-process the model-only and e2e configurations of one rank count (and the copies of one
 # setting) run in one process per rank and round, so a process's start, its process group and the
 # compile from inductor's cache are paid once per cell. hosts-4-photos (25,000 photographs,
-# ResNet-50 bf16 batch 256; 30 configuration processes) was cut at 2 processes per cell on its first
+# ResNet-50 bf16 batch 256; now 21 configuration processes) was cut at 2 processes per cell on its first
 # lease (results/2026-11-27-h100x4-photos/README.md): 10 minutes before the sweep (the photo set made
 # on threads in 2 minutes, the warm compiles on one thread each ~7) and rounds of 8.5 minutes
 # (copies 75 s; the 1-rank cell ~100 s; the 2- and 4-rank cells 110-120 s each, a DDP process compiling
 # 20-30 s even from the cache; loader-only ~50 s at 16 cores and ~45 s at 8). Now: the photo set on a
-# process per core, the warm compiles on inductor's workers, one window per process where a window is a
-# whole epoch on one GPU, loader-only at 8 cores in one process, copies with 10 warm-up copies and 2
-# windows, last in each round: rounds of ~7 minutes, ~21 for the sweep, ~5 before it, estimated.
-# hosts-4-32px (resnet9-w0.25, a fast rung alone) needs a lease of its own.
+# process per core, the warm compiles on inductor's workers, loader-only with one whole-epoch window
+# per process (at 8 cores in one process), and the copies moved to hosts-4-32px: rounds of ~6.5
+# minutes, ~20 for the sweep, ~5 before it, estimated. hosts-4-32px (resnet9-w0.25 and vit-s4: a fast
+# and a slow rung; the bus at 32 and 224 px) needs a lease of its own.
 # (How: the per-process durations are the gaps between the row timestamps of consecutive configuration
 # processes, rank 0's rows, in results/2026-11-27-h100x4-photos/results.csv.)
 set -u
