@@ -10,8 +10,8 @@ One module per concern: `analysis` (rows to numbers and verdicts; its RULES say 
 REPORT.md), `formatting` (numbers as text), `answers` (one line per situation), `plots`,
 `sections` (REPORT.md's per-run sections), `summary` (SUMMARY.md and the README block's text),
 `hosts` (several GPUs of one host: scaling, prediction, the several-GPU answer), `readme` (finding
-and replacing the README's blocks) and `files` (writing REPORT.md, SUMMARY.md,
-ANSWER.md and PREDICTION.md). What the command line and the tests use is imported here.
+and replacing the README's blocks), `files` (writing REPORT.md, SUMMARY.md,
+ANSWER.md and PREDICTION.md) and `docs` (docs/' knob and column lists, made from the code). What the command line and the tests use is imported here.
 """
 from .analysis import (TOO_FEW, cells, ceilings, label_variants, levels, load, runs, situations, ties, verdict,
                        view_of)
