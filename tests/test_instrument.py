@@ -293,7 +293,7 @@ def test_every_replay_of_a_window_is_read_and_a_cold_cache_does_not_lengthen_the
 @needs_cuda
 def test_a_new_steps_first_calls_run_as_long_as_later_ones():
     """Each fresh graph's first replay ran long: windows right after new graphs ran 2-6 % off on an
-    H100 (results/2026-11-26-h100-instrument/before-warm-replay)."""
+    H100 (results/archive/2026-11-26-h100-instrument/before-warm-replay)."""
     step = busy.BusyStep(torch.device("cuda"), 1.0)
     first = [step() for _ in range(busy.RING)] and step.measured_ms()
     later = [step() for _ in range(busy.RING)] and step.measured_ms()

@@ -910,7 +910,7 @@ def test_a_whole_number_read_back_as_a_float_is_labelled_as_an_integer(tmp_path)
 
 
 @pytest.mark.parametrize("folder", ["results/2026-11-26-h100-instrument-2", "results/2026-11-26-cpu-first-command",
-                                    "results/2026-11-26-h100-ladder", "results/2026-11-27-h100-ladder",
+                                    "results/2026-11-27-h100-ladder",
                                     "results/2026-11-27-h100-photos-ladder", "results/2026-11-27-h100-photos-epochs",
                                     "results/2026-11-27-h100-photos-epochs-2", "results/2026-11-27-h100-photos-best"])
 def test_committed_reports_regenerate_byte_identical(tmp_path, monkeypatch, folder):

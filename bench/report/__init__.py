@@ -12,6 +12,9 @@ REPORT.md), `formatting` (numbers as text), `answers` (one line per situation), 
 `hosts` (several GPUs of one host: scaling, prediction, the several-GPU answer), `readme` (finding
 and replacing the README's blocks), `files` (writing REPORT.md, SUMMARY.md,
 ANSWER.md and PREDICTION.md) and `docs` (docs/' knob and column lists, made from the code). What the command line and the tests use is imported here.
+
+`index` writes results/README.md, the table of the committed runs (`python -m bench.report.index
+results`); nothing here imports it.
 """
 from .analysis import (TOO_FEW, cells, ceilings, label_variants, levels, load, runs, situations, ties, verdict,
                        view_of)
