@@ -122,7 +122,7 @@ def grid(o: Sweep, device: torch.device, world: distributed.World = distributed.
         **{name: o.knob(name) for name, option in knobs().items() if not option.listed})
     repeats = o.repeats or _on("repeats", device)
     busy = tuple(o.busy_levels or _on("busy_levels", device))
-    more = tuple((s.name, getattr(o, s.name)) for s in settings.carried() if s.flag is not None)
+    more = tuple((s.name, getattr(o, s.name)) for s in settings.carried())
     replicas = torch.cuda.device_count() if parallel == "dp" else 1
     reasons = pipelines.available()
 

@@ -288,11 +288,11 @@ def variants() -> list[str]:
 
 
 def carried() -> list[Setting]:
-    """The settings a configuration carries as given (`RunSpec.more`): no field of `RunSpec` or
-    `PipelineConfig` holds them and the plan does not expand them."""
+    """The settings a configuration carries as given (`RunSpec.more`): those with a flag that no
+    field of `RunSpec` or `PipelineConfig` holds and the plan does not expand."""
     from .spec import RunSpec
     fields = set(RunSpec.__dataclass_fields__) | set(PipelineConfig.__dataclass_fields__)
-    return [s for s in SETTINGS if s.name not in fields and not s.expands]
+    return [s for s in SETTINGS if s.name not in fields and not s.expands and s.flag is not None]
 
 
 @dataclass(frozen=True)

@@ -39,9 +39,10 @@ def test_the_declarations_are_every_layer_s_names():
     assert analysis.key() == ["mode", "stage", "payload", "pipeline", "model", "step", "sync_every", "image_size",
                               "batch_size", "dtype", "cpus", "busy_ms"]
     assert settings.carried() == []   # every built-in setting has a field, or the plan expands it
+    sweep = plan.sweep(cli.build_parser().parse_args(["sweep"]))
     for s in settings.SETTINGS:   # a setting with a flag is stored under its name
         if s.flag is not None:
-            assert hasattr(plan.sweep(cli.build_parser().parse_args(["sweep"])), s.name)
+            assert hasattr(sweep, s.name)
 
 
 def test_a_toy_setting_is_a_flag_a_sweep_value_and_a_value_of_every_configuration(toy):

@@ -172,7 +172,8 @@ def measure_collate_to_gpu(ctx: Context) -> list[dict]:
             rows.append(row(COLLATE_ZERO, "img_per_s", w.images / w.seconds, "img/s", r))
     for name, label in (("dataloader", f"dataloader pipeline, {workers} workers, pin_memory, non_blocking"),
                         ("prefetch", f"prefetch pipeline, {workers} threads")):
-        spec = RunSpec(name, "loader", "none", config, requested_steps=s.loader_steps, warmup=s.warmup, repeats=s.repeats)
+        spec = RunSpec(name, "loader", "none", config, requested_steps=s.loader_steps, warmup=s.warmup,
+                       repeats=s.repeats)
         rows += [row(label, "img_per_s", w.images / w.seconds, "img/s", r) for r, (_, w) in enumerate(harness.run(spec))]
     return rows
 

@@ -1,6 +1,7 @@
-"""The command line: every command's options (compare's and sweep's in groups), their one-line
-checks (`build_parser`, on the commands of `top.top_parser`), and a sweep's --config file as options
-(`config_grids`).
+"""The command line: every command's options (compare's and sweep's in groups: a flag per declared
+setting, `bench.settings`, and per pipeline knob, `pipelines.options`, generated; the options of
+the whole run by hand), their one-line checks (`build_parser`, on the commands of
+`top.top_parser`), and a sweep's --config file as options (`config_grids`).
 """
 from __future__ import annotations
 
