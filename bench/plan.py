@@ -51,10 +51,8 @@ from .spec import RunSpec
 from .training import step_refusal
 from .models import CHECK_TIMEOUT_S, check_model, runs_user_code
 
-PROCESSES = {"cuda": 3, "cpu": 3}   # --processes by default: independent processes per configuration
 MIN_PROCESSES = 3   # the fewest a verdict, a tie or "the fastest" may rest on (bench.report)
 MIN_WINDOWS = 2     # the fewest windows per process a verdict may rest on: one window cannot show drift
-BATCH_SIZE = {"cuda": 512, "cpu": 64}   # --batch-size by default
 CPU_SAMPLES = 2048   # without CUDA and --max-samples: the first 2,048 images, so an epoch (an e2e window) lasts seconds
 # On a CPU above 32 px (photographs at 224 px), what is not given: a model, batch and fixed windows small
 # enough that `compare` answers in minutes (32-px defaults there took 20-50 minutes: whole-epoch e2e windows
@@ -73,7 +71,7 @@ def sweep(options) -> Sweep:
     return settings.sweep(options, list(knobs()))
 
 
-def _on(name: str, device: torch.device):
+def default(name: str, device: torch.device):
     """Setting `name`'s default on `device` (`settings.Setting.on`)."""
     return settings.declared()[name].on(device.type)
 
@@ -117,11 +115,11 @@ def grid(o: Sweep, device: torch.device, world: distributed.World = distributed.
     base = PipelineConfig(
         data_root=o.data_root, source=o.source, data_seed=o.data_seed, cache_root=o.cache_root,
         last_batch=o.last_batch, max_samples=o.max_samples or (None if cuda else CPU_SAMPLES), device=str(device),
-        channels_last=_on("channels_last", device) if o.channels_last is None else o.channels_last,
+        channels_last=default("channels_last", device) if o.channels_last is None else o.channels_last,
         rank=world.rank, world_size=world.world_size,
         **{name: o.knob(name) for name, option in knobs().items() if not option.listed})
-    repeats = o.repeats or _on("repeats", device)
-    busy = tuple(o.busy_levels or _on("busy_levels", device))
+    repeats = o.repeats or default("repeats", device)
+    busy = tuple(o.busy_levels or default("busy_levels", device))
     more = tuple((s.name, getattr(o, s.name)) for s in settings.carried())
     replicas = torch.cuda.device_count() if parallel == "dp" else 1
     reasons = pipelines.available()
@@ -145,7 +143,7 @@ def grid(o: Sweep, device: torch.device, world: distributed.World = distributed.
     for size in o.image_size:
         timing, large = _timing(o, device, size), not cuda and size > IMAGE_SIZE
         for dtype in dtypes:
-            for bs in o.batch_size or [CPU_LARGE["batch_size"] if large else BATCH_SIZE[device.type]]:
+            for bs in o.batch_size or ([CPU_LARGE["batch_size"]] if large else default("batch_size", device)):
                 for cpus in budgets:
                     for workers in o.workers or [max(1, cpus - 1)]:
                         for seed in o.seed:
@@ -161,8 +159,8 @@ def _timing(o: Sweep, device: torch.device, size: int) -> dict:
     if device.type != "cuda" and size > IMAGE_SIZE and o.requested_steps is None and o.min_window_s is None:
         return dict(requested_steps=CPU_LARGE["steps"], warmup=CPU_LARGE["warmup"] if o.warmup is None else o.warmup,
                     min_window_s=0.0)
-    return dict(requested_steps=o.requested_steps, warmup=_on("warmup", device) if o.warmup is None else o.warmup,
-                min_window_s=0.0 if o.requested_steps else _on("min_window_s", device) if o.min_window_s is None
+    return dict(requested_steps=o.requested_steps, warmup=default("warmup", device) if o.warmup is None else o.warmup,
+                min_window_s=0.0 if o.requested_steps else default("min_window_s", device) if o.min_window_s is None
                 else o.min_window_s)
 
 
@@ -181,10 +179,10 @@ def _lists(o: Sweep, device: torch.device, world: distributed.World) -> tuple[li
     several = world.distributed or slots > 1
     kinds = o.step or (["eager"] if not cuda or parallel == "dp" else ["eager", "compile"] if several else
                        ["eager", "graph"])
-    modes = o.mode or _on("mode", device)
+    modes = o.mode or default("mode", device)
     models = o.model or (["resnet18"] if cuda else [CPU_LARGE["model"]] if min(o.image_size) > IMAGE_SIZE
                           else ["resnet9-w0.25"])
-    dtypes = o.dtype or _on("dtype", device)
+    dtypes = o.dtype or default("dtype", device)
     return budgets, parallel, kinds, modes, models, dtypes
 
 
@@ -201,7 +199,7 @@ def size(o: Sweep, device: torch.device, world: distributed.World = distributed.
         variants = math.prod(len(o.knob(k.name)) for k in knobs().values() if k.listed and k.name in reads(name))
         one += variants * (("loader" in modes) + len(o.stage) * ("stage" in modes) + len(models) * (
             per_model * ("e2e" in modes) + len(kinds) * ("train" in modes)))
-    processes = o.processes or PROCESSES[device.type]
+    processes = o.processes or default("processes", device)
     return combinations * one * processes * len(o.ranks or [1])
 
 

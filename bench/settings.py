@@ -132,7 +132,8 @@ class Setting:
 
     `name`: its one name (results column, `Sweep` attribute, field). `flag`: "" for `--name` with
     dashes, None for a column with no flag of its own (set by the data's flags, the plan or the
-    pipeline). `help` may name `{CPU_LARGE}`, `{MODEL_BLOCK}` ... (filled in by the parser). `type`:
+    pipeline). `help` may name `{CPU_LARGE}`, `{MODEL_BLOCK}` ... and a setting's `devices` by its
+    name (`{batch_size[cuda][0]}`), filled in by the parser. `type`:
     argparse's (a list type for a listed setting); `switch`: --x / --no-x instead (None where neither
     is given). `default`: argparse's (a callable: called when the parser is built), given the `Sweep`
     as is (a list as a tuple); None where `devices` ({"cuda": ..., "cpu": ...}) or the plan sets it.
@@ -191,8 +192,9 @@ SETTINGS: list[Setting] = [   # in the results' column order; settings that are 
             "{CPU_LARGE[model]})", MEASURE, flag="--models", type=model_list, cell=True, key=5),
     Setting("image_size", "list; px per side, multiples of 32: the set upscaled (default: 32)",
             type=bounded_list(IMAGE_SIZE, MAX_IMAGE_SIZE, IMAGE_SIZE), default=(IMAGE_SIZE,), key=8),
-    Setting("batch_size", "list; images per batch (default: {BATCH_SIZE[cuda]} on CUDA, {BATCH_SIZE[cpu]} on "
-            "CPU, {CPU_LARGE[batch_size]} on a CPU above 32 px)", type=bounded_list(1, MAXIMUM["batch_size"]), key=9),
+    Setting("batch_size", "list; images per batch (default: {batch_size[cuda][0]} on CUDA, {batch_size[cpu][0]} "
+            "on CPU, {CPU_LARGE[batch_size]} on a CPU above 32 px)", type=bounded_list(1, MAXIMUM["batch_size"]),
+            devices={"cuda": (512,), "cpu": (64,)}, key=9),
     Setting("cpus", "list; CPU cores per GPU: each configuration (its workers and threads too) runs on that "
             "many cores, and the worker count follows (cores - 1, at least 1) unless --workers is given "
             "(default: every core this process may use; under torchrun, an equal share per rank; with "
@@ -251,9 +253,9 @@ SETTINGS: list[Setting] = [   # in the results' column order; settings that are 
             column=False, cell=True),
     Setting("processes", "independent processes per configuration, run in rounds (A B A B), so a range between "
             "processes shows how much a result moves; the report names no verdict, tie or fastest pipeline from "
-            "fewer than {MIN_PROCESSES} of {MIN_WINDOWS} windows each (default: {PROCESSES[cuda]} on CUDA, "
-            "{PROCESSES[cpu]} on CPU)", TIMING, type=positive(int, maximum=MAX_PROCESSES), column=False,
-            expands=True),
+            "fewer than {MIN_PROCESSES} of {MIN_WINDOWS} windows each (default: {processes[cuda]} on CUDA, "
+            "{processes[cpu]} on CPU)", TIMING, type=positive(int, maximum=MAX_PROCESSES),
+            devices={"cuda": 3, "cpu": 3}, column=False, expands=True),
     Setting("ranks", "list; GPUs of this host each configuration runs on at once, one process per GPU (as "
             "torchrun --nproc-per-node N would start them; DDP for model and e2e), each rank with its 1/N shard, "
             "its own --cpus cores and the --timeout deadline; 1 = one GPU. On a CPU the ranks join over gloo. "

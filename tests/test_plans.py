@@ -159,4 +159,4 @@ def test_a_cpu_above_32_px_defaults_to_short_windows_of_a_smaller_model():
         ("resnet9-w0.25", 8, None, 3, 1.0)}
     small = specs()
     assert {(s.model, s.config.batch_size, s.requested_steps, s.warmup, s.min_window_s) for s in small} == {
-        ("resnet9-w0.25", plan.BATCH_SIZE["cpu"], None, 2, 0.5)}
+        ("resnet9-w0.25", plan.default("batch_size", torch.device("cpu"))[0], None, 2, 0.5)}

@@ -35,7 +35,7 @@ def specs_for(grids: list, device: torch.device, world: distributed.World = dist
     its grid's --processes independent processes, in rounds (`plan.grid`, `plan.rounds`), once per
     --ranks value (`plan.worlds`)."""
     sweeps = [plan.sweep(options) for options in grids]
-    return plan.rounds([(plan.grid(sweep, device, layout), sweep.processes or plan.PROCESSES[device.type])
+    return plan.rounds([(plan.grid(sweep, device, layout), sweep.processes or plan.default("processes", device))
                         for sweep in sweeps for layout in plan.worlds(sweep, device, world)])
 
 

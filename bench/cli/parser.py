@@ -95,10 +95,10 @@ RUN_HELP = ("Measure each pipeline loader-only (at each headspace level), stage 
 
 def _help_values() -> dict:
     """What the settings' help lines name (`bench.settings.Setting.help`)."""
-    return dict(PIPELINES=",".join(pipelines.names()), CPU_LARGE=plan.CPU_LARGE, BATCH_SIZE=plan.BATCH_SIZE,
-                CPU_SAMPLES=plan.CPU_SAMPLES, BUSY_LEVELS=",".join(f"{b:g}" for b in BUSY_MS),
-                MODEL_BLOCK=harness.MODEL_BLOCK, LONG_EPOCH=harness.LONG_EPOCH, MIN_PROCESSES=plan.MIN_PROCESSES,
-                MIN_WINDOWS=plan.MIN_WINDOWS, PROCESSES=plan.PROCESSES)
+    return dict(PIPELINES=",".join(pipelines.names()), CPU_LARGE=plan.CPU_LARGE, CPU_SAMPLES=plan.CPU_SAMPLES,
+                BUSY_LEVELS=",".join(f"{b:g}" for b in BUSY_MS), MODEL_BLOCK=harness.MODEL_BLOCK,
+                LONG_EPOCH=harness.LONG_EPOCH, MIN_PROCESSES=plan.MIN_PROCESSES, MIN_WINDOWS=plan.MIN_WINDOWS,
+                **{s.name: s.devices for s in settings.SETTINGS if s.devices})
 
 
 def _add_settings(g, group: str) -> None:
