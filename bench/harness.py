@@ -41,8 +41,8 @@ Each configuration runs under its CPU budget (`RunSpec.cpus`, `bench.machine.cpu
 `warmup` untimed steps, then `repeats` timed windows (loader: one per busy level each time). A
 window starts and ends with a device synchronize and is timed with the host clock; `seconds`
 covers exactly the window's steps; its CUDA events are created before it starts. Window length:
-`steps` if given, else sized from an untimed calibration run (`calibrate`) to last at least
-`min_seconds` (x WINDOW_MARGIN): whole epochs for e2e and stage rows (model-only: blocks of
+`requested_steps` if given, else sized from an untimed calibration run (`calibrate`) to last at least
+`min_window_s` (x WINDOW_MARGIN): whole epochs for e2e and stage rows (model-only: blocks of
 MODEL_BLOCK steps), so every pipeline pays its epoch restarts alike; loader windows are whole epochs
 too unless an epoch lasts more than LONG_EPOCH times that (then a number of steps, at least
 MIN_LOADER_STEPS, that covers it). Right before a loader or e2e window (after the ranks' barrier;
@@ -125,11 +125,11 @@ from .spec import RunSpec, Window
 from .training import Trainer, evaluate, reading
 from .workloads import copy_workload, endless, real_batches, stage_workload
 
-MODEL_BLOCK = 50   # model mode, min_seconds: windows are whole blocks of this many steps
-WINDOW_MARGIN = 1.2   # min_seconds: size windows for 20% more, so run-to-run jitter stays above it
-CALIBRATION_S = 0.25   # min_seconds: the untimed run that sizes the windows lasts at least this
+MODEL_BLOCK = 50   # model mode, min_window_s: windows are whole blocks of this many steps
+WINDOW_MARGIN = 1.2   # min_window_s: size windows for 20% more, so run-to-run jitter stays above it
+CALIBRATION_S = 0.25   # min_window_s: the untimed run that sizes the windows lasts at least this
 MIN_LOADER_STEPS = 8   # a loader window shorter than an epoch has at least this many steps
-LONG_EPOCH = 5   # min_seconds: a loader window is whole epochs unless one lasts more than this x the window
+LONG_EPOCH = 5   # min_window_s: a loader window is whole epochs unless one lasts more than this x the window
 DRAIN_WAIT_MS = 1.0   # drain: a next() that waited this long (beyond twice the quickest) found the queue empty
 
 
@@ -301,14 +301,14 @@ def ready_at_start(wait_ms: np.ndarray, capacity: int, handover_ms: float = 0.0)
 
 
 def window_steps(spec: RunSpec, unit: int, step_s: float, busy_ms: float = 0.0) -> int:
-    """Steps of one timed window (module docstring): `spec.steps`, one unit (epoch or block) without
+    """Steps of one timed window (module docstring): `spec.requested_steps`, one unit (epoch or block) without
     `min_seconds`, else sized from `step_s` seconds per step (and the busy level's floor)."""
-    if spec.steps:
-        return spec.steps
-    if not spec.min_seconds:
+    if spec.requested_steps:
+        return spec.requested_steps
+    if not spec.min_window_s:
         return unit
     per_step = max(step_s, busy_ms / 1e3)
-    target = WINDOW_MARGIN * spec.min_seconds
+    target = WINDOW_MARGIN * spec.min_window_s
     if spec.mode == "loader" and unit * per_step > LONG_EPOCH * target:   # an epoch is much longer than the window
         return max(MIN_LOADER_STEPS, math.ceil(target / per_step))
     return unit * max(1, math.ceil(target / (unit * per_step)))
@@ -349,16 +349,16 @@ def _run(spec: RunSpec, cores: list[int], shared: Shared | None) -> Iterator[tup
         shared.ran += 1
     monitor = machine.GpuMonitor(device)
     # loader mode's consumers, one per busy level, calibrated before the pipeline and its threads exist
-    consumers = {b: Touch(device, BusyStep(device, b) if b else None) for b in spec.busy_ms} \
+    consumers = {b: Touch(device, BusyStep(device, b) if b else None) for b in spec.busy_levels} \
         if spec.mode == "loader" else {}
     pipeline = None
     try:
         if spec.mode == "model":
             batches = real_batches(config, device)
             facts["data_source"] = "real-batches"
-            unit = MODEL_BLOCK if spec.min_seconds else 100
+            unit = MODEL_BLOCK if spec.min_window_s else 100
         elif spec.mode == "copy":
-            unit = MODEL_BLOCK if spec.min_seconds else 100
+            unit = MODEL_BLOCK if spec.min_window_s else 100
         else:
             t0 = time.perf_counter()
             pipeline = pipelines.build(spec.pipeline, config)
@@ -400,7 +400,7 @@ def _run(spec: RunSpec, cores: list[int], shared: Shared | None) -> Iterator[tup
         for _ in range(spec.warmup):
             step(*next(batches))
         step_s = 0.0
-        if spec.steps is None and spec.min_seconds:   # an untimed run sizes the windows
+        if spec.requested_steps is None and spec.min_window_s:   # an untimed run sizes the windows
             step_s = max(distributed.gather(calibrate(batches, step, device)))   # every rank runs the same steps
         for _ in range(spec.repeats):
             for busy, consumer in (consumers or {0.0: step}).items():
@@ -430,9 +430,9 @@ def record_busy(window: Window, busy: BusyStep) -> None:
 
 def _train(spec: RunSpec, pipeline: pipelines.Pipeline, trainer: Trainer, batches: Iterator,
            device: torch.device, monitor: machine.GpuMonitor) -> Window:
-    """`spec.epochs` epochs as one window (the first step, timed as compile_s, before it), then the
+    """`spec.train_epochs` epochs as one window (the first step, timed as compile_s, before it), then the
     test split through the same pipeline without augmentation."""
-    window = time_window(batches, trainer, spec.epochs * len(pipeline) - 1, device, monitor=monitor)
+    window = time_window(batches, trainer, spec.train_epochs * len(pipeline) - 1, device, monitor=monitor)
     c = pipeline.config
     test = c.replace(split="test", augment=False, shuffle=False, last_batch="partial", rank=0, world_size=1)
     with pipelines.build(spec.pipeline, test) as evaluation:

@@ -1,7 +1,7 @@
 """Which configurations a run measures, and in which order.
 
-`grid(options, device, world)` turns one set of options (the command line's, or one grid of a
-`--config` plan) into RunSpecs: every combination of the listed image sizes, dtypes, batch sizes,
+`grid(sweep, device, world)` turns one set of options (the command line's, or one grid of a
+`--config` plan, read once into a `settings.Sweep`: `sweep`) into RunSpecs: every combination of the listed image sizes, dtypes, batch sizes,
 CPU budgets and worker counts; per such setting the copy configurations, the model-only ones (per
 model and step kind), and per pipeline variant its loader-only, stage, e2e and train
 configurations. The knobs a pipeline declares (`pipelines.options`) make variants of the
@@ -12,7 +12,7 @@ threads follow.
 What is not given takes the device's defaults; on a CPU above 32 px (photographs at 224 px) smaller
 ones, a model, batch and fixed windows that answer in minutes (`CPU_LARGE`).
 
-`size(options, device)` counts the configuration processes one set of options lists without building
+`size(sweep, device)` counts the configuration processes one set of options lists without building
 them, so a plan of millions is refused (`--max-configurations`) before anything is built.
 
 `rounds(grids)` runs each grid's configurations in that grid's number of independent processes, in
@@ -22,8 +22,8 @@ setting and budget stay together, model-only first, then per pipeline its loader
 and train configurations next to each other.
 
 `shared(specs)` says which configurations run in one process: each alone, except, with
-`--share-process`, the model-only and e2e configurations of one cell (model, step kind, loss reads,
-setting, CPU budget, GPUs) and round, and the copy configurations of one setting, which run in one
+`--share-process`, the model-only and e2e configurations of one cell (the settings declared `cell`,
+`bench.settings`: model, step kind, loss reads, CPU budget, timing; the setting, GPUs) and round, and the copy configurations of one setting, which run in one
 process (one per rank under DDP) at the place of the first, sharing its
 trainer (`bench.harness.Shared`: startup and compilation paid once), in the order of row r of a Williams
 design in round r (`williams`): a Latin square balanced for first-order carry-over, so with as many
@@ -45,15 +45,14 @@ import pipelines
 from pipelines.config import IMAGE_SIZE, PipelineConfig
 from pipelines.options import LINE_LIMIT, clip, echo
 
-from . import distributed, machine, runner
-from .spec import BUSY_MS, RunSpec
+from . import distributed, machine, runner, settings
+from .settings import Sweep
+from .spec import RunSpec
 from .training import step_refusal
 from .models import CHECK_TIMEOUT_S, check_model, runs_user_code
 
-PROCESSES = {"cuda": 3, "cpu": 3}   # --processes by default: independent processes per configuration
 MIN_PROCESSES = 3   # the fewest a verdict, a tie or "the fastest" may rest on (bench.report)
 MIN_WINDOWS = 2     # the fewest windows per process a verdict may rest on: one window cannot show drift
-BATCH_SIZE = {"cuda": 512, "cpu": 64}   # --batch-size by default
 CPU_SAMPLES = 2048   # without CUDA and --max-samples: the first 2,048 images, so an epoch (an e2e window) lasts seconds
 # On a CPU above 32 px (photographs at 224 px), what is not given: a model, batch and fixed windows small
 # enough that `compare` answers in minutes (32-px defaults there took 20-50 minutes: whole-epoch e2e windows
@@ -67,6 +66,16 @@ def knobs() -> dict[str, pipelines.Option]:
     return {name: option for name, option in pipelines.declared_options().items() if name != "num_workers"}
 
 
+def sweep(options) -> Sweep:
+    """A grid's parsed options (compare's or sweep's parser, or one --config grid) as a `Sweep`."""
+    return settings.sweep(options, list(knobs()))
+
+
+def default(name: str, device: torch.device):
+    """Setting `name`'s default on `device` (`settings.Setting.on`)."""
+    return settings.declared()[name].on(device.type)
+
+
 def reads(pipeline: str) -> tuple[str, ...]:
     """The knobs `pipeline` reads: the registry's, none for "none" (copies and the model alone)."""
     return () if pipeline == "none" else pipelines.reads(pipeline)
@@ -78,18 +87,18 @@ def _variants(name: str, o) -> list[dict]:
     found = [{}]
     for option in knobs().values():
         if option.listed:
-            values = getattr(o, option.name) if option.name in reads(name) else [option.default]
+            values = o.knob(option.name) if option.name in reads(name) else [option.default]
             found = [{**v, option.name: value} for v in found for value in values]
     return found
 
 
-def grid(o, device: torch.device, world: distributed.World = distributed.World()) -> list[RunSpec]:
+def grid(o: Sweep, device: torch.device, world: distributed.World = distributed.World()) -> list[RunSpec]:
     """Every configuration of one set of options (module docstring). Under torchrun each process gets
     its rank's share, trains a DDP replica and runs on its own `cpus` cores; `batch_size` is per GPU."""
     cuda = device.type == "cuda"
     if o.parallel == "dp" and (world.distributed or not cuda):
         raise ValueError("--parallel dp runs in one process on CUDA devices: not under torchrun, not on a CPU")
-    if o.steps is not None and o.min_window_s is not None:
+    if o.requested_steps is not None and o.min_window_s is not None:
         raise ValueError("--steps and --min-window-s: give one (a fixed step count, or windows sized by time)")
     budgets, parallel, kinds, modes, models, dtypes = _lists(o, device, world)
     for cpus in budgets:
@@ -102,15 +111,16 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
             if refusal and cuda:
                 raise ValueError(refusal)
     if {"model", "e2e", "train"} & set(modes):   # 10 logits at every size it runs at
-        check_models(models, o.image_size, min(getattr(o, "timeout", None) or CHECK_TIMEOUT_S, CHECK_TIMEOUT_S))
+        check_models(models, o.image_size, min(o.timeout or CHECK_TIMEOUT_S, CHECK_TIMEOUT_S))
     base = PipelineConfig(
-        data_root=o.data_root, source=o.source, data_seed=o.data_seed, cache_root=o.cache_dir,
+        data_root=o.data_root, source=o.source, data_seed=o.data_seed, cache_root=o.cache_root,
         last_batch=o.last_batch, max_samples=o.max_samples or (None if cuda else CPU_SAMPLES), device=str(device),
-        channels_last=cuda if o.channels_last is None else o.channels_last,
+        channels_last=default("channels_last", device) if o.channels_last is None else o.channels_last,
         rank=world.rank, world_size=world.world_size,
-        **{name: getattr(o, name) for name, option in knobs().items() if not option.listed})
-    repeats = o.repeats or (3 if cuda else 2)
-    busy = tuple(o.busy_ms or (BUSY_MS if cuda else (0.0,)))
+        **{name: o.knob(name) for name, option in knobs().items() if not option.listed})
+    repeats = o.repeats or default("repeats", device)
+    busy = tuple(o.busy_levels or default("busy_levels", device))
+    more = tuple((s.name, getattr(o, s.name)) for s in settings.carried())
     replicas = torch.cuda.device_count() if parallel == "dp" else 1
     reasons = pipelines.available()
 
@@ -127,13 +137,13 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
         return RunSpec(pipeline, mode, model, config, cpus=cpus,
                                parallel=parallel if mode in ("model", "e2e") else "none",
                                share=o.share_process and mode in ("model", "e2e", "copy") and parallel in ("none", "ddp"),
-                               repeats=1 if mode == "train" else repeats, **{**timing, **extra})
+                               repeats=1 if mode == "train" else repeats, more=more, **{**timing, **extra})
 
     specs = []
     for size in o.image_size:
-        timing, large = _timing(o, cuda, size), not cuda and size > IMAGE_SIZE
+        timing, large = _timing(o, device, size), not cuda and size > IMAGE_SIZE
         for dtype in dtypes:
-            for bs in o.batch_size or [CPU_LARGE["batch_size"] if large else BATCH_SIZE[device.type]]:
+            for bs in o.batch_size or ([CPU_LARGE["batch_size"]] if large else default("batch_size", device)):
                 for cpus in budgets:
                     for workers in o.workers or [max(1, cpus - 1)]:
                         for seed in o.seed:
@@ -143,23 +153,24 @@ def grid(o, device: torch.device, world: distributed.World = distributed.World()
     return list(dict.fromkeys(specs))   # a configuration listed twice runs once
 
 
-def _timing(o, cuda: bool, size: int) -> dict:
+def _timing(o: Sweep, device: torch.device, size: int) -> dict:
     """The windows' timing at `size` px: what is given, else the device's defaults (on a CPU above
     32 px, short fixed windows: `CPU_LARGE`)."""
-    if not cuda and size > IMAGE_SIZE and o.steps is None and o.min_window_s is None:
-        return dict(steps=CPU_LARGE["steps"], warmup=CPU_LARGE["warmup"] if o.warmup is None else o.warmup,
-                    min_seconds=0.0)
-    return dict(steps=o.steps, warmup=o.warmup if o.warmup is not None else (10 if cuda else 2),
-                min_seconds=0.0 if o.steps else o.min_window_s if o.min_window_s is not None else (2.0 if cuda else 0.5))
+    if device.type != "cuda" and size > IMAGE_SIZE and o.requested_steps is None and o.min_window_s is None:
+        return dict(requested_steps=CPU_LARGE["steps"], warmup=CPU_LARGE["warmup"] if o.warmup is None else o.warmup,
+                    min_window_s=0.0)
+    return dict(requested_steps=o.requested_steps, warmup=default("warmup", device) if o.warmup is None else o.warmup,
+                min_window_s=0.0 if o.requested_steps else default("min_window_s", device) if o.min_window_s is None
+                else o.min_window_s)
 
 
-def _lists(o, device: torch.device, world: distributed.World) -> tuple[list, str, list, list, list, list]:
+def _lists(o: Sweep, device: torch.device, world: distributed.World) -> tuple[list, str, list, list, list, list]:
     """What one set of options lists, defaults filled in: CPU budgets, parallelism, step kinds, modes,
     models and dtypes."""
     cuda = device.type == "cuda"
     # by default an equal share of the cores per process; with --ranks the share of the most ranks listed,
     # the same for every rank count, so one GPU and several compare at the same cores per GPU
-    slots = max(o.ranks) if getattr(o, "ranks", None) else world.local_world_size
+    slots = max(o.ranks) if o.ranks else world.local_world_size
     budgets = o.cpus or [max(1, len(machine.allowed_cores()) // slots)]
     parallel = "ddp" if world.distributed else o.parallel
     # on CUDA eager runs beside a captured step by default: the whole step captured on one GPU; under DDP (and
@@ -168,31 +179,31 @@ def _lists(o, device: torch.device, world: distributed.World) -> tuple[list, str
     several = world.distributed or slots > 1
     kinds = o.step or (["eager"] if not cuda or parallel == "dp" else ["eager", "compile"] if several else
                        ["eager", "graph"])
-    modes = o.modes or (["loader", "model", "e2e", "stage", "copy"] if cuda else ["loader", "model", "e2e"])
-    models = o.models or (["resnet18"] if cuda else [CPU_LARGE["model"]] if min(o.image_size) > IMAGE_SIZE
+    modes = o.mode or default("mode", device)
+    models = o.model or (["resnet18"] if cuda else [CPU_LARGE["model"]] if min(o.image_size) > IMAGE_SIZE
                           else ["resnet9-w0.25"])
-    dtypes = o.dtype or ["bfloat16" if cuda else "float32"]
+    dtypes = o.dtype or default("dtype", device)
     return budgets, parallel, kinds, modes, models, dtypes
 
 
-def size(o, device: torch.device, world: distributed.World = distributed.World()) -> int:
+def size(o: Sweep, device: torch.device, world: distributed.World = distributed.World()) -> int:
     """The configuration processes one set of options lists, counted without building them: every
     combination `grid` makes, times --processes and the --ranks values. At least as many as run (a
     configuration a pipeline runs once for values it does not read is counted per value): what
     --max-configurations bounds before anything is built."""
     budgets, _, kinds, modes, models, dtypes = _lists(o, device, world)
-    settings = math.prod(map(len, (o.image_size, dtypes, o.batch_size or [0], budgets, o.workers or [0], o.seed)))
+    combinations = math.prod(map(len, (o.image_size, dtypes, o.batch_size or [0], budgets, o.workers or [0], o.seed)))
     per_model = len(kinds) * len(o.sync_every or [0])
-    one = (len(o.payloads) * len(o.copies) * ("copy" in modes) + len(models) * per_model * ("model" in modes))
-    for name in o.pipelines:
-        variants = math.prod(len(getattr(o, k.name)) for k in knobs().values() if k.listed and k.name in reads(name))
-        one += variants * (("loader" in modes) + len(o.stages) * ("stage" in modes) + len(models) * (
+    one = (len(o.payload) * len(o.copies) * ("copy" in modes) + len(models) * per_model * ("model" in modes))
+    for name in o.pipeline:
+        variants = math.prod(len(o.knob(k.name)) for k in knobs().values() if k.listed and k.name in reads(name))
+        one += variants * (("loader" in modes) + len(o.stage) * ("stage" in modes) + len(models) * (
             per_model * ("e2e" in modes) + len(kinds) * ("train" in modes)))
-    processes = o.processes or PROCESSES[device.type]
-    return settings * one * processes * len(getattr(o, "ranks", None) or [1])
+    processes = o.processes or default("processes", device)
+    return combinations * one * processes * len(o.ranks or [1])
 
 
-def worlds(o, device: torch.device, world: distributed.World = distributed.World()) -> list[distributed.World]:
+def worlds(o: Sweep, device: torch.device, world: distributed.World = distributed.World()) -> list[distributed.World]:
     """The layouts of processes a grid runs in: under torchrun the job's; else one per `--ranks` value
     (N processes on N GPUs of this host, launched per configuration by `bench.runner`)."""
     if not o.ranks:
@@ -228,33 +239,33 @@ def check_models(models: list[str], sizes: list[int], timeout: float) -> None:
             _CHECKED.add((model, size))
 
 
-def _setting(o, spec, config: PipelineConfig, cpus: int, modes: list[str], models: list[str], kinds: list[str],
+def _setting(o: Sweep, spec, config: PipelineConfig, cpus: int, modes: list[str], models: list[str], kinds: list[str],
              busy: tuple) -> list[RunSpec]:
     """The configurations of one setting and CPU budget: copies, model-only, then per pipeline variant
     its loader-only, stage, e2e and train configurations."""
     found = []
     if "copy" in modes:
         found += [spec("none", "copy", "none", config, cpus, stage=copy, payload=payload)
-                  for payload in o.payloads for copy in o.copies]
+                  for payload in o.payload for copy in o.copies]
     reads = o.sync_every or [0]   # model and e2e: how often the loss is read on the host
     for model in models:
         for kind in kinds:
             if "model" in modes:
                 found += [spec("none", "model", model, config, cpus, step=kind, sync_every=n) for n in reads]
-    for name in o.pipelines:
+    for name in o.pipeline:
         for variant in _variants(name, o):
             c = config.replace(**variant)
             if "loader" in modes:
-                found.append(spec(name, "loader", "none", c, cpus, busy_ms=busy))
+                found.append(spec(name, "loader", "none", c, cpus, busy_levels=busy))
             if "stage" in modes:
-                found += [spec(name, "stage", "none", c, cpus, stage=s) for s in o.stages]
+                found += [spec(name, "stage", "none", c, cpus, stage=s) for s in o.stage]
             for model in models:
                 for kind in kinds:
                     if "e2e" in modes:
                         found += [spec(name, "e2e", model, c, cpus, step=kind, sync_every=n) for n in reads]
                     if "train" in modes:
                         found.append(spec(name, "train", model, c.replace(last_batch="drop"), cpus, step=kind,
-                                          epochs=o.epochs, warmup=0))
+                                          train_epochs=o.train_epochs, warmup=0))
     return found
 
 
@@ -287,7 +298,7 @@ def shared(specs: list[RunSpec]) -> list[list[RunSpec]]:
     groups: dict[object, list[RunSpec]] = {}
     for s in specs:
         c = s.config
-        cell = (s.process, s.model, s.step, s.sync_every, s.cpus, s.warmup, s.repeats, s.steps, s.min_seconds,
+        cell = (s.process, *(settings.value(s, name) for name in settings.cell()),
                 c.replace(**{name: PipelineConfig.default(name) for name in pipelines.declared_options()})) \
             if s.share else s
         groups.setdefault(cell, []).append(s)

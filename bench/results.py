@@ -36,14 +36,9 @@ import torch
 
 import pipelines
 
-from . import machine
+from . import machine, settings
 from .spec import RunSpec, Window
 
-# A configuration's columns: these, then one per pipeline knob (`config_columns`).
-SETTING_COLUMNS = ["pipeline", "mode", "stage", "model", "image_size", "batch_size", "cpus", "dtype", "channels_last",
-                   "augment", "split", "last_batch", "max_samples", "seed", "world_size", "rank", "parallel", "step",
-                   "sync_every", "busy_levels", "payload", "train_epochs", "source", "data_seed", "requested_steps",
-                   "min_window_s", "warmup"]
 MEASURE_COLUMNS = ["process", "repeat", "busy_ms", "busy_units", "busy_idle_ms", "busy_step_ms", "busy_stretch", "steps",
                    "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
                    "steady_img_per_s", "wait_ms_p50", "wait_ms_p95", "wait_frac", "next_syncs", "restart_ms",
@@ -62,9 +57,10 @@ REQUIRED = ["run_id", "pipeline", "mode", "status"]
 
 
 def config_columns() -> list[str]:
-    """A configuration's columns: the settings, then every knob the registered pipelines declare
-    (`pipelines.declared_options`), so a new knob is a new column."""
-    return SETTING_COLUMNS + [name for name in pipelines.declared_options() if name not in SETTING_COLUMNS]
+    """A configuration's columns: the settings' (`bench.settings.columns`), then every knob the
+    registered pipelines declare (`pipelines.declared_options`), so a new setting or knob is a new column."""
+    columns = settings.columns()
+    return columns + [name for name in pipelines.declared_options() if name not in columns]
 
 
 def all_columns() -> list[str]:
@@ -139,15 +135,17 @@ def recorded_knobs(pipeline: str) -> set[str]:
 
 
 def _config_fields(spec: RunSpec) -> dict[str, object]:
-    c = spec.config
-    unread = set(config_columns()) - set(SETTING_COLUMNS) - recorded_knobs(spec.pipeline)
-    fields = {name: None if name in unread else getattr(c, name) for name in config_columns() if hasattr(c, name)}
-    fields.update(pipeline=spec.pipeline, mode=spec.mode, stage=spec.stage, model=spec.model, warmup=spec.warmup,
-                  parallel=spec.parallel, step=spec.step if spec.mode in ("model", "e2e", "train") else "",
-                  sync_every=spec.sync_every,
-                  requested_steps=spec.steps, min_window_s=spec.min_seconds, cpus=spec.cpus,
-                  busy_levels=",".join(f"{b:g}" for b in spec.busy_ms) if spec.mode == "loader" else "",
-                  payload=spec.payload, train_epochs=spec.epochs or None)
+    """A configuration's columns: each setting's value (`bench.settings.value`), the knobs its
+    pipeline reads (`recorded_knobs`; the others empty), the step kind of a configuration that trains
+    alone, the busy levels of a loader one alone, `train_epochs` of a train one alone."""
+    columns = settings.columns()
+    unread = set(config_columns()) - set(columns) - recorded_knobs(spec.pipeline)
+    fields = {name: None if name in unread else getattr(spec.config, name) for name in config_columns()
+              if name not in columns}
+    fields.update({name: settings.value(spec, name) for name in columns})
+    fields.update(step=spec.step if spec.mode in ("model", "e2e", "train") else "",
+                  busy_levels=",".join(f"{b:g}" for b in spec.busy_levels) if spec.mode == "loader" else "",
+                  train_epochs=spec.train_epochs or None)
     return fields
 
 

@@ -34,19 +34,20 @@ class RunSpec:
     mode: str
     model: str
     config: PipelineConfig = field(default_factory=PipelineConfig)
-    steps: int | None = None   # timed steps per repeat; None = one epoch (or sized by min_seconds)
+    requested_steps: int | None = None   # timed steps per window; None = one epoch (or sized by min_window_s)
     warmup: int = 10
     repeats: int = 3
     stage: str = ""            # stage mode: one of STAGES; copy mode: one of COPIES
     parallel: str = "none"     # model replicas: none, ddp (one process per GPU), dp (DataParallel)
     step: str = "eager"        # model, e2e, train: the training step's kind, one of STEPS
-    min_seconds: float = 0.0   # steps=None: windows lasting at least this (`bench.harness`'s docstring)
-    busy_ms: tuple[float, ...] = (0.0,)   # loader mode: the consumer's synthetic step per batch, per window
+    min_window_s: float = 0.0   # requested_steps=None: windows lasting at least this (`bench.harness`'s docstring)
+    busy_levels: tuple[float, ...] = (0.0,)   # loader mode: the consumer's synthetic step per batch, per window
     cpus: int | None = None    # CPU cores the configuration runs on (None: all this process may use)
     payload: str = ""          # copy mode: one of PAYLOADS
-    epochs: int = 0            # train mode: epochs trained
+    train_epochs: int = 0      # train mode: epochs trained
     sync_every: int = 0        # model, e2e: read the loss on the host every N steps (0: never)
     process: int = 0           # which of the configuration's independent processes (not its identity)
+    more: tuple = ()           # (name, value) of the declared settings no field holds (`bench.settings.carried`)
     share: bool = field(default=False, compare=False)   # model, e2e, copy: may share a process with the rest
                                                          # of its cell (`Shared`); not its identity
 
@@ -66,17 +67,17 @@ class RunSpec:
         if (self.mode == "copy") != (self.payload in PAYLOADS):
             raise ValueError(f"mode={self.mode!r} with payload={self.payload!r}: copy mode needs one of "
                              f"{PAYLOADS}, the other modes none")
-        if (self.mode == "train") != (self.epochs >= 1):
-            raise ValueError(f"mode={self.mode!r} with epochs={self.epochs!r}: train mode needs epochs >= 1, "
-                             "the other modes none")
+        if (self.mode == "train") != (self.train_epochs >= 1):
+            raise ValueError(f"mode={self.mode!r} with train_epochs={self.train_epochs!r}: train mode needs "
+                             "train_epochs >= 1, the other modes none")
         if self.mode == "train" and (self.repeats != 1 or self.parallel != "none"):
             raise ValueError("train mode runs once per process (repeats=1) on one device (parallel='none')")
-        if (not self.busy_ms or any(not math.isfinite(b) or b < 0 for b in self.busy_ms)
-                or (self.mode != "loader" and self.busy_ms != (0.0,))):
-            raise ValueError(f"busy_ms={self.busy_ms!r}: loader mode takes finite ms >= 0 per batch, the other "
+        if (not self.busy_levels or any(not math.isfinite(b) or b < 0 for b in self.busy_levels)
+                or (self.mode != "loader" and self.busy_levels != (0.0,))):
+            raise ValueError(f"busy_levels={self.busy_levels!r}: loader mode takes finite ms >= 0 per batch, the other "
                              "modes (0.0,)")
-        if self.steps is not None and self.steps < 1:
-            raise ValueError(f"steps={self.steps!r}: expected None (one epoch) or >= 1")
+        if self.requested_steps is not None and self.requested_steps < 1:
+            raise ValueError(f"requested_steps={self.requested_steps!r}: expected None (one epoch) or >= 1")
         if self.parallel not in PARALLEL:
             raise ValueError(f"parallel={self.parallel!r}: expected one of {PARALLEL}")
         if self.parallel != "none" and self.mode not in ("model", "e2e"):
@@ -90,8 +91,9 @@ class RunSpec:
             raise ValueError(f"step={self.step!r} with mode={self.mode!r}: only model, e2e and train train")
         if self.step != "eager" and self.mode in ("e2e", "train") and self.config.last_batch == "partial":
             raise ValueError(step_refusal(self.step, torch.device("cuda"), last_batch="partial"))
-        if not math.isfinite(self.min_seconds) or self.min_seconds < 0 or (self.min_seconds and self.steps is not None):
-            raise ValueError(f"min_seconds={self.min_seconds!r}: expected >= 0, and only with steps=None")
+        if (not math.isfinite(self.min_window_s) or self.min_window_s < 0
+                or (self.min_window_s and self.requested_steps is not None)):
+            raise ValueError(f"min_window_s={self.min_window_s!r}: expected >= 0, and only with requested_steps=None")
         if self.warmup < 0 or self.repeats < 1:
             raise ValueError(f"warmup={self.warmup!r}, repeats={self.repeats!r}: expected >= 0 and >= 1")
         if self.sync_every < 0 or (self.sync_every and self.mode not in ("model", "e2e")):

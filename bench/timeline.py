@@ -147,7 +147,7 @@ def configurations(variants: list[str], options: list[str],
         if unknown:
             raise ValueError(f"unknown option(s) {' '.join(unknown)}: give the sweep's options "
                              "(pipebench sweep --help)")
-        specs = plan.grid(o, device)
+        specs = plan.grid(plan.sweep(o), device)
         models, e2e = [s for s in specs if s.mode == "model"], [s for s in specs if s.mode == "e2e"]
         if len(models) != 1 or len(e2e) != 1:
             raise ValueError(f"the options make {len(models)} model-only and {len(e2e)} e2e configurations of {text}: "
@@ -370,7 +370,7 @@ def record(label: str, spec: RunSpec, shared: Shared, device: torch.device, out:
     profiled; its trace kept gzipped in `out` (None: not kept) where small enough."""
     t0 = time.perf_counter()
     print(f"bench.timeline: {label}: building; the first training call (compiles the step the first time), "
-          f"{spec.warmup} warm-up steps, then {spec.steps} recorded", flush=True)
+          f"{spec.warmup} warm-up steps, then {spec.requested_steps} recorded", flush=True)
     pipeline = None
     try:
         if spec.mode == "model":
@@ -385,7 +385,7 @@ def record(label: str, spec: RunSpec, shared: Shared, device: torch.device, out:
             step(*next(batches))
         if pipeline is not None:
             drain(batches, pipeline.queue_capacity, device)
-        events, gpu = profiled(batches, step, spec.steps, device, machine.GpuMonitor(device))
+        events, gpu = profiled(batches, step, spec.requested_steps, device, machine.GpuMonitor(device))
     finally:
         if pipeline is not None:
             pipeline.close()
@@ -393,7 +393,7 @@ def record(label: str, spec: RunSpec, shared: Shared, device: torch.device, out:
     packed = gzip.compress(json.dumps({"traceEvents": events}).encode()) if out is not None else b""
     if out is not None and len(packed) < TRACE_MAX_BYTES:
         (out / f"trace-{re.sub(r'[^A-Za-z0-9_.-]+', '-', label)}.json.gz").write_bytes(packed)
-    print(f"bench.timeline: {label}: {spec.steps} steps recorded ({time.perf_counter() - t0:.0f} s)", flush=True)
+    print(f"bench.timeline: {label}: {spec.requested_steps} steps recorded ({time.perf_counter() - t0:.0f} s)", flush=True)
     return work_from_trace(events), gpu
 
 

@@ -49,7 +49,7 @@ def test_a_loader_window_does_not_count_what_the_pipeline_queued_before_it(synth
     waiting; drained first, its 8 steps take about 8 x PRODUCE_S, not the moment a full queue takes."""
     monkeypatch.setitem(pipelines._REGISTRY, "queued", (__name__, "Queued"))
     config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=4, max_samples=256)
-    spec = RunSpec("queued", "loader", "none", config, steps=8, warmup=0, repeats=2, busy_ms=(0.0, 50.0))
+    spec = RunSpec("queued", "loader", "none", config, requested_steps=8, warmup=0, repeats=2, busy_levels=(0.0, 50.0))
     windows = [window for _, window in harness.run(spec)]
     assert [w.busy_ms for w in windows] == [0.0, 50.0, 0.0, 50.0]
     assert windows[2].seconds >= 0.5 * 8 * Queued.PRODUCE_S
@@ -262,11 +262,12 @@ def test_model_only_trains_on_real_batches_made_as_the_pipelines_make_them(synth
     (dict(pipeline="resident", mode="loader", model="none", stage="host"), "stage='host'"),
     (dict(pipeline="resident", mode="model", model="resnet9"), "model and copy modes run pipeline 'none'"),
     (dict(pipeline="none", mode="copy", model="none", stage="h2d-pinned"), "copy mode needs one of"),
-    (dict(pipeline="resident", mode="train", model="resnet9"), "train mode needs epochs >= 1"),
-    (dict(pipeline="resident", mode="train", model="resnet9", epochs=1), r"train mode runs once per process \(repeats=1\)"),
-    (dict(pipeline="resident", mode="e2e", model="resnet9", busy_ms=(0.0, 1.0)), "the other modes \\(0.0,\\)"),
-    (dict(pipeline="resident", mode="loader", model="none", busy_ms=()), "loader mode takes finite ms >= 0"),
-    (dict(pipeline="resident", mode="loader", model="none", busy_ms=(-1.0,)), "loader mode takes finite ms >= 0"),
+    (dict(pipeline="resident", mode="train", model="resnet9"), "train mode needs train_epochs >= 1"),
+    (dict(pipeline="resident", mode="train", model="resnet9", train_epochs=1),
+     r"train mode runs once per process \(repeats=1\)"),
+    (dict(pipeline="resident", mode="e2e", model="resnet9", busy_levels=(0.0, 1.0)), "the other modes \\(0.0,\\)"),
+    (dict(pipeline="resident", mode="loader", model="none", busy_levels=()), "loader mode takes finite ms >= 0"),
+    (dict(pipeline="resident", mode="loader", model="none", busy_levels=(-1.0,)), "loader mode takes finite ms >= 0"),
     (dict(pipeline="resident", mode="loader", model="none", cpus=0), "cpus=0"),
 ])
 def test_run_spec_validates(kwargs, message):
@@ -314,7 +315,7 @@ def test_sweep_runs_the_grid_in_rounds_of_processes_and_resumes_per_process(tmp_
 
 
 def test_resume_counts_only_rows_of_this_environment_commit_and_boot(tmp_path):
-    spec = RunSpec("none", "model", "resnet9", PipelineConfig(device="cpu"), steps=1, repeats=1)
+    spec = RunSpec("none", "model", "resnet9", PipelineConfig(device="cpu"), requested_steps=1, repeats=1)
     window = Window(8, 0.1, np.array([1.0]), np.array([1.0]), float("nan"))
     env = results.environment()
     path = tmp_path / "results.csv"
@@ -463,7 +464,7 @@ def test_the_batches_ready_at_a_window_s_start_are_its_leading_steps_that_did_no
 def test_steps_that_begin_an_epoch_are_timed_apart_as_restarts(synthetic_root, monkeypatch):
     monkeypatch.setattr(harness, "drain", lambda *_: (0, 0.0))   # the window starts at the first step
     config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64)
-    spec = RunSpec("resident", "loader", "none", config, steps=9, warmup=0, repeats=1)
+    spec = RunSpec("resident", "loader", "none", config, requested_steps=9, warmup=0, repeats=1)
     (facts, window), = harness.run(spec)
     assert facts["steps_per_epoch"] == 4
     assert len(window.restart_ms) == 3   # steps 0, 4 and 8 start epochs 0, 1 and 2

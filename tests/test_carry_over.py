@@ -143,7 +143,7 @@ def test_a_shared_process_releases_between_one_member_s_close_and_the_next_s_bui
     config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64, num_workers=1)
     shared = harness.Shared()
     for name in ("resident", "dataloader"):
-        spec = RunSpec(name, "e2e", "resnet9-w0.25", config, steps=2, warmup=0, repeats=1, share=True)
+        spec = RunSpec(name, "e2e", "resnet9-w0.25", config, requested_steps=2, warmup=0, repeats=1, share=True)
         assert [r["status"] for r in runner.run_in_process(spec, distributed.World(), shared=shared)] == ["ok"]
     assert events == ["build resident", "close", "release", "build dataloader", "close", "release"]
 
@@ -196,7 +196,7 @@ def monitored_row(monkeypatch, nvml) -> dict:
     cpu = torch.device("cpu")
     window = harness.time_window(iter([(torch.zeros(8, 3, 4, 4), torch.zeros(8))] * 2), lambda x, y: None, 2, cpu,
                                  monitor=monitor)
-    spec = RunSpec("none", "model", "resnet9-w0.25", config, steps=2, repeats=1)
+    spec = RunSpec("none", "model", "resnet9-w0.25", config, requested_steps=2, repeats=1)
     return results.measured_row(spec, {}, 0, window)
 
 

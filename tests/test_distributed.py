@@ -356,7 +356,7 @@ def test_a_shared_process_sweep_on_two_ranks_feeds_photographs_through_every_pho
 def test_ranks_are_refused_under_torchrun_and_beyond_the_gpus():
     from bench import plan
     from bench.distributed import World
-    options = cli.build_parser().parse_args(["sweep", "--ranks", "1,2"])
+    options = plan.sweep(cli.build_parser().parse_args(["sweep", "--ranks", "1,2"]))
     with pytest.raises(ValueError, match="--ranks starts the ranks itself"):
         plan.worlds(options, torch.device("cpu"), World(0, 2, 0, 2))
     assert [w.world_size for w in plan.worlds(options, torch.device("cpu"))] == [1, 2]

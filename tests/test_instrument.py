@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import pipelines
-from bench import busy, cli, harness, machine, report, results, workloads
+from bench import busy, cli, harness, machine, report, results, settings, workloads
 from bench.spec import RunSpec, Window
 from pipelines import prefetch
 from pipelines.config import PipelineConfig
@@ -217,7 +217,7 @@ def test_what_next_computes_on_the_training_thread_is_booked_to_the_pipeline():
     the pipeline's CPU, not the training step's."""
     cpu = torch.device("cpu")
     window = harness.time_window(Decoding(0.04), lambda images, labels: None, 5, cpu)
-    spec = RunSpec("resident", "loader", "none", steps=5)
+    spec = RunSpec("resident", "loader", "none", requested_steps=5)
     row = results.measured_row(spec, {}, 0, window)
     assert 0.19 <= row["next_cpu_s"] <= row["train_cpu_s"]
     assert row["train_cpu_s"] - row["next_cpu_s"] < 0.1   # the training step itself did nothing
@@ -416,7 +416,7 @@ def test_no_compile_worker_is_alive_during_a_timed_window(monkeypatch, synthetic
     monkeypatch.setattr(harness, "time_window", watched)
     config = PipelineConfig(data_root=str(synthetic_root), batch_size=64, max_samples=512, device="cuda",
                             dtype="bfloat16", channels_last=True, last_batch="drop")
-    spec = RunSpec("resident", "e2e", "resnet9-w0.25", config, steps=5, warmup=1, repeats=2, step="compile")
+    spec = RunSpec("resident", "e2e", "resnet9-w0.25", config, requested_steps=5, warmup=1, repeats=2, step="compile")
     assert len(list(harness.run(spec))) == 2
     assert seen == [[], []]
 
@@ -425,22 +425,22 @@ def test_a_row_records_a_pipeline_s_knob_only_where_the_pipeline_reads_it():
     """A worker count set for the CPU budget is no fact about `resident`, which starts no worker: its
     row leaves it empty, as model-only's leaves every knob."""
     config = PipelineConfig(device="cpu", num_workers=15, prefetch_depth=3)
-    rows = {name: results.measured_row(RunSpec(name, mode, model, config, steps=1), {}, 0,
+    rows = {name: results.measured_row(RunSpec(name, mode, model, config, requested_steps=1), {}, 0,
                                        Window(8, 1.0, np.zeros(1), np.zeros(1), float("nan")))
             for name, mode, model in (("resident", "loader", "none"), ("dataloader", "loader", "none"),
                                       ("none", "model", "resnet9"))}
     assert (rows["resident"]["num_workers"], rows["resident"]["prefetch_depth"]) == (None, 3)
     assert (rows["dataloader"]["num_workers"], rows["dataloader"]["prefetch_depth"]) == (15, None)
     assert rows["resident"]["encoding"] == rows["dataloader"]["encoding"] == "raw"   # every pipeline reads one
-    knobs = set(results.config_columns()) - set(results.SETTING_COLUMNS)
+    knobs = set(results.config_columns()) - set(settings.columns())
     assert all(rows["none"][k] is None for k in knobs)
 
 
 def test_the_rows_say_whether_next_waits_for_the_device(synthetic_root):
     """`next_syncs` is the pipeline's declaration, recorded where the window times `next()`."""
     config = PipelineConfig(data_root=str(synthetic_root), max_samples=64, batch_size=16, device="cpu")
-    loader = next(harness.run(RunSpec("resident", "loader", "none", config, steps=1, warmup=0, repeats=1)))[0]
-    stage = next(harness.run(RunSpec("resident", "stage", "none", config, stage="device", steps=1, warmup=0,
+    loader = next(harness.run(RunSpec("resident", "loader", "none", config, requested_steps=1, warmup=0, repeats=1)))[0]
+    stage = next(harness.run(RunSpec("resident", "stage", "none", config, stage="device", requested_steps=1, warmup=0,
                                              repeats=1)))[0]
     assert loader["next_syncs"] is False and "next_syncs" not in stage
     assert "next_syncs" in results.all_columns()

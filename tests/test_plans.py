@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench import cli, plan
-from bench.cli import measure, parser as cli_parser
+from bench import cli, plan, settings
+from bench.cli import measure
 from pipelines.options import LINE_LIMIT
 
 
@@ -48,10 +48,10 @@ def test_the_duplicate_check_compares_each_value_about_once():
     """20,000 seeds took 7.5 s (each compared with every one before it), 6 million never ended."""
     Counted.compared = 0
     items = [Counted(n) for n in range(5000)]
-    assert cli_parser._once("text", items) == items
+    assert settings.once("text", items) == items
     assert Counted.compared < len(items)
     with pytest.raises(Exception, match="is given twice"):
-        cli_parser._once("text", [*items, Counted(7)])
+        settings.once("text", [*items, Counted(7)])
 
 
 def test_a_plan_of_many_seeds_is_refused_with_its_size_before_anything_runs(tmp_path, capsys):
@@ -70,7 +70,7 @@ def test_the_plans_size_counts_what_it_runs_and_the_flag_lifts_the_bound():
             "0,3", "--models", "resnet9-w0.25,resnet9-w0.5", "--processes", "2"]
     options = cli.build_parser().parse_args(argv)
     specs = cli.specs_for([options], torch.device("cpu"))
-    assert plan.size(options, torch.device("cpu")) == len(specs)   # nothing listed twice: as many as run
+    assert plan.size(plan.sweep(options), torch.device("cpu")) == len(specs)   # nothing listed twice: as many as run
     options.max_configurations = len(specs)
     measure.check_size([options], torch.device("cpu"), plan.distributed.World())
     options.max_configurations = len(specs) - 1
@@ -151,12 +151,12 @@ def test_a_cpu_above_32_px_defaults_to_short_windows_of_a_smaller_model():
                                                  "dataloader", "--processes", "1", *argv])
         return [s for s in cli.specs_for([options], torch.device("cpu")) if s.mode in ("model", "e2e")]
     large = specs("--image-size", "224")
-    assert {(s.model, s.config.batch_size, s.steps, s.warmup, s.min_seconds) for s in large} == {
+    assert {(s.model, s.config.batch_size, s.requested_steps, s.warmup, s.min_window_s) for s in large} == {
         (plan.CPU_LARGE["model"], plan.CPU_LARGE["batch_size"], plan.CPU_LARGE["steps"], plan.CPU_LARGE["warmup"], 0.0)}
     given = specs("--image-size", "224", "--models", "resnet9-w0.25", "--batch-size", "8", "--min-window-s", "1",
                   "--warmup", "3")
-    assert {(s.model, s.config.batch_size, s.steps, s.warmup, s.min_seconds) for s in given} == {
+    assert {(s.model, s.config.batch_size, s.requested_steps, s.warmup, s.min_window_s) for s in given} == {
         ("resnet9-w0.25", 8, None, 3, 1.0)}
     small = specs()
-    assert {(s.model, s.config.batch_size, s.steps, s.warmup, s.min_seconds) for s in small} == {
-        ("resnet9-w0.25", plan.BATCH_SIZE["cpu"], None, 2, 0.5)}
+    assert {(s.model, s.config.batch_size, s.requested_steps, s.warmup, s.min_window_s) for s in small} == {
+        ("resnet9-w0.25", plan.default("batch_size", torch.device("cpu"))[0], None, 2, 0.5)}

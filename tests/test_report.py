@@ -132,15 +132,15 @@ def test_every_plan_times_enough_processes_and_windows_for_a_verdict():
     """Each grid of bench/plans/ that runs e2e (beside model-only: a verdict) gives every cell
     MIN_PROCESSES processes of MIN_WINDOWS windows (the reference plans ran one window per process:
     no drift seen)."""
-    from bench import plan
+    from bench import plan, settings
     parser = cli.build_parser()
     plans = sorted((Path(__file__).resolve().parents[1] / "bench" / "plans").glob("*.json"))
     assert len(plans) >= 10
     for path in plans:
         for tokens in cli.config_grids(path, parser):
             o = parser.parse_args(["sweep", *tokens])
-            if "e2e" in (o.modes or []):
-                assert (o.processes or plan.PROCESSES["cuda"]) >= plan.MIN_PROCESSES, path.name
+            if "e2e" in (o.mode or []):
+                assert (o.processes or settings.declared()["processes"].on("cuda")) >= plan.MIN_PROCESSES, path.name
                 assert (o.repeats or 3) >= plan.MIN_WINDOWS, path.name
 
 

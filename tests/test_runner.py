@@ -831,8 +831,8 @@ def test_configurations_sharing_a_process_follow_the_design_and_a_failure_costs_
 def test_shared_configurations_in_this_process_share_one_trainer(synthetic_root):
     config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64, num_workers=1)
     shared = harness.Shared()
-    specs = [RunSpec("none", "model", "resnet9-w0.25", config, steps=2, warmup=0, repeats=1, share=True),
-             RunSpec("resident", "e2e", "resnet9-w0.25", config, steps=2, warmup=0, repeats=1, share=True)]
+    specs = [RunSpec("none", "model", "resnet9-w0.25", config, requested_steps=2, warmup=0, repeats=1, share=True),
+             RunSpec("resident", "e2e", "resnet9-w0.25", config, requested_steps=2, warmup=0, repeats=1, share=True)]
     facts = [f for spec in specs for f, _ in harness.run(spec, shared)]
     assert [f["slot"] for f in facts] == [0, 1] and len(shared.trainers) == 1
     with pytest.raises(ValueError, match="only model-only, e2e and copy"):
@@ -890,7 +890,7 @@ def test_pipelines_sharing_a_process_share_one_compiled_step_on_the_gpu(syntheti
     config = PipelineConfig(data_root=str(synthetic_root), device="cuda", batch_size=256, max_samples=4096,
                             num_workers=3, dtype="bfloat16", channels_last=True)
     shared = harness.Shared()
-    runs = [RunSpec(p, "model" if p == "none" else "e2e", "resnet9-w0.25", config, step="compile", steps=8,
+    runs = [RunSpec(p, "model" if p == "none" else "e2e", "resnet9-w0.25", config, step="compile", requested_steps=8,
                             warmup=2, repeats=2, share=True) for p in ("none", "resident", "prefetch", "dataloader")]
     facts = [[(f, w) for f, w in harness.run(spec, shared)] for spec in runs]
     assert len(shared.trainers) == 1 and all(len(windows) == 2 for windows in facts)

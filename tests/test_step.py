@@ -21,8 +21,8 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 @pytest.mark.parametrize("kwargs,message", [
     (dict(step="jit"), "expected one of"),
     (dict(mode="loader", pipeline="resident", model="none", step="graph"), "only model, e2e and train train"),
-    (dict(steps=5, min_seconds=1.0), "only with steps=None"),
-    (dict(min_seconds=-1.0), "expected >= 0"),
+    (dict(requested_steps=5, min_window_s=1.0), "only with requested_steps=None"),
+    (dict(min_window_s=-1.0), "expected >= 0"),
     (dict(mode="e2e", pipeline="resident", step="graph", config=PipelineConfig(last_batch="partial")),
      "last_batch='drop'"),
 ])
@@ -89,7 +89,7 @@ def test_sweep_resume_tells_step_kinds_apart(tmp_path, synthetic_root, capsys):
 
 
 def test_resume_counts_rows_written_before_the_step_column_as_eager(tmp_path):
-    spec = RunSpec("none", "model", "resnet9", PipelineConfig(device="cpu"), steps=1, repeats=1)
+    spec = RunSpec("none", "model", "resnet9", PipelineConfig(device="cpu"), requested_steps=1, repeats=1)
     window = Window(8, 0.1, pd.Series([1.0]).to_numpy(), pd.Series([1.0]).to_numpy(), float("nan"))
     env = results.environment()
     path = tmp_path / "results.csv"
@@ -109,10 +109,10 @@ def test_cli_rejects_bad_step_options(tmp_path, argv, message, capsys):
     assert message in str(e.value) + capsys.readouterr().err
 
 
-# (mode, pipeline, model, samples, batch, busy levels, min_seconds, the calibration's s per step,
+# (mode, pipeline, model, samples, batch, busy levels, min_window_s, the calibration's s per step,
 #  the expected steps per window at each busy level, what a window is made of)
 WINDOWS = [
-    # an epoch (4 steps, 0.044 s) fits in the 0.24 s target (min_seconds x WINDOW_MARGIN): 6 whole epochs
+    # an epoch (4 steps, 0.044 s) fits in the 0.24 s target (min_window_s x WINDOW_MARGIN): 6 whole epochs
     ("loader", "resident", "none", 64, 16, (0.0,), 0.2, 0.011, [24], "epochs"),
     # an epoch of 32 steps (1.6 s) does not fit: ceil(0.24 / 0.05) = 5 steps, raised to MIN_LOADER_STEPS
     ("loader", "resident", "none", 512, 16, (0.0,), 0.2, 0.05, [harness.MIN_LOADER_STEPS], "steps"),
@@ -134,7 +134,7 @@ WINDOWS = [
 @pytest.mark.parametrize("mode,pipeline,model,samples,batch,busy,seconds,step_s,expected,made_of", WINDOWS,
                          ids=["loader-epochs", "loader-min-steps", "loader-steps", "loader-long-epoch",
                               "loader-busy-levels", "e2e-epochs", "model-blocks"])
-def test_windows_of_min_seconds_are_whole_epochs_or_blocks(mode, pipeline, model, samples, batch, busy, seconds,
+def test_windows_of_min_window_s_are_whole_epochs_or_blocks(mode, pipeline, model, samples, batch, busy, seconds,
                                                            step_s, expected, made_of, synthetic_root, monkeypatch):
     """Windows are sized from the calibration (here a known seconds per step, so no timing on a loaded
     machine decides the outcome) by the rule of `harness.window_steps`."""
@@ -146,8 +146,8 @@ def test_windows_of_min_seconds_are_whole_epochs_or_blocks(mode, pipeline, model
 
     monkeypatch.setattr(harness, "calibrate", calibrate)
     config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=batch, max_samples=samples)
-    spec = RunSpec(pipeline, mode, model, config, steps=None, min_seconds=seconds, warmup=0, repeats=1,
-                           busy_ms=busy)
+    spec = RunSpec(pipeline, mode, model, config, requested_steps=None, min_window_s=seconds, warmup=0, repeats=1,
+                           busy_levels=busy)
     measured = list(harness.run(spec))
     assert len(calibrated) == 1   # one untimed calibration run sizes every window
     unit = measured[0][0].get("steps_per_epoch") if made_of != "blocks" else harness.MODEL_BLOCK
@@ -281,7 +281,7 @@ def test_on_cuda_the_default_steps_are_eager_and_graph_on_one_gpu_and_eager_and_
     def steps(*extra, world=distributed.World(), device="cuda"):
         options = cli.build_parser().parse_args(["compare", "--models", "resnet9-w0.25", "--modes", "model",
                                                  "--cpus", "1", *extra])
-        return sorted({s.step for s in plan.grid(options, torch.device(device), world)})
+        return sorted({s.step for s in plan.grid(plan.sweep(options), torch.device(device), world)})
     ddp = distributed.World(rank=0, world_size=2, local_world_size=2)
     assert steps() == ["eager", "graph"]
     assert steps(world=ddp) == ["compile", "eager"]
@@ -295,7 +295,7 @@ def test_on_cuda_the_default_steps_are_eager_and_graph_on_one_gpu_and_eager_and_
 def test_options_a_pipeline_does_not_read_make_no_second_configuration_of_it():
     options = cli.build_parser().parse_args(["compare", "--pipelines", "resident,dataloader", "--modes", "model,loader",
                                              "--models", "resnet9-w0.25", "--workers", "1,3", "--cpus", "1"])
-    specs = plan.grid(options, torch.device("cpu"))
+    specs = plan.grid(plan.sweep(options), torch.device("cpu"))
     assert sorted((s.pipeline, s.config.num_workers) for s in specs if s.pipeline != "none") == \
         [("dataloader", 1), ("dataloader", 3), ("resident", PipelineConfig.default("num_workers"))]
     assert sum(s.mode == "model" for s in specs) == 1   # model-only reads no worker count either

@@ -101,7 +101,7 @@ def measure_workers_vs_cores(ctx: Context) -> list[dict]:
     for workers in s.workers or worker_counts(cores):
         config = ctx.config.replace(num_workers=workers, batch_size=s.loader_batch,
                                     pin_memory=ctx.device.type == "cuda")
-        spec = RunSpec("dataloader", "loader", "none", config, steps=max(s.loader_steps, 4 * workers),
+        spec = RunSpec("dataloader", "loader", "none", config, requested_steps=max(s.loader_steps, 4 * workers),
                                warmup=s.warmup + 2 * workers, repeats=s.repeats)
         with warnings.catch_warnings():   # DataLoader warns above the core count: that is the experiment
             warnings.filterwarnings("ignore", "This DataLoader will create", UserWarning)
@@ -172,7 +172,8 @@ def measure_collate_to_gpu(ctx: Context) -> list[dict]:
             rows.append(row(COLLATE_ZERO, "img_per_s", w.images / w.seconds, "img/s", r))
     for name, label in (("dataloader", f"dataloader pipeline, {workers} workers, pin_memory, non_blocking"),
                         ("prefetch", f"prefetch pipeline, {workers} threads")):
-        spec = RunSpec(name, "loader", "none", config, steps=s.loader_steps, warmup=s.warmup, repeats=s.repeats)
+        spec = RunSpec(name, "loader", "none", config, requested_steps=s.loader_steps, warmup=s.warmup,
+                       repeats=s.repeats)
         rows += [row(label, "img_per_s", w.images / w.seconds, "img/s", r) for r, (_, w) in enumerate(harness.run(spec))]
     return rows
 

@@ -25,7 +25,7 @@ def run_claims(args, argv: list[str]) -> Path:
         try:
             device = resolve_device(args.device)
             config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed,
-                                    cache_root=args.cache_dir, seed=args.seed, device=str(device),
+                                    cache_root=args.cache_root, seed=args.seed, device=str(device),
                                     **({} if args.workers is None else {"num_workers": args.workers}))
         except (ValueError, RuntimeError) as e:   # a bad or unavailable --device, bad options
             raise _fail("claims", e) from None

@@ -100,7 +100,7 @@ def _command(argv: list[str]) -> int:
                 found = photos.source_photos(args.photos_from)
                 photos.check_room(final, args.photos, args.data_seed, found)
             config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed,
-                                    cache_root=args.cache_dir)
+                                    cache_root=args.cache_root)
             source, folder = sources.resolve_folder(config)
             for split in ("train", "test"):
                 sources.load_split(folder, split, config.cache_root)   # validates every file and its checksum

@@ -34,14 +34,15 @@ def specs_for(grids: list, device: torch.device, world: distributed.World = dist
     """Every configuration of the grids (one per --config grid, else the command line's), each in
     its grid's --processes independent processes, in rounds (`plan.grid`, `plan.rounds`), once per
     --ranks value (`plan.worlds`)."""
-    return plan.rounds([(plan.grid(options, device, layout), options.processes or plan.PROCESSES[device.type])
-                        for options in grids for layout in plan.worlds(options, device, world)])
+    sweeps = [plan.sweep(options) for options in grids]
+    return plan.rounds([(plan.grid(sweep, device, layout), sweep.processes or plan.default("processes", device))
+                        for sweep in sweeps for layout in plan.worlds(sweep, device, world)])
 
 
 def check_size(grids: list, device: torch.device, world: distributed.World) -> None:
     """A one-line ValueError where the grids list more configuration processes (`plan.size`) than
     --max-configurations: a plan of millions is refused before anything is built."""
-    args, listed = grids[0], sum(plan.size(options, device, world) for options in grids)
+    args, listed = grids[0], sum(plan.size(plan.sweep(options), device, world) for options in grids)
     if listed > args.max_configurations:
         where = f"--config {args.config} lists" if getattr(args, "config", None) else "the command line lists"
         raise ValueError(f"{where} {listed:,} configuration processes, more than --max-configurations "
@@ -120,7 +121,7 @@ def interrupted_text(outcome: runner.Outcome, out: Path, resume: str) -> str:
 
 def windows(spec: RunSpec) -> int:
     """Windows (rows) one process of `spec` measures."""
-    return spec.repeats * len(spec.busy_ms)
+    return spec.repeats * len(spec.busy_levels)
 
 
 def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome: runner.Outcome) -> None:

@@ -22,7 +22,7 @@ def run_stability(args, argv: list[str]) -> int:
     try:
         device = resolve_device(args.device)
         config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed,
-                                cache_root=args.cache_dir, device=str(device), max_samples=args.max_samples,
+                                cache_root=args.cache_root, device=str(device), max_samples=args.max_samples,
                                 batch_size=args.batch_size or (512 if device.type == "cuda" else 64),
                                 dtype="bfloat16" if device.type == "cuda" else "float32",
                                 channels_last=device.type == "cuda",

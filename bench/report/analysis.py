@@ -14,7 +14,7 @@ import pandas as pd
 
 import pipelines
 
-from .. import results
+from .. import results, settings
 from ..plan import MIN_PROCESSES, MIN_WINDOWS
 from .formatting import pct, per_gpu, plural, rate
 
@@ -60,13 +60,8 @@ DRIFT = 0.05  # a process whose windows moved more than this (last vs first) is 
 DRAIN = 0.5   # a loader window shorter than this share of the run's minimum window is rejected
 TOO_FEW = "too few measurements"
 ABOVE = "inconclusive (e2e above model-only)"
-KEY = ["mode", "stage", "payload", "pipeline", "model", "step", "sync_every", "image_size", "batch_size", "dtype", "cpus",
-       "busy_ms"]
 SETTING = ["image_size", "batch_size", "dtype"]
 STEP_ORDER = ["eager", "graph", "compile"]
-# Settings every pipeline reads whose values make two rows of one pipeline different variants (named
-# in its label); the pipelines' own knobs do too (`variant_options`).
-VARIANT_SHARED = ["augment", "channels_last"]
 NUMERIC = {"process": 0, "busy_ms": 0.0, "busy_step_ms": math.nan, "busy_idle_ms": math.nan, "busy_stretch": math.nan,
            "sync_every": 0, "min_window_s": 0.0,
            "pipeline_cpu_s_per_kimg": math.nan, "train_cpu_s": math.nan, "next_cpu_s": math.nan, "cpus": math.nan,
@@ -80,12 +75,19 @@ TEXT = {"stage": "", "step": "", "payload": "", "copy": "", "device": "", "paral
         "next_syncs": ""}
 
 
+def key() -> list[str]:
+    """A cell's key: the settings the report groups cells by (`bench.settings.report_key`: mode,
+    stage, payload, pipeline, model, step kind, loss reads, image size, batch, dtype, CPU budget),
+    then the busy level."""
+    return [*settings.report_key(), "busy_ms"]
+
+
 def variant_options() -> tuple[list[str], list[str]]:
     """The options that name a variant: those named wherever their values differ within one
     pipeline's rows, and those (`Option.within`: worker and queue counts, which a sweep sets per CPU
     budget) named only where they differ at one CPU budget and image size."""
     knobs = pipelines.declared_options().values()
-    return (VARIANT_SHARED + [o.name for o in knobs if not o.within], [o.name for o in knobs if o.within])
+    return (settings.variants() + [o.name for o in knobs if not o.within], [o.name for o in knobs if o.within])
 
 
 def load(paths: list[str | Path]) -> pd.DataFrame:
@@ -153,7 +155,7 @@ def label_variants(df: pd.DataFrame) -> pd.DataFrame:
     always, within = variant_options()
     for name, rows in df[df.pipeline != "none"].groupby("pipeline"):
         listed = pipelines.reads(name) if name in pipelines.names() else list(pipelines.declared_options())
-        reads = [c for c in always + within if c in VARIANT_SHARED or c in listed]
+        reads = [c for c in always + within if c in settings.variants() or c in listed]
         varying = [c for c in always if c in reads and c in rows and rows[c].nunique(dropna=False) > 1]
         varying += [c for c in within if c in reads and c in rows and
                     rows.groupby(["cpus", "image_size"])[c].nunique(dropna=False).max() > 1]
@@ -175,7 +177,7 @@ def _drift(windows: pd.DataFrame) -> float:
 
 
 def cells(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per measured cell (KEY) of ok rows: median img/s over its windows, lo/hi (the range of
+    """One row per measured cell (`key`) of ok rows: median img/s over its windows, lo/hi (the range of
     its per-process medians; its windows' range with one process), n windows, p processes, w / w_hi
     the fewest / most windows of one process, `dropped` its model-only or e2e windows shorter than the
     run's minimum (left out alone: `short_windows`), and the medians of the other measurements."""
@@ -190,19 +192,19 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
         # a configuration that shared a process compiled only where it ran first (`harness.Shared`)
         compile_first=lambda d: d.compile_s.where(d.slot.isna() | (d.slot == 0)))
     if ok.empty:
-        return pd.DataFrame(columns=[*KEY, "img_per_s", "lo", "hi", "n", "p", "w", "w_hi", "dropped", "drift", "steady",
+        return pd.DataFrame(columns=[*key(), "img_per_s", "lo", "hi", "n", "p", "w", "w_hi", "dropped", "drift", "steady",
                                      "restart", "cpu", "cpu_pipe", "cpu_train", "busy_step", "busy_idle", "stretch",
                                      "wait", "syncs", "seconds", "compile", "accuracy", "sm_mhz", "bytes_per_image",
                                      "copy", "device"])
-    by_process = ok.groupby([*KEY, "proc"], sort=True)
+    by_process = ok.groupby([*key(), "proc"], sort=True)
     process = by_process.agg(rate=("img_per_s", "median"), accuracy=("test_accuracy", "median"),
                              windows=("img_per_s", "count")).reset_index()
     drift = by_process[["repeat", "img_per_s"]].apply(_drift).rename("drift").reset_index()
-    spans = process.groupby(KEY).agg(p=("proc", "nunique"), plo=("rate", "min"), phi=("rate", "max"),
+    spans = process.groupby(key()).agg(p=("proc", "nunique"), plo=("rate", "min"), phi=("rate", "max"),
                                      acc_lo=("accuracy", "min"), acc_hi=("accuracy", "max"),
                                      w=("windows", "min"), w_hi=("windows", "max"))
-    drifts = drift.groupby(KEY).drift.agg(lambda d: d.loc[d.abs().idxmax()])
-    table = ok.groupby(KEY, sort=True).agg(
+    drifts = drift.groupby(key()).drift.agg(lambda d: d.loc[d.abs().idxmax()])
+    table = ok.groupby(key(), sort=True).agg(
         img_per_s=("img_per_s", "median"), wlo=("img_per_s", "min"), whi=("img_per_s", "max"),
         n=("img_per_s", "count"), steady=("steady_img_per_s", "median"), restart=("restart_ms", "median"),
         cpu=("cpu_s_per_kimg", "median"), cpu_pipe=("pipe_cpu_kimg", "median"),
@@ -221,9 +223,9 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
 def short_windows(ok: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
     """The ok rows without model-only and e2e windows shorter than the run's minimum (each left out
     alone, its cell keeps the others; loader windows have their own rule, `reject_drains`), and how
-    many each cell (KEY) lost."""
+    many each cell (`key`) lost."""
     short = ok["mode"].isin(["model", "e2e"]) & (ok.seconds < ok.min_window_s)
-    return ok[~short], ok[short].groupby(KEY).size()
+    return ok[~short], ok[short].groupby(key()).size()
 
 
 def overlaps(a, b) -> bool:

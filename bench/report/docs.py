@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pipelines
 
-from .. import results
+from .. import results, settings
 from .readme import COLUMNS, KNOBS, readme_block
 
 
@@ -41,8 +41,8 @@ def knob_lines() -> list[str]:
 
 def column_kind(column: str) -> str:
     """What kind of column of a results file `column` is, by the list of `bench.results` holding it."""
-    if column in results.SETTING_COLUMNS:
-        return "setting: what ran (`results.SETTING_COLUMNS`)"
+    if column in settings.columns():
+        return "setting: what ran (`bench.settings.SETTINGS`)"
     if column in pipelines.declared_options():
         return "pipeline knob: empty where the row's pipeline does not read it ([the knobs](pipelines.md#knobs))"
     if column in results.MEASURE_COLUMNS:
