@@ -11,8 +11,9 @@
 `names()` lists every registered pipeline, `available()` says which can be built here and why
 not: a pipeline module imports without its optional dependency (DALI, timm, SPDL, torchcodec, FFCV) and
 says what is missing (`Pipeline.missing`), so it affects only its own pipeline. `reads(name)` and
-`declared_options()` give the knobs the pipelines declare (`pipelines.options`); the command
-line, the sweep plan, the results columns and the report labels are made from them.
+`declared_options()` give the knobs the pipelines declare (`pipelines.options`); `PipelineConfig`
+accepts them (handed over by `config.use_knobs`: no module here imports this registry), and the
+command line, the sweep plan, the results columns and the report labels are made from them.
 
 Adding a pipeline: its module (a `Pipeline` subclass with `name`, `options`, and `missing` if it
 has an optional dependency) and one line in `_REGISTRY`.
@@ -23,7 +24,7 @@ import functools
 import importlib
 
 from .contract import Pipeline
-from .config import PipelineConfig
+from .config import PipelineConfig, use_knobs
 from .options import Option
 from .sources import Split
 
@@ -131,6 +132,9 @@ def _declared_options(registry: tuple) -> tuple[tuple[str, Option], ...]:
             if found.setdefault(option.name, option) != option:
                 raise TypeError(f"pipeline {cls.name!r} declares option {option.name!r} unlike another pipeline")
     return tuple(found.items())
+
+
+use_knobs(declared_options)   # PipelineConfig validates and reads the knobs declared here
 
 
 def resolve_config(name: str, config: PipelineConfig) -> PipelineConfig:

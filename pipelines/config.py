@@ -2,7 +2,8 @@
 
 `PipelineConfig` is a frozen dataclass validated at construction: a bad value raises
 `ValueError` naming the field and the value. Its fields are what every pipeline reads; a pipeline's
-own knobs are declared with the pipeline (`pipelines.options`) and given and read like fields. Command-line parsing lives in `bench.cli`;
+own knobs are declared with the pipeline (`pipelines.options`) and given and read like fields; the
+registry says which knobs there are (`use_knobs`). Command-line parsing lives in `bench.cli`;
 nothing here reads `sys.argv`.
 
 The augmentation semantics are fixed here for every pipeline: train = random S x S crop of
@@ -19,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
+from typing import Callable
 
 IMAGE_SIZE = 32          # CIFAR-10 as stored; PipelineConfig.image_size may upscale it
 CHANNELS = 3
@@ -218,7 +220,13 @@ class PipelineConfig:
         return PipelineConfig(**{**values, **dict(values.pop("options")), **changes})
 
 
-def _declared() -> dict:
-    """name -> Option of every registered pipeline's knobs (`pipelines.options`)."""
-    import pipelines   # the registry imports this module: asked when a config is made, not before
-    return pipelines.declared_options()
+# name -> Option of every registered pipeline's knobs: none until the registry hands its own over (`use_knobs`)
+_declared: Callable[[], dict] = dict
+
+
+def use_knobs(declared: Callable[[], dict]) -> None:
+    """Where `PipelineConfig` finds the knobs (name -> `Option`, `pipelines.options`): the registry
+    (`pipelines/__init__.py`) hands over its `declared_options` when it is imported, before any
+    config can be made, so that this module, which the registry imports, imports nothing from it."""
+    global _declared
+    _declared = declared

@@ -1,10 +1,11 @@
 """The import graph of bench/ and pipelines/, read from the modules' own source with `ast` (nothing is
-imported): it has no cycle, and nothing in pipelines/ imports from bench/ (issue 55).
+imported): it has no cycle, and nothing in pipelines/ imports from bench/ or from the package's registry
+(`pipelines/__init__.py`), not even inside a function (issue 55).
 
 An edge is an import that runs when its module is imported: every import outside a function body,
 those under `if TYPE_CHECKING:` included (a type-only import is still a dependency a reader follows).
 An import inside a function runs later, when the function is called, so it cannot leave a module half
-built; those edges are checked apart, with the ones closing a cycle today named (`KNOWN_DEFERRED_CYCLE_EDGES`).
+built; those edges are checked apart, and close no cycle either.
 `import a.b` and `from a import b` point at the module `a.b` where it is one of ours, else at `a`;
 the parent packages an import also runs are left out (Python loads them first, without a cycle).
 """
@@ -16,11 +17,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("bench", "pipelines")
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-
-# Imports inside functions that close a cycle, known today: (issue, importing module, imported module).
-# pipelines.config and pipelines.contract look pipelines up in the registry (`pipelines/__init__.py`),
-# which imports them: issue 55 asks that pipelines/ import nothing from its registry.
-KNOWN_DEFERRED_CYCLE_EDGES = ((55, "pipelines.config", "pipelines"), (55, "pipelines.contract", "pipelines"))
 
 
 def module_name(path: Path) -> str:
@@ -137,18 +133,14 @@ def every_import() -> dict[str, set[str]]:
     return edges
 
 
-def test_deferred_cycles_only_the_known_ones():
-    """With imports inside functions counted, the only cycles are those the known edges close; each
-    known edge is still there (a fixed one leaves this list)."""
-    edges = every_import()
-    for _, module, imported in KNOWN_DEFERRED_CYCLE_EDGES:
-        assert imported in edges[module], f"{module} no longer imports {imported}: drop it from the known edges"
-        edges[module].discard(imported)
-    assert cycles(edges) == []
+def test_no_import_cycle_with_the_imports_inside_functions():
+    assert cycles(every_import()) == []
 
 
-def test_pipelines_import_nothing_from_bench():
-    everything = every_import()
-    upward = {module: sorted(t for t in found if t.partition(".")[0] == "bench")
-              for module, found in everything.items() if module.startswith("pipelines")}
+def test_pipelines_import_nothing_from_their_registry_or_bench():
+    """No module of pipelines/ imports the package itself (`pipelines/__init__.py`: the registry,
+    which imports them) or bench/, not even inside a function: the registry hands them what they
+    need to know of it."""
+    upward = {module: sorted(t for t in found if t == "pipelines" or t.partition(".")[0] == "bench")
+              for module, found in every_import().items() if module.startswith("pipelines.")}
     assert {module: found for module, found in upward.items() if found} == {}
