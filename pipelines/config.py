@@ -27,7 +27,6 @@ CHANNELS = 3
 NUM_CLASSES = 10
 PAD = 4                  # crop padding at 32 px; image_size // 8 in general
 MAX_IMAGE_SIZE = 512
-ROUND_BYTES = 32 * 2**20   # prefetch, resident: a round of launches makes at most this many bytes of uint8 images
 FLIP_P = 0.5
 # Per-channel statistics of the CIFAR-10 training set on the [0, 1] scale.
 MEAN = (0.4914, 0.4822, 0.4465)
@@ -153,14 +152,6 @@ class PipelineConfig:
             f = fields[name]
             return f.default if f.default is not dataclasses.MISSING else f.default_factory()
         return _declared()[name].default
-
-    @property
-    def round_batches(self) -> int:
-        """Batches made by one round of launches (prefetch, resident: one copy, one crop + normalize
-        kernel): `batches_per_launch`, fewer where their uint8 images would pass ROUND_BYTES (at
-        least one batch) -- rounds share launch costs that matter for small images only."""
-        batch_bytes = self.batch_size * self.image_size ** 2 * CHANNELS
-        return max(1, min(self.batches_per_launch, ROUND_BYTES // batch_bytes))
 
     def __post_init__(self) -> None:
         choices = {"source": SOURCES, "encoding": ENCODINGS, "split": SPLITS,
