@@ -36,9 +36,9 @@ Stream safety: the stream, the events and the pinned slots are created once in `
 iterator at a time owns the slots (`contract.Pipeline`): a newer iterator, or `stages()`, ends the
 previous one, whose batches in production are cancelled or awaited first. A
 slot is refilled only after the event recorded right after its copy has completed; outputs are
-allocated on the side stream and `record_stream`-ed to the consumer's stream (`rounds.hand_over`, shared
-with `resident`), so the caching allocator never hands them out while the consumer may still read them. Without CUDA the same
-producer runs and does every step on the CPU.
+allocated on the side stream and `record_stream`-ed to the consumer's stream (`rounds.hand_over`,
+shared with `resident`), so the caching allocator never hands them out while the consumer may still
+read them. Without CUDA the same producer runs and does every step on the CPU.
 """
 from __future__ import annotations
 

@@ -17,8 +17,9 @@ Measured rates: the results folders (results/README.md lists them), never here.
 
 Stream safety: the stream and the device copies are made once in `__init__` (synchronized there).
 Everything an epoch allocates is allocated and used on the side stream; each round's tensors are
-`record_stream`-ed to the consumer's stream (`rounds.hand_over`, shared with `prefetch`), so the caching
-allocator never reuses them while the consumer may read them. Without CUDA the same steps run on the CPU, in order.
+`record_stream`-ed to the consumer's stream (`rounds.hand_over`, shared with `prefetch`), so the
+caching allocator never reuses them while the consumer may read them. Without CUDA the same steps
+run on the CPU, in order.
 """
 from __future__ import annotations
 

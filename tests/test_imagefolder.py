@@ -285,7 +285,7 @@ def test_dataloader_decoding_to_tensors_cuts_the_same_crops_as_with_pil(folder, 
 
 def test_dali_gives_photographs_the_hardware_decoder_unless_told():
     """DALI's own default share on photographs; 0 on CIFAR's files (tuned); a set value kept."""
-    from pipelines.dali import PHOTO_HW_DECODER_LOAD
+    from pipelines.dali_options import PHOTO_HW_DECODER_LOAD
     photos = pipelines.resolve_config("dali", PipelineConfig(source="imagefolder:/x", device="cpu"))
     assert photos.dali_hw_decoder_load == PHOTO_HW_DECODER_LOAD
     assert pipelines.resolve_config("dali", PipelineConfig(device="cpu")).dali_hw_decoder_load == 0.0

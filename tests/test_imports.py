@@ -12,6 +12,8 @@ the parent packages an import also runs are left out (Python loads them first, w
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,3 +146,43 @@ def test_pipelines_import_nothing_from_their_registry_or_bench():
     upward = {module: sorted(t for t in found if t == "pipelines" or t.partition(".")[0] == "bench")
               for module, found in every_import().items() if module.startswith("pipelines.")}
     assert {module: found for module, found in upward.items() if found} == {}
+
+
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 450, 60
+
+
+def test_pipelines_modules_and_functions_stay_short():
+    """Every module of pipelines/ at most MAX_MODULE_LINES lines, every function at most MAX_FUNCTION_LINES (issue 55)."""
+    long = []
+    for name, path in our_modules().items():
+        if not name.startswith("pipelines"):
+            continue
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            long.append((name, len(text.splitlines())))
+        long += [(f"{name}.{node.name}", node.end_lineno - node.lineno + 1) for node in ast.walk(ast.parse(text))
+                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert long == []
+
+WITHOUT_DALI = """
+import sys
+sys.modules["nvidia.dali"] = None   # `import nvidia.dali` fails, as where DALI is not installed
+import pipelines
+reason = pipelines.available()["dali"]
+assert reason.startswith("NVIDIA DALI is not installed"), reason
+assert pipelines.PipelineConfig(dali_reader="file", dali_cpu_share=0.5).dali_reader == "file"   # its knobs
+try:
+    pipelines.build("dali", pipelines.PipelineConfig(device="cpu"))
+except ImportError as error:
+    assert str(error) == reason, error
+else:
+    raise AssertionError("dali was built without DALI")
+"""
+
+
+def test_pipelines_import_without_dali():
+    """DALI is optional: without it the package, the dali modules and their knobs import, and only
+    building a dali pipeline fails, saying what is missing."""
+    done = subprocess.run([sys.executable, "-c", WITHOUT_DALI], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -13,7 +13,8 @@ from pipelines.rounds import ROUND_BYTES, hand_over, round_batches
 
 
 def test_a_round_of_launches_has_at_most_batches_per_launch_batches_and_round_bytes():
-    assert round_batches(PipelineConfig(batch_size=512)) == PipelineConfig.default("batches_per_launch")   # 1.5 MiB a batch
+    per_launch = PipelineConfig.default("batches_per_launch")
+    assert round_batches(PipelineConfig(batch_size=512)) == per_launch   # 1.5 MiB a batch
     assert round_batches(PipelineConfig(batch_size=512, batches_per_launch=2)) == 2
     assert round_batches(PipelineConfig(batch_size=512, image_size=64)) == ROUND_BYTES // (512 * 64 * 64 * 3)
     assert round_batches(PipelineConfig(batch_size=256, image_size=224)) == 1   # 38 MB a batch: one per round
