@@ -11,8 +11,9 @@
 `names()` lists every registered pipeline, `available()` says which can be built here and why
 not: a pipeline module imports without its optional dependency (DALI, timm, SPDL, torchcodec, FFCV) and
 says what is missing (`Pipeline.missing`), so it affects only its own pipeline. `reads(name)` and
-`declared_options()` give the knobs the pipelines declare (`pipelines.options`); the command
-line, the sweep plan, the results columns and the report labels are made from them.
+`declared_options()` give the knobs the pipelines declare (`pipelines.options`); `PipelineConfig`
+accepts them (handed over by `config.use_knobs`: no module here imports this registry), and the
+command line, the sweep plan, the results columns and the report labels are made from them.
 
 Adding a pipeline: its module (a `Pipeline` subclass with `name`, `options`, and `missing` if it
 has an optional dependency) and one line in `_REGISTRY`.
@@ -22,8 +23,8 @@ from __future__ import annotations
 import functools
 import importlib
 
-from .contract import Pipeline, photos_only
-from .config import PipelineConfig
+from .contract import Pipeline
+from .config import PipelineConfig, use_knobs
 from .options import Option
 from .sources import Split
 
@@ -96,17 +97,19 @@ def reads(name: str) -> tuple[str, ...]:
 
 
 def source_refusal(name: str, config: PipelineConfig) -> str:
-    """Why pipeline `name` ("none": copies, the model alone) cannot read `config`'s source ("" if it can)."""
+    """Why pipeline `name` ("none": copies, the model alone) cannot read `config`'s source ("" if it
+    can): `build` raises it, a sweep records it on the rows it skips."""
     if name == "none":
         return ""
     try:
         cls = _declared_class(name)
     except ImportError:
         return ""   # `available` says why
-    if not config.photos:
-        return "" if cls.cifar else photos_only(name)
-    return "" if cls.photos else (f"{name}: reads CIFAR-like images of one size, not photographs (those: "
-                                  f"{', '.join(photo_readers())})")
+    if config.photos and not cls.photos:
+        return f"{name}: reads CIFAR-like images of one size, not photographs (those: {', '.join(photo_readers())})"
+    if not config.photos and not cls.cifar:
+        return f"{name}: reads photographs only (source='imagefolder:PATH'), not CIFAR-like images"
+    return ""
 
 
 def photo_readers() -> list[str]:
@@ -131,6 +134,9 @@ def _declared_options(registry: tuple) -> tuple[tuple[str, Option], ...]:
     return tuple(found.items())
 
 
+use_knobs(declared_options)   # PipelineConfig validates and reads the knobs declared here
+
+
 def resolve_config(name: str, config: PipelineConfig) -> PipelineConfig:
     """The config pipeline `name` would run with (e.g. the encoding it always reads)."""
     return _pipeline_class(name).resolve(config)
@@ -148,8 +154,13 @@ def copies(name: str, config: PipelineConfig) -> tuple[str, ...]:
 def build(name: str, config: PipelineConfig | None = None, data: Split | None = None, **changes) -> Pipeline:
     """Construct pipeline `name` from `config` (default config if None) with `changes` applied.
     `data`: the split already in memory (`sources.open_split` of the config the pipeline resolves
-    to), shared by several pipelines instead of each loading it again."""
+    to), shared by several pipelines instead of each loading it again. A source the pipeline does
+    not read is a one-line ValueError (`source_refusal`)."""
     config = config or PipelineConfig()
     if changes:
         config = config.replace(**changes)
-    return _pipeline_class(name)(config, data)
+    cls = _pipeline_class(name)
+    refusal = source_refusal(name, config)
+    if refusal:
+        raise ValueError(refusal)
+    return cls(config, data)

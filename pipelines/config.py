@@ -2,7 +2,8 @@
 
 `PipelineConfig` is a frozen dataclass validated at construction: a bad value raises
 `ValueError` naming the field and the value. Its fields are what every pipeline reads; a pipeline's
-own knobs are declared with the pipeline (`pipelines.options`) and given and read like fields. Command-line parsing lives in `bench.cli`;
+own knobs are declared with the pipeline (`pipelines.options`) and given and read like fields; the
+registry says which knobs there are (`use_knobs`). Command-line parsing lives in `bench.cli`;
 nothing here reads `sys.argv`.
 
 The augmentation semantics are fixed here for every pipeline: train = random S x S crop of
@@ -19,13 +20,13 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
+from typing import Callable
 
 IMAGE_SIZE = 32          # CIFAR-10 as stored; PipelineConfig.image_size may upscale it
 CHANNELS = 3
 NUM_CLASSES = 10
 PAD = 4                  # crop padding at 32 px; image_size // 8 in general
 MAX_IMAGE_SIZE = 512
-ROUND_BYTES = 32 * 2**20   # prefetch, resident: a round of launches makes at most this many bytes of uint8 images
 FLIP_P = 0.5
 # Per-channel statistics of the CIFAR-10 training set on the [0, 1] scale.
 MEAN = (0.4914, 0.4822, 0.4465)
@@ -152,14 +153,6 @@ class PipelineConfig:
             return f.default if f.default is not dataclasses.MISSING else f.default_factory()
         return _declared()[name].default
 
-    @property
-    def round_batches(self) -> int:
-        """Batches made by one round of launches (prefetch, resident: one copy, one crop + normalize
-        kernel): `batches_per_launch`, fewer where their uint8 images would pass ROUND_BYTES (at
-        least one batch) -- rounds share launch costs that matter for small images only."""
-        batch_bytes = self.batch_size * self.image_size ** 2 * CHANNELS
-        return max(1, min(self.batches_per_launch, ROUND_BYTES // batch_bytes))
-
     def __post_init__(self) -> None:
         choices = {"source": SOURCES, "encoding": ENCODINGS, "split": SPLITS,
                    "dtype": DTYPES, "last_batch": LAST_BATCH}
@@ -218,7 +211,13 @@ class PipelineConfig:
         return PipelineConfig(**{**values, **dict(values.pop("options")), **changes})
 
 
-def _declared() -> dict:
-    """name -> Option of every registered pipeline's knobs (`pipelines.options`)."""
-    import pipelines   # the registry imports this module: asked when a config is made, not before
-    return pipelines.declared_options()
+# name -> Option of every registered pipeline's knobs: none until the registry hands its own over (`use_knobs`)
+_declared: Callable[[], dict] = dict
+
+
+def use_knobs(declared: Callable[[], dict]) -> None:
+    """Where `PipelineConfig` finds the knobs (name -> `Option`, `pipelines.options`): the registry
+    (`pipelines/__init__.py`) hands over its `declared_options` when it is imported, before any
+    config can be made, so that this module, which the registry imports, imports nothing from it."""
+    global _declared
+    _declared = declared

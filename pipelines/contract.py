@@ -49,11 +49,6 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def photos_only(name: str) -> str:
-    """Why a pipeline that reads photographs only refuses a CIFAR-like source."""
-    return f"{name}: reads photographs only (source='imagefolder:PATH'), not CIFAR-like images"
-
-
 @dataclass
 class Stages:
     """One pipeline's per-batch work, split so that each stage can be timed alone.
@@ -87,6 +82,7 @@ class Pipeline(abc.ABC):
     encoding: str | None = None   # what the pipeline reads if fixed ("raw" / "jpeg"), else config's
     options: tuple = ()   # the knobs it reads beyond those every pipeline reads (`pipelines.options`)
     missing: str = ""     # why it cannot be built here (its optional dependency is not installed)
+    # The sources it reads (`pipelines.build` refuses the others, `pipelines.source_refusal` says why):
     photos: bool = False  # reads photographs (`imagefolder:PATH`) with ImageNet's crops (`pipelines.crops`)
     cifar: bool = True    # reads CIFAR-like images of one size (cifar10, synthetic, arrays); False: photographs only
     # Its `next()` waits for the device's queued work (a blocking copy on the current stream), so a
@@ -108,13 +104,6 @@ class Pipeline(abc.ABC):
                              f"{pixels}; config: {config.split} split{most}, encoding "
                              f"{config.encoding!r}, {config.image_size} px): pass "
                              "sources.open_split(pipelines.resolve_config(name, config))")
-        if config.photos and not self.photos:
-            import pipelines   # the registry imports this module
-            raise ValueError(f"{self.name}: reads CIFAR-like images of one size, not the photographs of "
-                             f"{config.source} (pipelines that cut ImageNet's crops from them: "
-                             f"{', '.join(pipelines.photo_readers())})")
-        if not config.photos and not self.cifar:
-            raise ValueError(photos_only(self.name))
         self.data = data if data is not None else open_split(config)
         self.epoch = 0
         self.info: dict[str, object] = {}

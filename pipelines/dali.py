@@ -60,7 +60,8 @@ round(share x B) files of each batch with libjpeg-turbo, the other the rest with
 its slice of the same plan (one graph cannot concatenate two batches), `dali_threads` shared in
 proportion; the copy that owns the batch concatenates the two.
 
-Without a GPU the same graphs run CPU-only (`device_id=None`, CPU decoder).
+Without a GPU the same graphs run CPU-only (`device_id=None`, CPU decoder). The knobs are declared in
+`dali_options`, the external source's callbacks in `dali_sources`; neither needs DALI.
 """
 from __future__ import annotations
 
@@ -81,126 +82,16 @@ except ImportError:   # the message every caller (build, sweeps) shows
 from . import sources
 from .config import MEAN, STD
 from .contract import Pipeline, Stages
-from .crops import epoch_boxes
-from .epochs import batch_count, epoch_batches, epoch_draws
+from .dali_options import (BATCH_MULTIPLE, CPU_SHARE, DECODER, HW_DECODER_LOAD, QUEUE_DEPTH, READER, THREADS,
+                           refuse_share, resolved)
+from .dali_sources import EpochSource, Files, FixedSource, Share, grouped
+from .epochs import epoch_batches, epoch_draws
 from .jpeg_errors import undecodable_jpeg, undecodable_sample
 from .kernels import crop_normalize, warm_crop_normalize
-from .options import NUM_WORKERS, Option
+from .options import NUM_WORKERS
 
-# The knobs; defaults from the tuning runs in results/2026-11-21-h100-dali.
-READER = Option("dali_reader", "external", "external = fed the same shuffled batches as every other pipeline, read in "
-                "DALI's thread; parallel = the same, read in --workers processes; file = DALI's own file reader over "
-                "a JPEG file tree", kind=str, choices=("external", "parallel", "file"))
-DECODER = Option("dali_decoder", "mixed", "mixed = nvJPEG (GPU decode, Huffman on DALI's threads), cpu = "
-                 "libjpeg-turbo on DALI's threads, then the pixels are copied", kind=str, choices=("mixed", "cpu"),
-                 listed=True)
-THREADS = Option("dali_threads", None, "DALI's CPU threads", low=1, high=256, none="the worker count", within=True)
-QUEUE_DEPTH = Option("dali_queue_depth", 4, "DALI's prefetch queue depth (DALI batches)", low=1, high=64, within=True)
-HW_DECODER_LOAD = Option("dali_hw_decoder_load", None, "share of JPEGs for the hardware decoder", kind=float,
-                         low=0.0, high=1.0, none="0 for CIFAR's files, DALI's own 0.65 for photographs", listed=True)
-PHOTO_HW_DECODER_LOAD = 0.65   # DALI's default
-BATCH_MULTIPLE = Option("dali_batch_multiple", 4, "external / parallel reader on CIFAR's images: DALI runs batches "
-                        "of this many training batches, which the pipeline splits (its fixed cost shared); "
-                        "photographs: 1", low=1, high=64, within=True)
-CPU_SHARE = Option("dali_cpu_share", 0.0, "photographs: share of each batch's files decoded by libjpeg-turbo on DALI's "
-                   "threads, the rest by nvJPEG (dali_decoder mixed), in two DALI pipelines sharing dali_threads in "
-                   "proportion; 0 = all by dali_decoder", kind=float, low=0.0, high=1.0, listed=True)
 # NVIDIA's ResNet-50 example's nvJPEG memory padding (its ImageNet's largest sample), in bytes
 DEVICE_MEMORY_PADDING, HOST_MEMORY_PADDING = 211025920, 140544512
-
-
-def _groups(plan: list[np.ndarray], multiple: int) -> list[np.ndarray]:
-    """The epoch plan's batches, `multiple` consecutive ones concatenated per DALI batch."""
-    return [np.concatenate(plan[i:i + multiple]) for i in range(0, len(plan), multiple)]
-
-
-class _EpochSource:
-    """external_source callback, picklable for worker processes: DALI batch `info.iteration` of a
-    stream that runs epoch after epoch from `first_epoch` and never stops, so DALI's prefetch goes on
-    into the next epoch while one ends: each epoch's plan grouped by `multiple` (`per_epoch` DALI
-    batches an epoch, the same for every epoch), epoch `first_epoch + iteration // per_epoch`, a
-    function of the iteration alone (worker processes may serve any). `samples` holds the JPEG files
-    (a list of zero-copy views out) or the raw pixels (one dense array out). With `sizes`
-    (photographs' heights and widths) each file comes with its box, as (x, y) and (w, h), and its
-    flip: the epoch's `crops.epoch_boxes`."""
-
-    def __init__(self, config, samples, n: int, first_epoch: int, multiple: int, sizes=None):
-        self.config, self.samples, self.n, self.first_epoch = config, samples, n, first_epoch
-        self.multiple, self.sizes = multiple, sizes
-        self.per_epoch = -(-batch_count(n, config) // multiple)
-        self.epoch, self.groups, self.boxes = None, [], None
-        self.files = None   # the JPEG files as views, made on the first call in the process that calls
-
-    def _plan(self, epoch: int) -> None:
-        """Epoch `epoch`'s DALI batches (and photographs' boxes), unless they are those held."""
-        if epoch == self.epoch:
-            return
-        self.epoch = epoch
-        plan = epoch_batches(self.n, self.config, epoch)
-        self.groups = _groups(plan, self.multiple)
-        if self.sizes is not None:
-            y, x, h, w, flip = epoch_boxes(self.config, epoch, self.sizes[np.concatenate(plan)])
-            self.boxes = (np.stack([x, y], 1).astype(np.int32), np.stack([w, h], 1).astype(np.int32),
-                          flip.astype(np.int32))
-
-    def __call__(self, info):
-        if self.per_epoch == 0:   # an epoch without a batch: nothing to stream
-            raise StopIteration
-        epoch, group = divmod(info.iteration, self.per_epoch)
-        self._plan(self.first_epoch + epoch)
-        index = self.groups[group]
-        if isinstance(self.samples, sources.JpegSet):   # a list lookup per file, not two numpy scalars
-            if self.files is None:
-                self.files = [self.samples[i] for i in range(len(self.samples))]
-            files = [self.files[i] for i in index.tolist()]
-            if self.boxes is None:
-                return [files]
-            start = sum(len(g) for g in self.groups[:group])
-            return [files, *(b[start:start + len(index)] for b in self.boxes)]
-        return [self.samples[index]]
-
-
-def cpu_count(n: int, share: float) -> int:
-    """Of a batch of n files split by `dali_cpu_share`, how many the CPU decoder takes: round(share x
-    n), at least 1 and, where n > 1, at most n - 1 (DALI cannot run an empty batch)."""
-    return min(max(round(share * n), 1), max(n - 1, 1))
-
-
-class _Share:
-    """external_source callback, picklable: one decoder's slice of each batch `source` gives (its
-    files with their boxes and flips): the CPU decoder's first `cpu_count`, the other decoder the
-    rest. A batch of one file goes to both (no empty batch); the second copy is left over past the
-    batch's count (`_epoch` takes each batch's own count)."""
-
-    def __init__(self, source, share: float, cpu: bool):
-        self.source, self.share, self.cpu = source, share, cpu
-
-    def __call__(self, info):
-        batch = self.source(info)
-        n = len(batch[0])
-        k = cpu_count(n, self.share)
-        cut = slice(0, k) if self.cpu else slice(k, n) if k < n else slice(0, n)
-        return [part[cut] for part in batch]
-
-
-class _FixedSource:
-    """external_source callback returning one batch forever (the device stage alone)."""
-
-    def __init__(self, batch):
-        self.batch = batch
-
-    def __call__(self, info):
-        return self.batch
-
-
-class _Files:
-    """Files by sample index, read when asked for (the file tree, on an error path)."""
-
-    def __init__(self, paths):
-        self.paths = paths
-
-    def __getitem__(self, i: int) -> bytes:
-        return self.paths[i].read_bytes()
 
 
 class DaliPipeline(Pipeline):
@@ -217,21 +108,12 @@ class DaliPipeline(Pipeline):
 
     @classmethod
     def resolve(cls, config):
-        """DALI's CPU threads follow the worker budget unless set (`dali_threads`); the hardware
-        decoder's share is 0 for CIFAR's files (tuned: results/2026-11-21-h100-dali) and DALI's
-        default for photographs unless set; photographs run one training batch per DALI batch."""
-        config = super().resolve(config)
-        if config.photos and config.dali_batch_multiple != 1:
-            config = config.replace(dali_batch_multiple=1)
-        if config.dali_threads is None:
-            config = config.replace(dali_threads=max(1, config.num_workers))
-        if config.dali_hw_decoder_load is None:
-            config = config.replace(dali_hw_decoder_load=PHOTO_HW_DECODER_LOAD if config.photos else 0.0)
-        return config
+        """Its encoding, and the DALI knobs left unset as `dali_options.resolved` sets them."""
+        return resolved(super().resolve(config))
 
     def __init__(self, config, data=None):
         if CPU_SHARE in self.options:
-            self._refuse_share(config)
+            refuse_share(self.name, config)
         super().__init__(config, data)
         if config.dali_reader == "file" and self.data.folder is None:
             raise ValueError(f"{self.name}: dali_reader='file' reads the JPEG file tree of a data folder; the "
@@ -248,22 +130,6 @@ class DaliPipeline(Pipeline):
         self.decoders = [self.config.dali_decoder] if share == 0 else ["cpu"] if share == 1 else ["cpu", "mixed"]
         self.pipes, self.iterators, self.fixed_pipes, self.fixed = [], [], [], []
         self._start(first_epoch=0)
-
-    def _refuse_share(self, config) -> None:
-        """A one-line ValueError for a `dali_cpu_share` this pipeline cannot run."""
-        share = config.dali_cpu_share
-        if share == 0:
-            return
-        if not config.photos:
-            raise ValueError(f"{self.name}: dali_cpu_share={share} splits photographs' batches "
-                             f"(source='imagefolder:PATH'), not {config.source!r}'s: leave it at 0")
-        if config.dali_reader != "external":
-            raise ValueError(f"{self.name}: dali_cpu_share={share} runs with dali_reader='external' only, "
-                             f"not {config.dali_reader!r}")
-        if config.dali_decoder == "cpu":
-            raise ValueError(f"{self.name}: dali_cpu_share={share} with dali_decoder='cpu': the share splits "
-                             "batches between 'cpu' and 'mixed': use dali_decoder='mixed' (all on the CPU: "
-                             "dali_decoder='cpu', share 0)")
 
     def _start(self, first_epoch: int) -> None:
         """(Re)build the DALI pipelines and iterators, starting at our epoch first_epoch (the external
@@ -320,8 +186,8 @@ class DaliPipeline(Pipeline):
                     device_memory_padding=DEVICE_MEMORY_PADDING, host_memory_padding=HOST_MEMORY_PADDING,
                     preallocate_width_hint=width, preallocate_height_hint=height)
 
-    def _source(self, first_epoch: int) -> _EpochSource:
-        return _EpochSource(self.config, self.samples(), len(self.data), first_epoch, self.multiple, self.data.sizes)
+    def _source(self, first_epoch: int) -> EpochSource:
+        return EpochSource(self.config, self.samples(), len(self.data), first_epoch, self.multiple, self.data.sizes)
 
     def _inputs(self, source, parallel: bool):
         """The graph's inputs: encoded files from `source` (None: from readers.file, with their
@@ -345,11 +211,11 @@ class DaliPipeline(Pipeline):
         c = self.config
         if len(self.decoders) == 1:
             source = None if make_source is None else make_source()
-            parallel = c.dali_reader == "parallel" and isinstance(source, _EpochSource)
+            parallel = c.dali_reader == "parallel" and isinstance(source, EpochSource)
             return [self._graph(source, self.decoders[0], c.dali_threads, parallel)]
         cpu = max(1, round(c.dali_cpu_share * c.dali_threads))
         threads = {"cpu": cpu, "mixed": max(1, c.dali_threads - cpu)}
-        return [self._graph(_Share(make_source(), c.dali_cpu_share, cpu=decoder == "cpu"), decoder, threads[decoder])
+        return [self._graph(Share(make_source(), c.dali_cpu_share, cpu=decoder == "cpu"), decoder, threads[decoder])
                 for decoder in self.decoders]
 
     def _graph(self, source, decoder: str, threads: int, parallel: bool = False):
@@ -479,7 +345,7 @@ class DaliPipeline(Pipeline):
         if self.file_reader:
             paths = [self.tree_root / sources.tree_path(c.split, i, label)
                      for i, label in enumerate(self.data.labels)]
-            bad = undecodable_jpeg(_Files(paths), range(len(paths)), self.data.images.shape[1])   # CIFAR only
+            bad = undecodable_jpeg(Files(paths), range(len(paths)), self.data.images.shape[1])   # CIFAR only
             return None if bad is None else undecodable_sample(
                 c.split, *bad, f"JPEG file tree ({paths[bad[0]]})",
                 remedy=f"delete {self.tree_root} (it is written again when next used)")
@@ -493,7 +359,7 @@ class DaliPipeline(Pipeline):
         next in the epoch under way on into the epochs after it."""
         epoch, start, groups = self.next_epoch - 1, self.fetched, []
         while len(groups) < count and self.dali_batches:
-            groups += _groups(epoch_batches(len(self.data), self.config, epoch), self.multiple)[start:]
+            groups += grouped(epoch_batches(len(self.data), self.config, epoch), self.multiple)[start:]
             epoch, start = epoch + 1, 0
         return groups[:count]
 
@@ -503,7 +369,7 @@ class DaliPipeline(Pipeline):
         the DALI pipelines (decode on its threads and the GPU) fed one fixed DALI batch forever, then
         the crop + flip and normalize of each batch in it (photographs: DALI's, all inside)."""
         source = self._source(self.epoch)
-        groups = _groups(self.batches(), self.multiple)
+        groups = grouped(self.batches(), self.multiple)
 
         def host():
             for i, index in enumerate(groups):
@@ -512,7 +378,7 @@ class DaliPipeline(Pipeline):
         first, batch = self.batches()[0], source(SimpleNamespace(iteration=0))
         for pipe in self.fixed_pipes:   # stages() called again: one set of fixed pipelines at a time
             pipe._shutdown()
-        self.fixed_pipes = self._pipelines(lambda: _FixedSource(batch))
+        self.fixed_pipes = self._pipelines(lambda: FixedSource(batch))
         self.fixed = [self._iterator(pipe, fixed=True) for pipe in self.fixed_pipes]
         draws = None if self.data.sizes is not None else self.uploads.draws(
             epoch_draws(self.config, self.epoch, len(groups[0])))
@@ -537,7 +403,7 @@ class DaliPipeline(Pipeline):
                 return [torch.from_numpy(np.concatenate([self.data.jpeg[i] for i in first]))]
             return [torch.from_numpy(self.data.images[first])]
         parts = [batch] if len(self.decoders) == 1 else [
-            _Share(_FixedSource(batch), self.config.dali_cpu_share, cpu=decoder == "cpu")(None)
+            Share(FixedSource(batch), self.config.dali_cpu_share, cpu=decoder == "cpu")(None)
             for decoder in self.decoders]
         return [torch.from_numpy(np.concatenate(files)) if decoder == "mixed"
                 else torch.zeros(3 * int(shapes.prod(axis=1).sum()), dtype=torch.uint8)

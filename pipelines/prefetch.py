@@ -2,7 +2,7 @@
 CUDA stream kept `prefetch_depth` batches ahead, augmentation and normalization on the GPU.
 
 Bytes (`prefetch_augment="device"`, the default): uint8 arrays in host memory -> one producer
-thread, a round of `config.round_batches` batches (8 at 32 px) at a time: gathers their whole
+thread, a round of `rounds.round_batches` batches (8 at 32 px) at a time: gathers their whole
 images (contiguous rows) into a pinned staging slot with `torch.index_select(..., out=slot)`, then,
 on the side stream, launches the `non_blocking` host-to-device copy of the slot, crop + flip +
 normalize of every image as one compiled kernel (`kernels.crop_normalize`, shared with `resident`;
@@ -36,13 +36,12 @@ Stream safety: the stream, the events and the pinned slots are created once in `
 iterator at a time owns the slots (`contract.Pipeline`): a newer iterator, or `stages()`, ends the
 previous one, whose batches in production are cancelled or awaited first. A
 slot is refilled only after the event recorded right after its copy has completed; outputs are
-allocated on the side stream and `record_stream`-ed to the consumer's stream, so the caching
-allocator never hands them out while the consumer may still read them. Without CUDA the same
-producer runs and does every step on the CPU.
+allocated on the side stream and `record_stream`-ed to the consumer's stream (`rounds.hand_over`,
+shared with `resident`), so the caching allocator never hands them out while the consumer may still
+read them. Without CUDA the same producer runs and does every step on the CPU.
 """
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +55,7 @@ from .epochs import EpochPlan, planned_ahead
 from .kernels import crop_normalize, crop_windows, normalize, warm_crop_normalize
 from .options import BATCHES_PER_LAUNCH, NUM_WORKERS, PREFETCH_DEPTH, Option
 from .config import CHANNELS
+from .rounds import consumer_stream, hand_over, on_stream, round_batches
 
 
 AUGMENT = Option("prefetch_augment", "device", "crop and flip on the GPU (the host only gathers whole images) or "
@@ -132,7 +132,7 @@ class PrefetchPipeline(Pipeline):
         super().__init__(config, data)
         size, pad, bs = config.image_size, config.pad, config.batch_size
         self.host_crops = config.augment and config.prefetch_augment == "host"
-        self.group = 1 if self.host_crops else config.round_batches   # batches per slot and launch round
+        self.group = 1 if self.host_crops else round_batches(config)   # batches per slot and launch round
         rows = self.group * bs
         self.source = torch.from_numpy(self.data.images)
         if self.host_crops:   # windows[i, dy, dx] is the S x S x 3 crop at (dy, dx) of padded image i
@@ -182,14 +182,11 @@ class PrefetchPipeline(Pipeline):
             gather_rows(self.gatherers, self.source, index, slot.images[:n])
         return n
 
-    def _side(self):
-        return torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext()
-
     def _launch(self, slot: _Slot, n: int, order: torch.Tensor, draws, start: int):
         """A filled slot to contract images on the device (on the side stream, asynchronous on
         CUDA): copy, then crop + flip + normalize in one kernel (only normalize when cropped on
         the host); the labels; the ready event."""
-        with self._side():
+        with on_stream(self.stream):
             pixels = slot.images[:n].to(self.device, non_blocking=True)
             if slot.copied is not None:
                 slot.copied.record(self.stream)
@@ -229,7 +226,7 @@ class PrefetchPipeline(Pipeline):
         `plan.filled` is set)."""
         groups, indices, starts, draws, filled = plan.groups, plan.indices, plan.starts, plan.draws, plan.filled
         first, self.turn = self.turn, (self.turn + len(groups)) % len(self.slots)
-        with self._side():   # the epoch's order and draws, on the side stream
+        with on_stream(self.stream):   # the epoch's order and draws, on the side stream
             order = self.uploads.order(plan.batches)
             on_device = self.uploads.draws(draws) if self.device_crops else None
         pending = self.active = {}   # group number -> future of its batches in production
@@ -246,21 +243,14 @@ class PrefetchPipeline(Pipeline):
             if g == len(groups) - 1:   # the last round: then the next epoch's plan and first round
                 self.upcoming = self.pool.submit(self._prepare, plan.epoch + 1, self.slots[self.turn])
 
-        consumer = torch.cuda.current_stream(self.device) if self.cuda else None
+        consumer = consumer_stream(self.device)
         try:
             for g in range(ahead):
                 submit(g)
             for g, group in enumerate(groups):
                 images, labels, ready = pending.pop(g).result()
                 submit(g + ahead)   # its slot's last copy was launched before this group's was
-                if self.cuda:
-                    consumer.wait_event(ready)
-                    images.record_stream(consumer)
-                    labels.record_stream(consumer)
-                at = 0
-                for index in group:
-                    yield images[at:at + len(index)], labels[at:at + len(index)]
-                    at += len(index)
+                yield from hand_over(images, labels, ready, consumer, group)
         finally:   # an abandoned epoch must not leave producers writing into the slots
             self._end_active()
 
@@ -281,7 +271,7 @@ class PrefetchPipeline(Pipeline):
         slot = self.slots[0]
         n = self._gather(slot, first, 0, draws)
         payload = [slot.images[:len(batches[0])].clone()]
-        with self._side():
+        with on_stream(self.stream):
             order = self.uploads.order(batches)
             on_device = self.uploads.draws(draws) if self.device_crops else None
         fixed = _Slot(slot.images[:n].clone().pin_memory() if self.cuda else slot.images[:n].clone(), None)

@@ -4,7 +4,7 @@ Bytes: uint8 arrays in host memory -> copied to the device once at construction 
 reported as `info["upload_s"]`, not part of any epoch) -> per epoch: the shuffled order and the
 crop offsets and flips (`epochs.epoch_draws`; drawn on a planner thread while the epoch before runs,
 for the epoch after it, so the restart does not draw them) copied there from reused pinned buffers,
-with no host synchronization and no allocation (`epochs.Uploader`) -> per round of `config.round_batches`
+with no host synchronization and no allocation (`epochs.Uploader`) -> per round of `rounds.round_batches`
 batches (8 at 32 px), on a side CUDA stream: crop + flip + normalize of every image of the round
 as one compiled kernel reading the resident images by the epoch's order (`kernels.crop_normalize`,
 shared with `prefetch`), the labels' gather, an event. Rounds are launched `prefetch_depth`
@@ -17,12 +17,12 @@ Measured rates: the results folders (results/README.md lists them), never here.
 
 Stream safety: the stream and the device copies are made once in `__init__` (synchronized there).
 Everything an epoch allocates is allocated and used on the side stream; each round's tensors are
-`record_stream`-ed to the consumer's stream, so the caching allocator never reuses them while the
-consumer may read them. Without CUDA the same steps run on the CPU, in order.
+`record_stream`-ed to the consumer's stream (`rounds.hand_over`, shared with `prefetch`), so the
+caching allocator never reuses them while the consumer may read them. Without CUDA the same steps
+run on the CPU, in order.
 """
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +33,7 @@ from .contract import Pipeline, Stages
 from .epochs import EpochPlan, planned_ahead
 from .kernels import crop_normalize, warm_crop_normalize
 from .options import BATCHES_PER_LAUNCH, PREFETCH_DEPTH
+from .rounds import consumer_stream, hand_over, on_stream, round_batches
 
 
 class ResidentPipeline(Pipeline):
@@ -62,7 +63,7 @@ class ResidentPipeline(Pipeline):
     def queue_capacity(self) -> int:
         """The rounds launched ahead of the one handed over (`_epoch`: `prefetch_depth` batches or
         more) and the rest of that round: made on the device while nobody asks."""
-        group = self.config.round_batches
+        group = round_batches(self.config)
         return max(1, -(-self.config.prefetch_depth // group)) * group + group - 1
 
     def _iterate(self):
@@ -74,9 +75,9 @@ class ResidentPipeline(Pipeline):
         batches = plan.batches
         if not batches:
             return
-        c, group = self.config, self.config.round_batches
-        consumer = torch.cuda.current_stream(self.device) if self.cuda else None
-        with self._side():
+        c, group = self.config, round_batches(self.config)
+        consumer = consumer_stream(self.device)
+        with on_stream(self.stream):
             order = self.uploads.order(batches)
             draws = self.uploads.draws(plan.draws)
         groups = [batches[i:i + group] for i in range(0, len(batches), group)]
@@ -86,24 +87,14 @@ class ResidentPipeline(Pipeline):
         for _ in groups:
             while made < len(groups) and len(ahead) <= rounds:
                 n = sum(len(index) for index in groups[made])
-                with self._side():   # one round of launches for the group's batches
+                with on_stream(self.stream):   # one round of launches for the group's batches
                     idx = order[start:start + n]
                     made_group = (crop_normalize(self.images, idx, draws, c, start), self.labels[idx], groups[made])
                     ready = self.stream.record_event() if self.cuda else None
                 ahead.append((made_group, ready))
                 made, start = made + 1, start + n
             (images, labels, sizes), ready = ahead.popleft()
-            if self.cuda:
-                consumer.wait_event(ready)
-                images.record_stream(consumer)
-                labels.record_stream(consumer)
-            at = 0
-            for index in sizes:
-                yield images[at:at + len(index)], labels[at:at + len(index)]
-                at += len(index)
-
-    def _side(self):
-        return torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext()
+            yield from hand_over(images, labels, ready, consumer, sizes)
 
     def _stages(self) -> Stages:
         """No host stage and no per-step copy: its whole per-batch work is the device stage."""

@@ -1,6 +1,11 @@
 """PipelineConfig validation: bad values raise ValueError naming the field and the value."""
+import ast
+import dataclasses
+from pathlib import Path
+
 import pytest
 
+import pipelines.config
 from pipelines import PipelineConfig, build, declared_options
 from pipelines.config import MAX_SAMPLES, MAXIMUM, default_data_root
 
@@ -81,9 +86,10 @@ def test_the_hardware_decoder_load_is_a_share_from_0_to_1(load):
         PipelineConfig(dali_hw_decoder_load=load)
 
 
-def test_a_round_of_launches_has_at_most_batches_per_launch_batches_and_round_bytes():
-    from pipelines.config import ROUND_BYTES
-    assert PipelineConfig(batch_size=512).round_batches == PipelineConfig.default("batches_per_launch")   # 1.5 MiB a batch
-    assert PipelineConfig(batch_size=512, batches_per_launch=2).round_batches == 2
-    assert PipelineConfig(batch_size=512, image_size=64).round_batches == ROUND_BYTES // (512 * 64 * 64 * 3)
-    assert PipelineConfig(batch_size=256, image_size=224).round_batches == 1   # 38 MB a batch: one per round
+def test_the_config_reads_no_pipelines_knob():
+    """A knob belongs to the pipelines that declare it (`pipelines.options`): config.py reads none
+    of those that are no field (as `round_batches` once read `batches_per_launch`)."""
+    tree = ast.parse(Path(pipelines.config.__file__).read_text())
+    read = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    knobs = set(declared_options()) - {f.name for f in dataclasses.fields(PipelineConfig)}
+    assert knobs and read & knobs == set()

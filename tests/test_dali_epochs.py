@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import pipelines
-from pipelines import PipelineConfig, dali
+from pipelines import PipelineConfig, dali, dali_sources
 
 from test_contract import decode_index, make, to_pixels
 from test_imagefolder import jpeg
@@ -25,7 +25,7 @@ def spied(monkeypatch):
     """What the external source served, call by call (its epoch, or "stop" for a StopIteration),
     and how many DALI pipelines were built."""
     seen = {"served": [], "builds": 0}
-    call, start = dali._EpochSource.__call__, dali.DaliPipeline._start
+    call, start = dali_sources.EpochSource.__call__, dali.DaliPipeline._start
 
     def spy_call(self, info):
         try:
@@ -40,7 +40,7 @@ def spied(monkeypatch):
         seen["builds"] += 1
         start(self, first_epoch)
 
-    monkeypatch.setattr(dali._EpochSource, "__call__", spy_call)
+    monkeypatch.setattr(dali_sources.EpochSource, "__call__", spy_call)
     monkeypatch.setattr(dali.DaliPipeline, "_start", spy_start)
     return seen
 
@@ -138,5 +138,5 @@ def test_the_files_checked_after_a_dali_error_reach_into_the_next_epoch(indexed_
         while p.fetched < p.dali_batches - 1:   # the last DALI batch of the epoch is due next
             next(live)
         window = p._upcoming(SMALL["dali_queue_depth"] + 2)
-        due = [dali._groups(p.batches(e), p.multiple) for e in (0, 1)]
+        due = [dali_sources.grouped(p.batches(e), p.multiple) for e in (0, 1)]
     assert [w.tolist() for w in window] == [g.tolist() for g in [due[0][-1], *due[1][:3]]]

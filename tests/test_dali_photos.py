@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import pipelines
-from pipelines import PipelineConfig, dali, sources
+from pipelines import PipelineConfig, dali_options, dali_sources, sources
 from pipelines.config import MEAN, STD
 from pipelines.kernels import normalize
 
@@ -109,8 +109,8 @@ def test_a_split_runs_two_pipelines_sharing_the_threads_and_its_stages(folder):
         assert torch.equal(stages.device(), first) and len(stages.payload) == 2
         assert len(p.fixed_pipes) == 2 and p.queue_capacity == config.dali_queue_depth
     assert p.pipes == p.fixed_pipes == []
-    assert [dali.cpu_count(n, 0.5) for n in (1, 2, 5, 256)] == [1, 1, 2, 128]   # round half to even
-    assert [dali.cpu_count(8, share) for share in (0.01, 0.99)] == [1, 7]   # never an empty part
+    assert [dali_sources.cpu_count(n, 0.5) for n in (1, 2, 5, 256)] == [1, 1, 2, 128]   # round half to even
+    assert [dali_sources.cpu_count(8, share) for share in (0.01, 0.99)] == [1, 7]   # never an empty part
 
 
 def test_nvjpeg_is_set_up_as_nvidias_resnet50_example_sets_it_up(folder):
@@ -119,7 +119,7 @@ def test_nvjpeg_is_set_up_as_nvidias_resnet50_example_sets_it_up(folder):
     with pipelines.build("dali", photos_config(folder)) as p:
         args = p._photo_decoder(mixed=True)
         heights, widths = p.data.sizes[:, 0], p.data.sizes[:, 1]
-    assert args == dict(device="mixed", hw_decoder_load=dali.PHOTO_HW_DECODER_LOAD, device_memory_padding=211025920,
+    assert args == dict(device="mixed", hw_decoder_load=dali_options.PHOTO_HW_DECODER_LOAD, device_memory_padding=211025920,
                         host_memory_padding=140544512, preallocate_width_hint=widths.max(),
                         preallocate_height_hint=heights.max())
     assert widths.max() != heights.max()   # a swap of the two hints shows

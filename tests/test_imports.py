@@ -1,26 +1,27 @@
 """The import graph of bench/ and pipelines/, read from the modules' own source with `ast` (nothing is
-imported): it has no cycle, and nothing in pipelines/ imports from bench/ (issue 55).
+imported): it has no cycle, and nothing in pipelines/ imports from bench/ or from the package's registry
+(`pipelines/__init__.py`), not even inside a function (issue 55).
 
 An edge is an import that runs when its module is imported: every import outside a function body,
 those under `if TYPE_CHECKING:` included (a type-only import is still a dependency a reader follows).
 An import inside a function runs later, when the function is called, so it cannot leave a module half
-built; those edges are checked apart, with the ones closing a cycle today named (`KNOWN_DEFERRED_CYCLE_EDGES`).
+built; those edges are checked apart, and close no cycle either.
 `import a.b` and `from a import b` point at the module `a.b` where it is one of ours, else at `a`;
 the parent packages an import also runs are left out (Python loads them first, without a cycle).
+
+Also here, on the same modules: pipelines/ imports without DALI (an optional dependency), and its
+modules and functions stay short enough to read (at most MAX_MODULE_LINES and MAX_FUNCTION_LINES).
 """
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("bench", "pipelines")
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-
-# Imports inside functions that close a cycle, known today: (issue, importing module, imported module).
-# pipelines.config and pipelines.contract look pipelines up in the registry (`pipelines/__init__.py`),
-# which imports them: issue 55 asks that pipelines/ import nothing from its registry.
-KNOWN_DEFERRED_CYCLE_EDGES = ((55, "pipelines.config", "pipelines"), (55, "pipelines.contract", "pipelines"))
 
 
 def module_name(path: Path) -> str:
@@ -137,18 +138,54 @@ def every_import() -> dict[str, set[str]]:
     return edges
 
 
-def test_deferred_cycles_only_the_known_ones():
-    """With imports inside functions counted, the only cycles are those the known edges close; each
-    known edge is still there (a fixed one leaves this list)."""
-    edges = every_import()
-    for _, module, imported in KNOWN_DEFERRED_CYCLE_EDGES:
-        assert imported in edges[module], f"{module} no longer imports {imported}: drop it from the known edges"
-        edges[module].discard(imported)
-    assert cycles(edges) == []
+def test_no_import_cycle_with_the_imports_inside_functions():
+    assert cycles(every_import()) == []
 
 
-def test_pipelines_import_nothing_from_bench():
-    everything = every_import()
-    upward = {module: sorted(t for t in found if t.partition(".")[0] == "bench")
-              for module, found in everything.items() if module.startswith("pipelines")}
+def test_pipelines_import_nothing_from_their_registry_or_bench():
+    """No module of pipelines/ imports the package itself (`pipelines/__init__.py`: the registry,
+    which imports them) or bench/, not even inside a function: the registry hands them what they
+    need to know of it."""
+    upward = {module: sorted(t for t in found if t == "pipelines" or t.partition(".")[0] == "bench")
+              for module, found in every_import().items() if module.startswith("pipelines.")}
     assert {module: found for module, found in upward.items() if found} == {}
+
+
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 450, 60
+
+
+def test_pipelines_modules_and_functions_stay_short():
+    """Every module of pipelines/ at most MAX_MODULE_LINES lines, every function at most MAX_FUNCTION_LINES (issue 55)."""
+    long = []
+    for name, path in our_modules().items():
+        if not name.startswith("pipelines"):
+            continue
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            long.append((name, len(text.splitlines())))
+        long += [(f"{name}.{node.name}", node.end_lineno - node.lineno + 1) for node in ast.walk(ast.parse(text))
+                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert long == []
+
+WITHOUT_DALI = """
+import sys
+sys.modules["nvidia.dali"] = None   # `import nvidia.dali` fails, as where DALI is not installed
+import pipelines
+reason = pipelines.available()["dali"]
+assert reason.startswith("NVIDIA DALI is not installed"), reason
+assert pipelines.PipelineConfig(dali_reader="file", dali_cpu_share=0.5).dali_reader == "file"   # its knobs
+try:
+    pipelines.build("dali", pipelines.PipelineConfig(device="cpu"))
+except ImportError as error:
+    assert str(error) == reason, error
+else:
+    raise AssertionError("dali was built without DALI")
+"""
+
+
+def test_pipelines_import_without_dali():
+    """DALI is optional: without it the package, the dali modules and their knobs import, and only
+    building a dali pipeline fails, saying what is missing."""
+    done = subprocess.run([sys.executable, "-c", WITHOUT_DALI], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -1,0 +1,57 @@
+"""The knobs of the `dali` and `dali-raw` pipelines (`pipelines.options`), what they resolve to where
+left unset, and the `dali_cpu_share` combinations refused; defaults from the tuning runs in
+results/2026-11-21-h100-dali. Declared apart from the pipelines (`pipelines.dali`), as the callbacks
+that feed their graphs are (`pipelines.dali_sources`); neither needs DALI.
+"""
+from __future__ import annotations
+
+from .config import PipelineConfig
+from .options import Option
+
+READER = Option("dali_reader", "external", "external = fed the same shuffled batches as every other pipeline, read in "
+                "DALI's thread; parallel = the same, read in --workers processes; file = DALI's own file reader over "
+                "a JPEG file tree", kind=str, choices=("external", "parallel", "file"))
+DECODER = Option("dali_decoder", "mixed", "mixed = nvJPEG (GPU decode, Huffman on DALI's threads), cpu = "
+                 "libjpeg-turbo on DALI's threads, then the pixels are copied", kind=str, choices=("mixed", "cpu"),
+                 listed=True)
+THREADS = Option("dali_threads", None, "DALI's CPU threads", low=1, high=256, none="the worker count", within=True)
+QUEUE_DEPTH = Option("dali_queue_depth", 4, "DALI's prefetch queue depth (DALI batches)", low=1, high=64, within=True)
+HW_DECODER_LOAD = Option("dali_hw_decoder_load", None, "share of JPEGs for the hardware decoder", kind=float,
+                         low=0.0, high=1.0, none="0 for CIFAR's files, DALI's own 0.65 for photographs", listed=True)
+PHOTO_HW_DECODER_LOAD = 0.65   # DALI's default
+BATCH_MULTIPLE = Option("dali_batch_multiple", 4, "external / parallel reader on CIFAR's images: DALI runs batches "
+                        "of this many training batches, which the pipeline splits (its fixed cost shared); "
+                        "photographs: 1", low=1, high=64, within=True)
+CPU_SHARE = Option("dali_cpu_share", 0.0, "photographs: share of each batch's files decoded by libjpeg-turbo on DALI's "
+                   "threads, the rest by nvJPEG (dali_decoder mixed), in two DALI pipelines sharing dali_threads in "
+                   "proportion; 0 = all by dali_decoder", kind=float, low=0.0, high=1.0, listed=True)
+
+
+def resolved(config: PipelineConfig) -> PipelineConfig:
+    """DALI's CPU threads follow the worker budget unless set (`dali_threads`); the hardware
+    decoder's share is 0 for CIFAR's files (tuned: results/2026-11-21-h100-dali) and DALI's
+    default for photographs unless set; photographs run one training batch per DALI batch."""
+    if config.photos and config.dali_batch_multiple != 1:
+        config = config.replace(dali_batch_multiple=1)
+    if config.dali_threads is None:
+        config = config.replace(dali_threads=max(1, config.num_workers))
+    if config.dali_hw_decoder_load is None:
+        config = config.replace(dali_hw_decoder_load=PHOTO_HW_DECODER_LOAD if config.photos else 0.0)
+    return config
+
+
+def refuse_share(name: str, config: PipelineConfig) -> None:
+    """A one-line ValueError for a `dali_cpu_share` that pipeline `name` cannot run with `config`."""
+    share = config.dali_cpu_share
+    if share == 0:
+        return
+    if not config.photos:
+        raise ValueError(f"{name}: dali_cpu_share={share} splits photographs' batches "
+                         f"(source='imagefolder:PATH'), not {config.source!r}'s: leave it at 0")
+    if config.dali_reader != "external":
+        raise ValueError(f"{name}: dali_cpu_share={share} runs with dali_reader='external' only, "
+                         f"not {config.dali_reader!r}")
+    if config.dali_decoder == "cpu":
+        raise ValueError(f"{name}: dali_cpu_share={share} with dali_decoder='cpu': the share splits "
+                         "batches between 'cpu' and 'mixed': use dali_decoder='mixed' (all on the CPU: "
+                         "dali_decoder='cpu', share 0)")
