@@ -140,7 +140,7 @@ def compare(tmp_path, root, *extra) -> pd.DataFrame:
     """`pipebench compare` in this process (--no-isolate: isolation has its own tests)."""
     out = tmp_path / "run"
     cli.main(["compare", "--no-isolate", "--processes", "1", "--data-root", str(root), "--max-samples", "512",
-              "--batch-size", "32", "--steps", "3", "--warmup", "1", "--repeats", "2", "--models", "resnet9-w0.25",
+              "--batch-size", "8", "--steps", "2", "--warmup", "1", "--repeats", "2", "--models", "resnet9-w0.25",
               "--workers", "1", "--out", str(out), *extra])
     return pd.read_csv(out / "results.csv")
 
@@ -165,9 +165,9 @@ def test_compare_writes_tidy_rows_for_every_pipeline_and_mode(tmp_path, syntheti
     assert (df.process == 0).all() and (df.busy_ms == 0).all()
     cores = sorted(os.sched_getaffinity(0))   # the default budget: every core this process may use
     assert (df.cpus == len(cores)).all() and (df.cpu_set == machine.cores_text(cores)).all()
-    assert (df.images == 3 * 32).all() and (df.img_per_s > 0).all() and (df.step_ms_p50 > 0).all()
+    assert (df.images == 2 * 8).all() and (df.img_per_s > 0).all() and (df.step_ms_p50 > 0).all()
     assert (df[df["mode"] != "model"].data_source == "synthetic-seed0").all()
-    assert (df.batch_size == 32).all() and (df.torch == torch.__version__).all()
+    assert (df.batch_size == 8).all() and (df.torch == torch.__version__).all()
     assert df.run_id.nunique() == 1 and df.git_commit.notna().all()
     out = tmp_path / "run"
     assert json.loads((out / "environment.json").read_text())["torch"] == torch.__version__

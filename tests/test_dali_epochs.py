@@ -73,15 +73,18 @@ ACROSS_IDS = ["dali-partial", "dali-drop-rank1of2", "dali-raw-partial", "dali-ra
 @pytest.mark.parametrize("variant,policy,rank,world", ACROSS, ids=ACROSS_IDS)
 def test_each_epoch_yields_what_a_pipeline_started_at_it_yields(variant, policy, rank, world, indexed_root):
     """Epochs 0, 1, 2 run on one stream; each equals, batch by batch, its plan (the samples' indices
-    and labels) and what a pipeline that starts at that epoch (the path of a restart) yields."""
+    and labels) and what a pipeline that starts at that epoch (the path of a restart) yields. The
+    parallel reader's restart is its serial twin's (the same callback, without worker processes that
+    take seconds to start each time), so its stream also equals the serial reader's."""
     config = dict(SMALL, last_batch=policy, rank=rank, world_size=world)
     with make(variant, indexed_root, **config) as p:
         run = [batches(p, e) for e in range(3)]
         plans = [p.batches(e) for e in range(3)]
+    restart = (variant[0], {k: v for k, v in variant[1].items() if (k, v) != ("dali_reader", "parallel")})
     for e, (got, plan) in enumerate(zip(run, plans)):
         assert [decode_index(to_pixels(x)).tolist() for x, _ in got] == [b.tolist() for b in plan], e
         assert all(torch.equal(y, torch.from_numpy((7 * b + 3) % 10)) for (_, y), b in zip(got, plan)), e
-        with make(variant, indexed_root, **config) as fresh:
+        with make(restart, indexed_root, **config) as fresh:
             want = batches(fresh, e)
         assert len(got) == len(want) and all(torch.equal(g[0], w[0]) and torch.equal(g[1], w[1])
                                              for g, w in zip(got, want)), e
