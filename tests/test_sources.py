@@ -346,6 +346,10 @@ def test_a_flipped_byte_in_the_synthetic_set_is_one_line_naming_the_file(tmp_pat
     assert message.endswith(f"the file changed or is damaged; delete {folder} and it is generated again")
     assert "\n" not in message
     sources.load_split(folder, "test")   # the other split's files are intact
+    images, labels = sources.load_split(folder, "train", limit=150)   # files 1-2 alone are checked and read
+    assert len(images) == len(labels) == 200
+    with pytest.raises(sources.CifarFormatError, match="data_batch_3"):
+        sources.load_split(folder, "train", limit=201)
 
 
 def test_a_synthetic_set_without_checksums_is_generated_again(tmp_path, small):

@@ -97,7 +97,7 @@ def open_split(config: PipelineConfig) -> Split:
                                                             config.max_samples)
         return Split(None, labels, "imagefolder", None, jpeg, config.split, np.stack([heights, widths], axis=1))
     source, folder = resolve_folder(config)
-    images, labels = load_split(folder, config.split, config.cache_root)
+    images, labels = load_split(folder, config.split, config.cache_root, config.max_samples)
     jpeg = None
     if config.encoding == "jpeg":
         jpeg = load_jpeg(folder, config.split, config.jpeg_quality, config.image_size, config.cache_root)
