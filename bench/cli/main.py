@@ -67,10 +67,10 @@ def _command(argv: list[str]) -> int:
             raise SystemExit(f"pipebench report: --out {args.out} is a file: name a folder")
         try:
             from .. import report
-            if args.prediction_only and (args.readme or args.readme_answer or args.readme_hosts):
-                raise SystemExit("pipebench report: --prediction-only writes PREDICTION.md alone: no --readme* with it")
+            if args.prediction_only and args.readme:
+                raise SystemExit("pipebench report: --prediction-only writes PREDICTION.md alone: no --readme with it")
             path = (report.write_prediction(csvs, args.out) if args.prediction_only else
-                    report.write(csvs, args.out, args.readme, args.readme_answer, args.readme_hosts))
+                    report.write(csvs, args.out, args.readme))
             record(args.out, ["pipebench", *argv], once=True)
         except ValueError as e:   # an empty CSV, one that is not pipebench's
             raise _fail("report", e) from None
@@ -78,7 +78,7 @@ def _command(argv: list[str]) -> int:
             name = Path(e.filename or args.out)
             new = name.name.startswith(".") and name.name.endswith(".new")   # results.replace_file's new file
             name = name.with_name(name.name[1:-4]) if new else name
-            readmes = [p for p in (args.readme, args.readme_answer, args.readme_hosts) if p]
+            readmes = [args.readme] if args.readme else []
             read = not new and str(name) in {str(p) for p in [*csvs, *readmes]}
             readme = name in readmes or new and name in {Path(os.path.realpath(p)) for p in readmes}   # a link's target
             hints = [] if read else [f"{name} is left as it was"] * name.is_file() + [
