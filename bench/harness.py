@@ -50,7 +50,7 @@ under DDP too, `drains`) the drain takes off what the pipeline queued while noth
 barrier's wait, a slower busy level, the calibration's synchronizations): on an idle device (a
 synchronize first), batches taken with `next()` and no step, a synchronize after each, until one
 waits or the pipeline's declared queue capacity (`Pipeline.queue_capacity`) + 1 were taken; every
-rank takes as many (`drain`). The window then starts on an idle device with nothing queued (unless
+rank takes as many (`bench.drain`). The window then starts on an idle device with nothing queued (unless
 the pipeline refills faster than batches are taken: then it keeps ahead in the window too), so no
 window counts batches made before it began as delivered in it; each records its drain's batches
 (`drain_steps`) and how many batches were ready when it began (`ready_at_start`: its leading
@@ -121,6 +121,7 @@ from pipelines.epochs import shard_size
 
 from . import distributed, machine
 from .busy import BusyStep, rejection
+from .drain import drain, drains, ready_at_start, sync
 from .spec import RunSpec, Window
 from .training import Trainer, evaluate, reading
 from .workloads import copy_workload, endless, real_batches, stage_workload
@@ -130,7 +131,6 @@ WINDOW_MARGIN = 1.2   # min_window_s: size windows for 20% more, so run-to-run j
 CALIBRATION_S = 0.25   # min_window_s: the untimed run that sizes the windows lasts at least this
 MIN_LOADER_STEPS = 8   # a loader window shorter than an epoch has at least this many steps
 LONG_EPOCH = 5   # min_window_s: a loader window is whole epochs unless one lasts more than this x the window
-DRAIN_WAIT_MS = 1.0   # drain: a next() that waited this long (beyond twice the quickest) found the queue empty
 
 
 class Touch:
@@ -145,11 +145,6 @@ class Touch:
         torch.add(images[-1, -1, -1, -1:], labels[-1:], out=self.acc)
         if self.busy is not None:
             self.busy()
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def release(device: torch.device) -> None:
@@ -176,12 +171,7 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
     drain, untimed, returning its batches: `drain_steps`) and a second barrier. `others`: further
     GPUs whose peak memory the window records (DataParallel); `monitor`: NVML readings."""
     cuda = device.type == "cuda"
-    if cuda:
-        for d in (device, *others):
-            torch.cuda.reset_peak_memory_stats(d)
-        marks = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
-        for mark in marks:   # CUDA creates an event at its first record: here, not inside the window
-            mark.record()
+    marks = _step_marks(steps, device, others) if cuda else []
     distributed.barrier()
     drained, handover = 0, math.nan
     if settle is not None:
@@ -219,17 +209,37 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
     train_cpu = time.thread_time() - train_cpu
     cpu = machine.cpu_seconds() - cpu
     images = int(sizes.sum())
-    if cuda:
-        step_ms = np.array([marks[i].elapsed_time(marks[i + 1]) for i in range(steps)])
+    step_ms, peak, other = _step_times(marks, host_marks, device, others)
+    steady = sizes[~restarts].sum() / (step_ms[~restarts].sum() / 1e3) if restarts.any() and not restarts.all() \
+        else images / seconds   # the steps that began no epoch, on the GPU's timeline (module docstring)
+    return Window(images, seconds, wait * 1e3, step_ms, peak, other, wait[restarts] * 1e3, float(steady), cpu,
+                  train_cpu, next_cpu, gpu, drain_steps=drained, drain_handover_ms=handover)
+
+
+def _step_marks(steps: int, device: torch.device, others: tuple[torch.device, ...]) -> list:
+    """A window's CUDA events, one before its first step and one after each, each recorded once here
+    (CUDA creates an event at its first record: here, not inside the window); the devices' peak
+    memory counters reset."""
+    for d in (device, *others):
+        torch.cuda.reset_peak_memory_stats(d)
+    marks = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+    for mark in marks:
+        mark.record()
+    return marks
+
+
+def _step_times(marks: list, host_marks: np.ndarray, device: torch.device,
+                others: tuple[torch.device, ...]) -> tuple[np.ndarray, float, float]:
+    """Each step's ms (between the CUDA events `marks`, else the host's clock), and the peak memory
+    (MiB) of `device` and of the most of `others` (NaN without CUDA)."""
+    if marks:
+        step_ms = np.array([marks[i].elapsed_time(marks[i + 1]) for i in range(len(marks) - 1)])
         peak = torch.cuda.max_memory_allocated(device) / 2**20
     else:
         step_ms = np.diff(host_marks) * 1e3
         peak = math.nan
-    steady = sizes[~restarts].sum() / (step_ms[~restarts].sum() / 1e3) if restarts.any() and not restarts.all() \
-        else images / seconds   # the steps that began no epoch, on the GPU's timeline (module docstring)
     other = max((torch.cuda.max_memory_allocated(d) / 2**20 for d in others), default=math.nan)
-    return Window(images, seconds, wait * 1e3, step_ms, peak, other, wait[restarts] * 1e3, float(steady), cpu,
-                  train_cpu, next_cpu, gpu, drain_steps=drained, drain_handover_ms=handover)
+    return step_ms, peak, other
 
 
 def calibrate(batches: Iterator, step: Callable, device: torch.device) -> float:
@@ -249,60 +259,9 @@ def calibrate(batches: Iterator, step: Callable, device: torch.device) -> float:
         chunk *= 2
 
 
-def drains(spec: RunSpec) -> bool:
-    """Whether `spec`'s windows begin with a drain (`drain`): loader and e2e windows, DDP's too (the
-    drain runs no step, so no collective; every rank takes as many batches)."""
-    return spec.mode in ("loader", "e2e")
-
-
-def drain(batches: Iterator, capacity: int, device: torch.device,
-          synchronize: Callable[[torch.device], None] = sync) -> tuple[int, float]:
-    """Take off what the pipeline queued while nothing consumed it; returns the batches taken and
-    the handover of a ready batch (ms: the drain's quickest `next()`, which `ready_at_start` reads).
-    `synchronize(device)` first, so the device is idle; then batches taken with `next()` and
-    dropped, no step (a step's device work would let the pipeline refill while the device catches
-    up), each followed by `synchronize(device)` (work `next()` launched), until a `next()` waited
-    DRAIN_WAIT_MS beyond twice the drain's quickest one (the queue is empty: from here the pipeline
-    is the one that waits; the quickest is the handover of a ready batch, a copy for some), or
-    `capacity` + 1 were taken (the pipeline's `queue_capacity`: a pipeline that refills faster than
-    batches are taken keeps ahead of its consumer, in the window too). Under torch.distributed
-    every rank then takes as many as the rank that took most, so their epochs restart together."""
-    synchronize(device)
-    taken, quickest = 0, math.inf
-    while taken <= capacity:
-        waited = _take(batches, device, synchronize)
-        taken += 1
-        if waited * 1e3 >= DRAIN_WAIT_MS + 2 * quickest:
-            break
-        quickest = min(quickest, waited * 1e3)
-    most = max(distributed.gather(taken))
-    for _ in range(most - taken):
-        _take(batches, device, synchronize)
-    return most, quickest
-
-
-def _take(batches: Iterator, device: torch.device, synchronize: Callable[[torch.device], None]) -> float:
-    """One batch off `batches`, dropped, and the device synchronized: the seconds `next()` took."""
-    t0 = time.perf_counter()
-    next(batches)
-    waited = time.perf_counter() - t0
-    synchronize(device)
-    return waited
-
-
-def ready_at_start(wait_ms: np.ndarray, capacity: int, handover_ms: float = 0.0) -> int:
-    """Batches ready when a window began: its leading steps whose `next()` returned within
-    DRAIN_WAIT_MS beyond twice `handover_ms` (a batch already made, by the drain's own rule: the
-    handover of a ready batch, a copy for some, is the drain's quickest `next()`), at most
-    `capacity` + 1 (a pipeline that keeps ahead of its consumer has every batch ready). A `next()`
-    that also waits for the model's queued work (`next_syncs`) can read as not ready."""
-    slow = np.flatnonzero(wait_ms[:capacity + 1] >= DRAIN_WAIT_MS + 2 * handover_ms)
-    return int(slow[0]) if len(slow) else min(len(wait_ms), capacity + 1)
-
-
 def window_steps(spec: RunSpec, unit: int, step_s: float, busy_ms: float = 0.0) -> int:
     """Steps of one timed window (module docstring): `spec.requested_steps`, one unit (epoch or block) without
-    `min_seconds`, else sized from `step_s` seconds per step (and the busy level's floor)."""
+    `min_window_s`, else sized from `step_s` seconds per step (and the busy level's floor)."""
     if spec.requested_steps:
         return spec.requested_steps
     if not spec.min_window_s:
@@ -351,7 +310,7 @@ def _run(spec: RunSpec, cores: list[int], shared: Shared | None) -> Iterator[tup
     # loader mode's consumers, one per busy level, calibrated before the pipeline and its threads exist
     consumers = {b: Touch(device, BusyStep(device, b) if b else None) for b in spec.busy_levels} \
         if spec.mode == "loader" else {}
-    pipeline = None
+    pipeline, batches = None, None
     try:
         if spec.mode == "model":
             batches = real_batches(config, device)
@@ -363,60 +322,83 @@ def _run(spec: RunSpec, cores: list[int], shared: Shared | None) -> Iterator[tup
             t0 = time.perf_counter()
             pipeline = pipelines.build(spec.pipeline, config)
             facts["setup_s"] = time.perf_counter() - t0
-            samples = shard_size(len(pipeline.data), config)
-            if config.batch_size > samples:   # a batch no step could have: refuse, or record what ran
-                if config.last_batch == "drop":
-                    raise ValueError(f"batch_size={config.batch_size} is larger than the {samples} samples per epoch "
-                                     "with last_batch='drop': no step would run (use a smaller batch or 'partial')")
-                facts["batch_size"] = samples
-            facts.update(data_source=pipeline.data.source, steps_per_epoch=len(pipeline), samples=samples,
-                         queue_capacity=pipeline.queue_capacity, **pipeline.info)
-            if spec.mode != "stage":   # stage rows time the stages, not next()
-                facts["next_syncs"] = pipeline.next_syncs
+            _pipeline_facts(spec, pipeline, facts)
             batches = endless(pipeline)
             unit = len(pipeline)
-        if spec.mode == "stage":
-            batches, step, stage_facts = stage_workload(spec, pipeline, device)
-            facts.update(stage_facts)
-        elif spec.mode == "copy":
-            batches, step, copy_facts = copy_workload(spec, device)
-            facts.update(copy_facts)
-        elif spec.mode == "loader":
-            step = Touch(device)
-        else:
-            trainer = (shared or Shared()).trainer(spec, device)
-            batch = next(batches)
-            sync(device)
-            t0 = time.perf_counter()
-            trainer(*batch)   # compilation, warm-up and capture happen here, outside every window
-            sync(device)
-            facts["compile_s"] = time.perf_counter() - t0
-            step = reading(trainer, spec.sync_every)
+        batches, step, trainer = _workload(spec, pipeline, batches, device, shared, facts)
         if spec.mode == "train":
             yield facts, _train(spec, pipeline, trainer, batches, device, monitor)
             return
-        others = tuple(trainer.devices[1:]) if spec.parallel == "dp" else ()
-        facts["gpus"] = (1 + len(others)) * config.world_size if device.type == "cuda" else 0
-        for _ in range(spec.warmup):
-            step(*next(batches))
-        step_s = 0.0
-        if spec.requested_steps is None and spec.min_window_s:   # an untimed run sizes the windows
-            step_s = max(distributed.gather(calibrate(batches, step, device)))   # every rank runs the same steps
-        for _ in range(spec.repeats):
-            for busy, consumer in (consumers or {0.0: step}).items():
-                steps = window_steps(spec, unit, step_s, busy)
-                settle = (lambda: drain(batches, pipeline.queue_capacity, device)) if drains(spec) else None
-                window = time_window(batches, consumer, steps, device, others, monitor, settle)
-                if settle is not None:
-                    window.ready_at_start = ready_at_start(window.wait_ms, pipeline.queue_capacity,
-                                                           window.drain_handover_ms)
-                window.busy_ms = busy
-                if spec.mode == "loader" and consumer.busy is not None:
-                    record_busy(window, consumer.busy)
-                yield facts, window
+        yield from _windows(spec, batches, step, consumers, trainer, pipeline, unit, monitor, facts)
     finally:
         if pipeline is not None:
             pipeline.close()
+
+
+def _pipeline_facts(spec: RunSpec, pipeline: pipelines.Pipeline, facts: dict) -> None:
+    """What the built pipeline says of itself, into `facts`; a batch larger than an epoch's samples
+    refused under last_batch='drop', else recorded as the batch that ran."""
+    config = spec.config
+    samples = shard_size(len(pipeline.data), config)
+    if config.batch_size > samples:   # a batch no step could have: refuse, or record what ran
+        if config.last_batch == "drop":
+            raise ValueError(f"batch_size={config.batch_size} is larger than the {samples} samples per epoch "
+                             "with last_batch='drop': no step would run (use a smaller batch or 'partial')")
+        facts["batch_size"] = samples
+    facts.update(data_source=pipeline.data.source, steps_per_epoch=len(pipeline), samples=samples,
+                 queue_capacity=pipeline.queue_capacity, **pipeline.info)
+    if spec.mode != "stage":   # stage rows time the stages, not next()
+        facts["next_syncs"] = pipeline.next_syncs
+
+
+def _workload(spec: RunSpec, pipeline, batches, device: torch.device, shared: Shared | None,
+              facts: dict) -> tuple[Iterator, Callable, Trainer | None]:
+    """The mode's batches, what a window runs per batch, and the trainer (None without a model); a
+    trainer's first step (compilation, warm-up, capture) runs here, outside every window."""
+    if spec.mode == "stage":
+        batches, step, stage_facts = stage_workload(spec, pipeline, device)
+        facts.update(stage_facts)
+        return batches, step, None
+    if spec.mode == "copy":
+        batches, step, copy_facts = copy_workload(spec, device)
+        facts.update(copy_facts)
+        return batches, step, None
+    if spec.mode == "loader":
+        return batches, Touch(device), None
+    trainer = (shared or Shared()).trainer(spec, device)
+    batch = next(batches)
+    sync(device)
+    t0 = time.perf_counter()
+    trainer(*batch)   # compilation, warm-up and capture happen here, outside every window
+    sync(device)
+    facts["compile_s"] = time.perf_counter() - t0
+    return batches, reading(trainer, spec.sync_every), trainer
+
+
+def _windows(spec: RunSpec, batches: Iterator, step: Callable, consumers: dict, trainer: Trainer | None,
+             pipeline, unit: int, monitor: machine.GpuMonitor, facts: dict) -> Iterator[tuple[dict, Window]]:
+    """The warm-up, the run that sizes the windows, then `spec.repeats` rounds of windows (one per busy
+    level in loader mode), each yielded with `facts` as it ends."""
+    device = resolve_device(spec.config.device)
+    others = tuple(trainer.devices[1:]) if spec.parallel == "dp" else ()
+    facts["gpus"] = (1 + len(others)) * spec.config.world_size if device.type == "cuda" else 0
+    for _ in range(spec.warmup):
+        step(*next(batches))
+    step_s = 0.0
+    if spec.requested_steps is None and spec.min_window_s:   # an untimed run sizes the windows
+        step_s = max(distributed.gather(calibrate(batches, step, device)))   # every rank runs the same steps
+    for _ in range(spec.repeats):
+        for busy, consumer in (consumers or {0.0: step}).items():
+            steps = window_steps(spec, unit, step_s, busy)
+            settle = (lambda: drain(batches, pipeline.queue_capacity, device)) if drains(spec) else None
+            window = time_window(batches, consumer, steps, device, others, monitor, settle)
+            if settle is not None:
+                window.ready_at_start = ready_at_start(window.wait_ms, pipeline.queue_capacity,
+                                                       window.drain_handover_ms)
+            window.busy_ms = busy
+            if spec.mode == "loader" and consumer.busy is not None:
+                record_busy(window, consumer.busy)
+            yield facts, window
 
 
 def record_busy(window: Window, busy: BusyStep) -> None:

@@ -40,6 +40,9 @@ followed, timed out and ended together. A rank's death is read from /proc (the f
 it late on a busy machine), so the row blames the rank that died, not the peer whose collective it
 broke.
 
+What runs inside a child (its journal, its watchdog, a call of user code) and the forkserver it is
+forked from are in `bench.children`; this module starts, follows, times out and ends them.
+
 Under torchrun (several processes), and with `--no-isolate`, configurations run in this process
 (no deadline): under torchrun a failure ends the job (the other ranks may be inside a collective);
 rows are still committed per configuration, and an interruption discards the one in flight.
@@ -47,19 +50,14 @@ rows are still committed per configuration, and an interruption discards the one
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
-import faulthandler
 import fcntl
 import json
-import multiprocessing
 import os
 import signal
 import sys
 import tempfile
-import threading
 import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,9 +65,9 @@ from torch.distributed import TCPStore
 
 import pipelines
 from pipelines.contract import resolve_device
-from pipelines.workers import start_forkserver
 
 from . import distributed, harness, results, workloads
+from .children import _alive, _call_child, _child, _context, _innermost
 from .spec import RunSpec
 
 DEFAULT_TIMEOUT_S = 1800.0   # per configuration; compilation and a slow DataLoader epoch fit well inside
@@ -77,7 +75,6 @@ STARTUP_S = 120.0   # a child's start (the forkserver importing torch, once) bef
 EXIT_GRACE_S = 15.0   # call_isolated: after its reply, a child stuck exiting (library threads) is killed
 REAP_GRACE_S = 10.0   # reap_children: how long the forkserver and resource tracker have to exit, then killed
 POLL_S = 0.05
-PARENT_POLL_S = 0.5   # how often a child checks that the pipebench process is still there
 
 
 @dataclass
@@ -146,42 +143,6 @@ def folder_lock(out: Path):
             path.unlink(missing_ok=True)   # still held: a process that opened it meanwhile sees it gone
 
 
-# Children leave by os._exit (module docstring), so the named semaphores of their DataLoader queues
-# are unlinked by multiprocessing's resource tracker instead of their finalizers, and the tracker
-# would warn at the end of every run about semaphores "leaked" (and then cleaned up). Silenced in the
-# tracker only: it starts with this process's -W options (set before it starts).
-QUIET_TRACKER = "ignore:resource_tracker:UserWarning"
-MAIN_THREAD = "main thread:"   # the first line of a child's stacks file names its main thread
-
-
-def _context():
-    if QUIET_TRACKER not in sys.warnoptions:
-        sys.warnoptions.append(QUIET_TRACKER)
-    # torch imported once there; nothing there may initialize CUDA (importing torch._inductor does),
-    # or no child forked from it could use the GPU
-    start_forkserver(["bench.harness"])
-    return multiprocessing.get_context("forkserver")
-
-
-def _call_child(fn, args, parent: int, path: list[str], cwd: str, reply) -> None:
-    """Child process of `call_isolated`: its own process group, ended with the pipebench process;
-    the parent's folder and import path; sends '' or a one-line reason, then leaves at once."""
-    os.setsid()
-    threading.Thread(target=_watch, args=(parent,), daemon=True).start()
-    os.chdir(cwd)
-    sys.path[:] = path
-    reply.send(None)   # started: the deadline runs from here
-    try:
-        fn(*args)
-        reply.send("")
-    except SystemExit as e:
-        reply.send(f"it called sys.exit({e.code!r})")
-    except BaseException as e:   # user code can raise anything: said in one line
-        reply.send(" ".join(str(e).split()) or type(e).__name__)
-    reply.close()
-    os._exit(0)
-
-
 def call_isolated(fn, args: tuple, timeout: float) -> str:
     """Run `fn(*args)` in a child process of its own process group (forked from the forkserver,
     like a configuration) and return '' if it returned, else one line saying why not: what it
@@ -208,86 +169,6 @@ def call_isolated(fn, args: tuple, timeout: float) -> str:
     finally:
         receive.close()
         _kill_group(child)
-
-
-def _alive(pid: int) -> bool:
-    """Whether process `pid` runs (Linux /proc; a zombie has ended)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def _watch(parent: int) -> None:
-    """Kill this process group (this process, its workers) once the pipebench process has ended."""
-    while _alive(parent):
-        time.sleep(PARENT_POLL_S)
-    os.killpg(0, signal.SIGKILL)
-
-
-def _child(specs: list[RunSpec], entries: dict, parent: int, path: list[str], environ: dict, cwd: str,
-           journal: str, stacks: str) -> None:
-    """Child process: its own process group, ended with the pipebench process `parent`; the
-    parent's environment, folder and import path now (the forkserver's are from its start), stacks
-    on SIGUSR1, one JSON line per window or failure of each of `specs` (its `member`: the index in
-    `specs`), and one when it ended. Several specs run one after another sharing a trainer
-    (`harness.Shared`); after one that fails (an error, or not applicable) the process ends and the
-    parent runs the rest in a new one. One rank of several (`environ` names it, as torchrun would)
-    joins the others' process group first and takes its GPU and shard."""
-    os.setsid()
-    threading.Thread(target=_watch, args=(parent,), daemon=True).start()
-    os.environ.clear()
-    os.environ.update(environ)
-    os.chdir(cwd)
-    dump = open(stacks, "w")
-    dump.write(f"{MAIN_THREAD} 0x{threading.get_ident():016x}\n")   # which of the dumped threads is the main one
-    dump.flush()
-    faulthandler.register(signal.SIGUSR1, file=dump, all_threads=True)
-    sys.path[:] = path
-    pipelines._REGISTRY.update(entries)   # pipelines registered at run time in the parent (tests, plug-ins)
-    shared = harness.Shared() if len(specs) > 1 else None
-    with open(journal, "a") as out:
-        def emit(record: dict) -> None:
-            out.write(json.dumps(record, default=str) + "\n")
-            out.flush()
-        emit({"ready": True})   # the deadline starts now
-        for member, spec in enumerate(specs):
-            try:
-                if spec.config.world_size > 1:   # joined once: the group outlives each spec
-                    world, device = distributed.setup(spec.config.device)
-                    spec = dataclasses.replace(spec, config=spec.config.replace(rank=world.rank, device=device))
-                for repeat, (facts, window) in enumerate(harness.run(spec, shared)):
-                    emit({"member": member, "row": results.measured_row(spec, facts, repeat, window)})
-            except workloads.NotApplicable as e:
-                emit({"member": member, "status": "not-applicable", "error": str(e), "at": time.monotonic()})
-                emit({"member": member, "ended": True})
-                break
-            except Exception as e:
-                emit({"member": member, "status": "error", "error": traceback.format_exc()
-                      if os.environ.get("PIPEBENCH_DEBUG") else f"{type(e).__name__}: {e}", "at": time.monotonic()})
-                emit({"member": member, "ended": True})
-                break   # what it left (a half-captured step, a CUDA error) is not the next one's: a new process
-            if shared is not None:   # the next one starts without what this one left
-                harness.release(resolve_device(spec.config.device))
-            emit({"member": member, "ended": True})
-        emit({"done": True})
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Everything is recorded and the pipeline closed: leave now rather than join library threads and
-    # run finalizers at interpreter exit, which can wait for minutes; the parent ends the process
-    # group (workers, compile processes) once it has read the last record.
-    os._exit(0)
-
-
-def _innermost(stack_dump: str) -> str:
-    """The main thread's innermost frame from a faulthandler dump (the thread the file's first line
-    names; else the first thread dumped), or ''."""
-    lines = stack_dump.splitlines()
-    ident = lines[0].split()[-1] if lines and lines[0].startswith(MAIN_THREAD) else None
-    headers = [i for i, line in enumerate(lines) if line.startswith(("Current thread", "Thread")) and
-               "(most recent call first)" in line and i + 1 < len(lines)]
-    main = next((i for i in headers if ident and f" {ident} " in lines[i]), headers[0] if headers else None)
-    return lines[main + 1].strip() if main is not None else ""
 
 
 @contextlib.contextmanager

@@ -8,7 +8,7 @@ and `--steps` (steps recorded, default STEPS). The configurations are made as a 
 (`bench.plan.grid`) and run as the harness runs model-only and e2e (`bench.harness`): in this one
 process, under the CPU budget, one trainer shared by all (built and compiled once: `harness.Shared`),
 model-only first (real batches already on the device), then per variant its pipeline built, the
-first training call, the warm-up steps and the drain (`harness.drain`), the pipeline closed and its
+first training call, the warm-up steps and the drain (`bench.drain`), the pipeline closed and its
 memory released before the next.
 
 Each configuration then runs PROFILER_WARMUP + steps + 1 steps under `torch.profiler` (CPU and CUDA
@@ -37,8 +37,8 @@ the next step's (so each configuration gives `steps` rows):
                      (`machine.GpuMonitor`; empty where NVML cannot give it).
 Written into DIR: timeline.csv (a row per configuration and recorded step), TIMELINE.md (medians
 [min-max] over the steps, what each timer includes, a sentence per configuration), timeline.png
-(WINDOW_STEPS consecutive steps per configuration, model-only on top: a lane per CUDA stream,
-the training stream first); with --traces also each configuration's trace as
+(`bench.timeline_plot`: a few consecutive steps per configuration, model-only on top: a lane per
+CUDA stream, the training stream first); with --traces also each configuration's trace as
 trace-<variant>.json.gz where it compresses under TRACE_MAX_BYTES (off by default: three files
 come back from a machine that returns few). Without CUDA, or given a bad variant or option: one line, exit 2.
 """
@@ -62,16 +62,16 @@ import pipelines
 
 from . import machine, plan, results
 from .cli.parser import build_parser
-from .harness import Shared, drain, release, sync
+from .drain import drain, sync
+from .harness import Shared, release
 from .spec import RunSpec
+from .timeline_plot import draw
 from .training import reading
 from .workloads import endless, real_batches
 
 STEPS = 20                # recorded steps per configuration (--steps)
 PROFILER_WARMUP = 3       # steps under the profiler before the recorded ones (its start-up)
 MARK = "timeline step "   # the record_function name of recorded step i: MARK + str(i)
-WINDOW_STEPS = 3          # consecutive steps per configuration in the picture
-MAX_LANES = 8             # streams drawn per configuration (the training stream first, then the busiest)
 TRACE_MAX_BYTES = 2 * 2**20   # a configuration's gzipped Chrome trace is kept only below this
 MODEL_ONLY = "model-only"
 GPU_WORK = {"kernel": False, "gpu_memset": False, "gpu_memcpy": True}   # trace category -> is a copy
@@ -294,55 +294,6 @@ def report(df: pd.DataFrame, command: str) -> str:
         "the other streams in the period; *JPEG engine*: NVML's utilization of the hardware JPEG decoder at the "
         "recording's end.", "",
         table(df).to_markdown(index=False), "", *sentences(df), "", "![timeline](timeline.png)", ""])
-
-
-def shown_steps(work: list[Work], stream: int, rows: list[dict]) -> list[float]:
-    """The starts (µs, the trace's clock) of the WINDOW_STEPS steps drawn, from the second recorded
-    step where there is one, and the end of the last one's period."""
-    origin = min(w.start for w in work if w.step == 0 and w.stream == stream)
-    chosen = rows[min(1, len(rows) - 1):][:WINDOW_STEPS]
-    last = chosen[-1]
-    return [origin + r["start_ms"] * 1e3 for r in chosen] + [origin + (last["start_ms"] + last["period_ms"]) * 1e3]
-
-
-def draw(traces: dict[str, tuple[list[Work], int, list[dict]]], path: Path) -> None:
-    """WINDOW_STEPS consecutive steps per configuration (module docstring), one panel each, the
-    steps' starts dotted."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    lanes_of = {label: min(MAX_LANES, len({w.stream for w in t[0]})) for label, t in traces.items()}
-    fig, axes = plt.subplots(len(traces), 1, sharex=True, squeeze=False, height_ratios=list(lanes_of.values()),
-                             figsize=(11, 1.2 + 0.5 * sum(lanes_of.values()) + 0.4 * len(traces)))
-    colours = {"step": "tab:blue", "train-other": "tab:cyan", "kernel": "tab:orange", "copy": "tab:green"}
-    width = 0.0
-    for ax, (label, (work, stream, rows)) in zip(axes[:, 0], traces.items()):
-        starts = shown_steps(work, stream, rows)
-        low, high = starts[0], starts[-1]
-        width = max(width, (high - low) / 1e3)
-        shown = [w for w in work if w.end > low and w.start < high]
-        busiest = sorted({w.stream for w in shown} - {stream},
-                         key=lambda s: -sum(w.dur for w in shown if w.stream == s))
-        lanes = [stream, *busiest[:MAX_LANES - 1]]
-        for y, lane in enumerate(lanes):
-            for w in (w for w in shown if w.stream == lane):
-                kind = ("step" if w.step is not None else "train-other") if lane == stream else \
-                    "copy" if w.copy else "kernel"
-                ax.broken_barh([((w.start - low) / 1e3, w.dur / 1e3)], (-y - 0.4, 0.8), facecolors=colours[kind])
-        for start in starts:
-            ax.axvline((start - low) / 1e3, color="grey", linestyle=":", linewidth=0.8)
-        ax.set_yticks([-y for y in range(len(lanes))],
-                      [f"training {lane}" if lane == stream else f"stream {lane}" for lane in lanes], fontsize=8)
-        more = len(busiest) - (MAX_LANES - 1)
-        ax.set_title(label + (f" ({more} quieter streams not drawn)" if more > 0 else ""), fontsize=9, loc="left")
-    axes[-1, 0].set_xlim(0, width)
-    handles = [matplotlib.patches.Patch(color=c, label=text) for c, text in zip(
-        colours.values(), ("the step's work", "other work on the training stream", "kernels, memsets", "copies"))]
-    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8)
-    axes[-1, 0].set_xlabel(f"ms from a step's start ({WINDOW_STEPS} consecutive steps, their starts dotted)")
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def profiled(batches, step, steps: int, device: torch.device, monitor: machine.GpuMonitor) -> tuple[list[dict], dict]:

@@ -549,7 +549,7 @@ def test_every_pipeline_declares_its_queue_capacity():
 def test_a_pipeline_left_alone_holds_no_more_ready_batches_than_its_queue_capacity(variant, indexed_root):
     """After a second with nobody asking, the batches handed over without waiting (DRAIN_WAIT_MS, as
     the drain tells) number at most the declared capacity, + 1 for one finished while they are taken."""
-    from bench.harness import DRAIN_WAIT_MS
+    from bench.drain import DRAIN_WAIT_MS
     with make(variant, indexed_root) as p:
         batches = iter(p)
         next(batches)   # the producers run

@@ -283,7 +283,7 @@ def test_two_commits_in_one_file_are_two_runs_and_never_pooled(tmp_path):
     df = report.load([write(tmp_path, [*old, *new])])
     runs = report.runs(df)
     assert len(runs) == 2 and [len(g) for _, g in runs] == [1, 1]
-    with pytest.raises(ValueError, match="--readme takes the summary of one run; these rows hold 2"):
+    with pytest.raises(ValueError, match="--readme takes the blocks of one run; these rows hold 2"):
         report.write([tmp_path / "run" / "results.csv"], tmp_path / "out", readme=tmp_path / "README.md")
 
 
@@ -354,9 +354,10 @@ def reference_rows() -> list[dict]:
 def test_the_summary_is_short_has_every_part_and_nothing_not_measured(tmp_path):
     path = write(tmp_path, reference_rows())
     readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n{report.README_START}\nold\n{report.README_END}\n\nrest\n")
+    start, end = report.marks("summary", "out")
+    readme.write_text(f"# x\n\n{start}\nold\n{end}\n\nrest\n")
     report.write([path], tmp_path / "out", readme=readme)
-    block = readme.read_text().split(report.README_START)[1].split(report.README_END)[0].strip().splitlines()
+    block = readme.read_text().split(start)[1].split(end)[0].strip().splitlines()
     text = "\n".join(block)
     assert len(block) <= 25 and "not measured" not in text
     assert "**Host transfer**" in text and "(copies timed alone" in text
@@ -374,21 +375,39 @@ def test_the_summary_is_short_has_every_part_and_nothing_not_measured(tmp_path):
 
 
 def test_a_readme_quotes_one_run_s_summary_and_another_run_s_answer(tmp_path):
-    """Two generated blocks, each from its own run; rewriting one leaves the other as it was."""
+    """Two generated blocks, each from its own run's report folder; rewriting one leaves the other as it
+    was; a README holding no block of the report's folder is refused before anything is written."""
     path = write(tmp_path, reference_rows())
     readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n{report.README_START}\nold\n{report.README_END}\nmid\n"
-                      f"{report.ANSWER_START}\nold answer\n{report.ANSWER_END}\nrest\n")
-    report.write([path], tmp_path / "out", readme_answer=readme)
+    (start, end), (answer_start, answer_end) = report.marks("summary", "other"), report.marks("answer", "out")
+    readme.write_text(f"# x\n{start}\nold\n{end}\nmid\n{answer_start}\nold answer\n{answer_end}\nrest\n")
+    report.write([path], tmp_path / "out", readme=readme)
     text = readme.read_text()
-    block = text.split(report.ANSWER_START)[1].split(report.ANSWER_END)[0]
+    block = text.split(answer_start)[1].split(answer_end)[0]
     assert block.startswith("\nFrom `run` ([full report](out/REPORT.md); epoch length not recorded):\n\n"
                             "- With 16 cores per GPU, `resnet18`")
     assert "\nold\n" in text and "old answer" not in text and text.endswith("rest\n")
-    readme.write_text(f"{report.README_START}\n{report.README_END}\n")   # no answer block: refused before writing
-    with pytest.raises(ValueError, match="around the answer"):
-        report.write([path], tmp_path / "fresh", readme_answer=readme)
+    readme.write_text(f"{start}\n{end}\n")   # no block of "fresh": refused before writing
+    with pytest.raises(ValueError, match="holds no block made from fresh"):
+        report.write([path], tmp_path / "fresh", readme=readme)
     assert not (tmp_path / "fresh").exists()
+
+
+def test_one_readme_flag_fills_every_block_of_the_report_the_readme_holds(tmp_path):
+    """`--readme`: the summary, answer and several-GPU blocks of the report's folder, each filled; a
+    block the README lacks is left out."""
+    path = write(tmp_path, reference_rows())
+    readme = tmp_path / "README.md"
+    marks = [report.marks(kind, "out") for kind in ("summary", "answer", "hosts")]
+    readme.write_text("".join(f"{start}\nold\n{end}\n" for start, end in marks))
+    assert cli.main(["report", str(Path(path).parent), "--out", str(tmp_path / "out"), "--readme", str(readme)]) == 0
+    blocks = [readme.read_text().split(start)[1].split(end)[0] for start, end in marks]
+    assert "old" not in "".join(blocks)
+    assert blocks[0].startswith("\nFrom one run, `run`") and blocks[1].startswith("\nFrom `run` ([full report]")
+    assert blocks[2].startswith("\nFrom `run`: no several-GPU answer: it ran on one GPU only")
+    readme.write_text("".join(f"{start}\nold\n{end}\n" for start, end in marks[1:]))   # no summary block
+    assert cli.main(["report", str(Path(path).parent), "--out", str(tmp_path / "out"), "--readme", str(readme)]) == 0
+    assert "From one run" not in readme.read_text() and "\nold\n" not in readme.read_text()
 
 
 def test_cli_report_takes_a_run_folder(tmp_path, capsys):
@@ -571,7 +590,7 @@ def test_the_report_s_error_column_is_predicted_over_measured_minus_one(tmp_path
 
 
 def test_the_readme_s_several_gpu_block_says_what_each_gpu_count_measured_and_predicts_more(tmp_path):
-    """The hosts block (`--readme-hosts`): per-GPU model-only and e2e at 1 and 2 GPUs, which pipelines
+    """The hosts block (`--readme`): per-GPU model-only and e2e at 1 and 2 GPUs, which pipelines
     the step sets the pace of at 2 GPUs, then the prediction; a one-GPU run has no such answer."""
     def job(mode, pipeline, per_gpu, gpus, cpus=16, processes=3, **extra):
         return [row(mode, pipeline, per_gpu, world_size=gpus, rank=r, world_img_per_s=per_gpu * gpus, cpus=cpus,
@@ -587,10 +606,11 @@ def test_the_readme_s_several_gpu_block_says_what_each_gpu_count_measured_and_pr
     for cpus in (16, 8, 4):
         rows += job("loader", "fast", 1e6, 1, cpus) + job("loader", "slow", 100_000 * cpus / 16, 1, cpus)
     readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n{report.HOSTS_START}\nold\n{report.HOSTS_END}\nrest\n")
+    start, end = report.marks("hosts", "out")
+    readme.write_text(f"# x\n{start}\nold\n{end}\nrest\n")
     assert cli.main(["report", str(Path(write(tmp_path, rows)).parent), "--out", str(tmp_path / "out"),
-                     "--readme-hosts", str(readme)]) == 0
-    block = readme.read_text().split(report.HOSTS_START)[1].split(report.HOSTS_END)[0].strip().splitlines()
+                     "--readme", str(readme)]) == 0
+    block = readme.read_text().split(start)[1].split(end)[0].strip().splitlines()
     assert block[0] == "From `run` ([full report](out/REPORT.md)), 2 × H of one host of 32 cores:"
     assert block[2] == ("- With 16 cores per GPU, `m` (compile step, 32 px, batch 512) per GPU at 1 / 2 GPUs (img/s, "
                         "medians): model-only 300,000 / 200,000; `fast` 299,000 / 195,000; `lone` 299,000 / 199,000; "
@@ -600,16 +620,16 @@ def test_the_readme_s_several_gpu_block_says_what_each_gpu_count_measured_and_pr
     assert ("- Host of 32 cores, each GPU's rank on the one-GPU e2e's cores or its even share where fewer (a prediction "
             "from the one-GPU rows, the all-reduce left out):") in block
     assert "  - `fast` with `m`: the step binds up to 8 GPUs per host; the input keeps up." in block
-    assert readme.read_text().endswith(f"{report.HOSTS_END}\nrest\n")
+    assert readme.read_text().endswith(f"{end}\nrest\n")
     one = [r for r in rows if r["world_size"] == 1]
-    report.write([write(tmp_path, one, name="one")], tmp_path / "out1", readme_hosts=readme)
+    report.write([write(tmp_path, one, name="one")], tmp_path / "out", readme=readme)
     assert "From `one`: no several-GPU answer: it ran on one GPU only" in readme.read_text()
     dp = [dict(r, parallel="dp", gpus=2) for r in one if r["mode"] != "loader"]   # DataParallel: 2 GPUs, one process
-    report.write([write(tmp_path, dp, name="dp")], tmp_path / "out2", readme_hosts=readme)
+    report.write([write(tmp_path, dp, name="dp")], tmp_path / "out", readme=readme)
     assert "From `dp`: no several-GPU answer: no model-only and e2e rows" in readme.read_text()
     readme.write_text("no block\n")
-    with pytest.raises(ValueError, match="around the several-GPU answer"):
-        report.write([write(tmp_path, one, name="one")], tmp_path / "fresh", readme_hosts=readme)
+    with pytest.raises(ValueError, match="holds no block made from fresh"):
+        report.write([write(tmp_path, one, name="one")], tmp_path / "fresh", readme=readme)
     assert not (tmp_path / "fresh").exists()
 
 
@@ -632,8 +652,8 @@ def test_the_several_gpu_block_says_what_photographs_reach_per_cores_per_gpu_at_
     readme = tmp_path / "README.md"
 
     def block(found, name):
-        readme.write_text(f"{report.HOSTS_START}\n{report.HOSTS_END}\n")
-        report.write([write(tmp_path, found, name=name)], tmp_path / name / "out", readme_hosts=readme)
+        readme.write_text("\n".join(report.marks("hosts", f"{name}/out")) + "\n")
+        report.write([write(tmp_path, found, name=name)], tmp_path / name / "out", readme=readme)
         return readme.read_text().splitlines()
     lines = block(rows, "one")
     assert ("- Photographs, `resnet50` (compile step, 224 px, batch 256), 4 GPUs sharing the host (per-GPU e2e medians "
@@ -829,7 +849,8 @@ def test_a_report_without_ok_rows_is_written_and_a_readme_it_cannot_update_is_re
     report.write([path], tmp_path / "out")
     assert not (tmp_path / "out" / "ANSWER.md").exists()   # no situation measured: none left beside it
     readme = tmp_path / "README.md"
-    readme.write_text(f"{report.README_END}\n{report.README_START}\n")   # the markers in the wrong order
+    start, end = report.marks("summary", "fresh")
+    readme.write_text(f"{end}\n{start}\n")   # the markers in the wrong order
     with pytest.raises(ValueError, match="needs the line"):
         report.write([path], tmp_path / "fresh", readme=readme)
     assert not (tmp_path / "fresh").exists()
@@ -956,16 +977,15 @@ def test_cpu_seconds_per_1000_images_show_floating_point_residue_as_0():
     assert seconds(1.9e-16) == "0" and seconds(-2e-17) == "0" and seconds(6.4e-05) == "6.4e-05" and seconds(5.94) == "5.9"
 
 
-@pytest.mark.parametrize("run,block", [("results/2026-11-27-h100-photos-best", "readme_answer"),
-                                       ("results/2026-11-27-h100-ladder", "readme"),
-                                       ("results/2026-11-26-h100x2-multi-gpu-2", "readme_hosts")])
-def test_the_readme_s_blocks_are_their_committed_runs(tmp_path, run, block):
+@pytest.mark.parametrize("run", ["results/2026-11-27-h100-photos-best", "results/2026-11-27-h100-ladder",
+                                 "results/2026-11-26-h100x2-multi-gpu-2"])
+def test_the_readme_s_blocks_are_their_committed_runs(tmp_path, run):
     """Each generated block of the README (summary, photo answer, several GPUs) regenerates byte for
     byte from the committed run it names."""
     repo = Path(__file__).resolve().parents[1]
     readme = tmp_path / "README.md"
     readme.write_text((repo / "README.md").read_text())
-    report.write([repo / run / "results.csv"], tmp_path / run, **{block: readme})
+    report.write([repo / run / "results.csv"], tmp_path / run, readme=readme)
     assert readme.read_text() == (repo / "README.md").read_text()
 
 
@@ -1015,7 +1035,8 @@ def test_every_cell_of_the_readme_table_holds_against_the_reference_run_s_rows()
     reaches 95% of model-only's."""
     repo = Path(__file__).resolve().parents[1]
     df = pd.read_csv(repo / "results/2026-11-27-h100-ladder/results.csv")
-    text = (repo / "README.md").read_text().split(report.README_START)[1].split(report.README_END)[0]
+    start, end = report.marks("summary", "results/2026-11-27-h100-ladder")
+    text = (repo / "README.md").read_text().split(start)[1].split(end)[0]
     lines = [line for line in text.splitlines() if line.startswith("| `")]
     header = next(line for line in text.splitlines() if line.startswith("| model"))
     cores = [int(c.split()[0]) for c in header.split("|")[2:-1]]
@@ -1073,7 +1094,8 @@ def test_every_line_of_the_readme_s_photo_answer_holds_against_its_run_s_rows():
     df = pd.read_csv(repo / "results/2026-11-27-h100-photos-best/results.csv")
     df["pipeline"] = photo_labels(df)
     plain = "dataloader (pin_memory=False, non_blocking=False)"
-    text = (repo / "README.md").read_text().split(report.ANSWER_START)[1].split(report.ANSWER_END)[0]
+    start, end = report.marks("answer", "results/2026-11-27-h100-photos-best")
+    text = (repo / "README.md").read_text().split(start)[1].split(end)[0]
     lines = [line for line in text.splitlines() if line.startswith("- With ")]
 
     def down(share):   # the report rounds shares down
@@ -1200,34 +1222,36 @@ def test_the_pipeline_s_cpu_includes_what_it_ran_inside_next_and_old_rows_show_a
     assert "`workers`, `decoding`, `old`" in summary and "of all threads where" in summary   # "old" cannot split
 
 
-README_FLAGS = [("--readme", report.README_START, report.README_END),
-                ("--readme-answer", report.ANSWER_START, report.ANSWER_END),
-                ("--readme-hosts", report.HOSTS_START, report.HOSTS_END)]
+BLOCK_KINDS = list(report.KINDS)
 
 
-def readme_with_block(path: Path, start: str, end: str) -> Path:
+def readme_with_block(path: Path, kind: str, folder: str) -> Path:
+    """A README holding an old `kind` block of the report in `folder`."""
+    start, end = report.marks(kind, folder)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"# x\n{start}\nold\n{end}\nrest\n")
     return path
 
 
-@pytest.mark.parametrize("flag,start,end", README_FLAGS)
-def test_a_readme_writer_keeps_the_file_s_mode(tmp_path, flag, start, end):
+@pytest.mark.parametrize("kind", BLOCK_KINDS)
+def test_a_readme_writer_keeps_the_file_s_mode(tmp_path, kind):
     path = write(tmp_path, reference_rows())
-    readme = readme_with_block(tmp_path / "README.md", start, end)
+    readme = readme_with_block(tmp_path / "README.md", kind, "out")
     readme.chmod(0o444)
-    assert cli.main(["report", path, "--out", str(tmp_path / "out"), flag, str(readme)]) == 0
+    assert cli.main(["report", path, "--out", str(tmp_path / "out"), "--readme", str(readme)]) == 0
     assert "\nold\n" not in readme.read_text() and readme.stat().st_mode & 0o777 == 0o444
 
 
-@pytest.mark.parametrize("flag,start,end", README_FLAGS)
-def test_a_readme_writer_writes_through_a_symlink_with_links_relative_to_its_target(tmp_path, flag, start, end):
-    """The link stays a link; its target gets the block, its links relative to the target's folder."""
+@pytest.mark.parametrize("kind", BLOCK_KINDS)
+def test_a_readme_writer_writes_through_a_symlink_with_links_relative_to_its_target(tmp_path, kind):
+    """The link stays a link; its target gets the block (named by the report's folder relative to the
+    target's folder), its links relative to the target's folder."""
     path = write(tmp_path, reference_rows())
-    target = readme_with_block(tmp_path / "docs" / "deep" / "README.md", start, end)
+    target = readme_with_block(tmp_path / "docs" / "deep" / "README.md", kind, "../../out")
+    start, end = report.marks(kind, "../../out")
     link = tmp_path / "README.md"
     link.symlink_to(Path("docs") / "deep" / "README.md")
-    assert cli.main(["report", path, "--out", str(tmp_path / "out"), flag, str(link)]) == 0
+    assert cli.main(["report", path, "--out", str(tmp_path / "out"), "--readme", str(link)]) == 0
     assert link.is_symlink() and "\nold\n" not in target.read_text()
     block = target.read_text().split(start)[1].split(end)[0]
     assert "](../../out/REPORT.md)" in block and "](out/REPORT.md)" not in block
@@ -1237,7 +1261,7 @@ def test_a_readme_writer_writes_through_a_symlink_with_links_relative_to_its_tar
 def test_a_full_disk_while_writing_through_a_readme_symlink_leaves_link_and_target_whole(tmp_path, monkeypatch):
     """Written beside the target and renamed over it: the error names the target, left as it was."""
     path = write(tmp_path, reference_rows())
-    target = readme_with_block(tmp_path / "docs" / "README.md", report.README_START, report.README_END)
+    target = readme_with_block(tmp_path / "docs" / "README.md", "summary", "../out")
     link = tmp_path / "README.md"
     link.symlink_to(Path("docs") / "README.md")
     before = target.read_bytes()
@@ -1256,7 +1280,7 @@ def test_a_full_disk_while_writing_through_a_readme_symlink_leaves_link_and_targ
     assert f"cannot write {target} (No space left on device): {target} is left as it was" in err
     assert "--out" not in err
     link.unlink()   # a README that is no link is named as given
-    readme_with_block(link, report.README_START, report.README_END)
+    readme_with_block(link, "summary", "out")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit:
         cli.main(["report", path, "--out", "out", "--readme", "README.md"])

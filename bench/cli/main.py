@@ -1,6 +1,6 @@
 """`pipebench COMMAND`: parse, then hand over to the command's module; the small commands (report,
-prepare, download, list, env) are here. Every process a command started has ended before pipebench
-exits (`runner.reap_children`, at interpreter exit). `pipebench --help` and `--version` are answered by the
+prepare, download, list, env) are here, one function each. Every process a command started has ended
+before pipebench exits (`runner.reap_children`, at interpreter exit). `pipebench --help` and `--version` are answered by the
 commands alone (`top.top_parser`), before torch and the pipelines are imported.
 """
 from __future__ import annotations
@@ -31,16 +31,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _command(argv: list[str]) -> int:
     """Run the command `argv` names (`main`)."""
-    from tqdm import tqdm
-
-    import pipelines
-    from pipelines import sources
-    from pipelines.sources import photos
-    from pipelines.config import PipelineConfig
-
-    from .. import results, runner
+    from .. import runner
     from .claims import run_claims
-    from .common import _fail, record
     from .measure import run_grid
     from .parser import build_parser, config_grids
     from .stability import run_stability
@@ -55,80 +47,119 @@ def _command(argv: list[str]) -> int:
         grids = [parser.parse_args([argv[0], *tokens, *argv[1:]]) for tokens in config_grids(args.config, parser)]
     if args.command in ("compare", "sweep"):
         return run_grid(grids, argv)
-    elif args.command == "claims":
+    if args.command == "claims":
         run_claims(args, argv)
-    elif args.command == "report":
-        csvs = [p / "results.csv" if p.is_dir() else p for p in args.csv]
-        missing = [str(p) for p in csvs if not p.is_file()]
-        if missing:
-            raise SystemExit(f"pipebench report: no such file: {', '.join(missing)} (give run folders holding "
-                             "results.csv, or results CSV files)")
-        if args.out.exists() and not args.out.is_dir():
-            raise SystemExit(f"pipebench report: --out {args.out} is a file: name a folder")
-        try:
-            from .. import report
-            if args.prediction_only and (args.readme or args.readme_answer or args.readme_hosts):
-                raise SystemExit("pipebench report: --prediction-only writes PREDICTION.md alone: no --readme* with it")
-            path = (report.write_prediction(csvs, args.out) if args.prediction_only else
-                    report.write(csvs, args.out, args.readme, args.readme_answer, args.readme_hosts))
-            record(args.out, ["pipebench", *argv], once=True)
-        except ValueError as e:   # an empty CSV, one that is not pipebench's
-            raise _fail("report", e) from None
-        except OSError as e:   # a folder that cannot be written, a file that cannot be read, a full disk
-            name = Path(e.filename or args.out)
-            new = name.name.startswith(".") and name.name.endswith(".new")   # results.replace_file's new file
-            name = name.with_name(name.name[1:-4]) if new else name
-            readmes = [p for p in (args.readme, args.readme_answer, args.readme_hosts) if p]
-            read = not new and str(name) in {str(p) for p in [*csvs, *readmes]}
-            readme = name in readmes or new and name in {Path(os.path.realpath(p)) for p in readmes}   # a link's target
-            hints = [] if read else [f"{name} is left as it was"] * name.is_file() + [
-                "choose a writable --out folder"] * (not readme)
-            hint = f": {'; '.join(hints)}" if hints else ""
-            raise _fail("report", e, f"cannot {'read' if read else 'write'} {name} ({e.strerror or e}){hint}") from None
-        except KeyboardInterrupt:
-            print("pipebench report: stopped by SIGINT; every file it had not finished is as it was before",
-                  file=sys.stderr)
-            return 130
-        print(path)
-    elif args.command == "stability":
+        return 0
+    if args.command == "stability":
         return run_stability(args, argv)
-    elif args.command == "prepare":
-        final = Path(args.data_root) / f"photos-seed{args.data_seed}"
-        try:   # bad data, a folder that cannot be written: one line, no traceback
-            found = None
-            if args.photos:   # a photo set that cannot be made: refused before anything is written
-                found = photos.source_photos(args.photos_from)
-                photos.check_room(final, args.photos, args.data_seed, found)
-            config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed,
-                                    cache_root=args.cache_root)
-            source, folder = sources.resolve_folder(config)
-            for split in ("train", "test"):
-                sources.load_split(folder, split, config.cache_root)   # validates every file and its checksum
-            jpeg = sources.prepare_jpeg(folder, args.jpeg_quality, cache_root=config.cache_root)
-            sizes = sources.load_jpeg(folder, "train", args.jpeg_quality, cache_root=config.cache_root)
-        except (OSError, ValueError) as e:
-            raise SystemExit(f"pipebench prepare: {e}") from None
-        print(f"{source}: {folder} (validated; checksums match {sources.checksum_origin(folder)})\n"
-              f"JPEG q{args.jpeg_quality}: {jpeg} (checksums match JPEG.json; "
-              f"mean {len(sizes.data) / len(sizes):.0f} B per train image)")
-        if args.photos:
-            try:
-                with tqdm(total=args.photos, unit="photo", desc="photo set") as bar:
-                    meta = photos.make_photos(final, args.photos, args.data_seed, progress=lambda: bar.update(),
-                                              photos=found)
-            except (OSError, ValueError) as e:
-                raise SystemExit(f"pipebench prepare: {e}") from None
-            print(f"photos: {final} ({meta['count']} JPEGs in {len(meta['sources'])} classes; mean "
-                  f"{meta['bytes_mean']:.0f} B, median side {meta['side_median']:g} px; sources and licences "
-                  f"in {photos.META})")
-    elif args.command == "download":
-        try:   # no network, a folder that cannot be written: one line, no traceback
-            print(sources.download_cifar10(args.data_root))
-        except OSError as e:
-            raise SystemExit(f"pipebench download: {e}") from None
-    elif args.command == "list":
-        for name, reason in pipelines.available().items():
-            print(f"{name:12s} {'ok' if reason is None else 'unavailable: ' + reason}")
-    elif args.command == "env":
-        print(json.dumps(results.environment(), indent=2))
+    return {"report": _report, "prepare": _prepare, "download": _download, "list": _list, "env": _env}[args.command](
+        args, argv)
+
+
+def _report(args, argv: list[str]) -> int:
+    """`pipebench report`: REPORT.md, SUMMARY.md, ANSWER.md (or PREDICTION.md alone) and the README's
+    blocks from the rows; a file it cannot read or write is one line naming it."""
+    from .common import _fail, record
+    csvs = [p / "results.csv" if p.is_dir() else p for p in args.csv]
+    missing = [str(p) for p in csvs if not p.is_file()]
+    if missing:
+        raise SystemExit(f"pipebench report: no such file: {', '.join(missing)} (give run folders holding "
+                         "results.csv, or results CSV files)")
+    if args.out.exists() and not args.out.is_dir():
+        raise SystemExit(f"pipebench report: --out {args.out} is a file: name a folder")
+    try:
+        from .. import report
+        if args.prediction_only and args.readme:
+            raise SystemExit("pipebench report: --prediction-only writes PREDICTION.md alone: no --readme with it")
+        path = (report.write_prediction(csvs, args.out) if args.prediction_only else
+                report.write(csvs, args.out, args.readme))
+        record(args.out, ["pipebench", *argv], once=True)
+    except ValueError as e:   # an empty CSV, one that is not pipebench's
+        raise _fail("report", e) from None
+    except OSError as e:   # a folder that cannot be written, a file that cannot be read, a full disk
+        raise _fail("report", e, _report_os_error(e, args, csvs)) from None
+    except KeyboardInterrupt:
+        print("pipebench report: stopped by SIGINT; every file it had not finished is as it was before",
+              file=sys.stderr)
+        return 130
+    print(path)
+    return 0
+
+
+def _report_os_error(e: OSError, args, csvs: list[Path]) -> str:
+    """The line for a file `report` could not read or write: which, and what was left as it was."""
+    name = Path(e.filename or args.out)
+    new = name.name.startswith(".") and name.name.endswith(".new")   # results.replace_file's new file
+    name = name.with_name(name.name[1:-4]) if new else name
+    readmes = [args.readme] if args.readme else []
+    read = not new and str(name) in {str(p) for p in [*csvs, *readmes]}
+    readme = name in readmes or new and name in {Path(os.path.realpath(p)) for p in readmes}   # a link's target
+    hints = [] if read else [f"{name} is left as it was"] * name.is_file() + [
+        "choose a writable --out folder"] * (not readme)
+    hint = f": {'; '.join(hints)}" if hints else ""
+    return f"cannot {'read' if read else 'write'} {name} ({e.strerror or e}){hint}"
+
+
+def _prepare(args, argv: list[str]) -> int:
+    """`pipebench prepare`: the source validated and its JPEG copy made; with --photos, a photo set."""
+    from pipelines import sources
+    from pipelines.config import PipelineConfig
+    from pipelines.sources import photos
+    final = Path(args.data_root) / f"photos-seed{args.data_seed}"
+    try:   # bad data, a folder that cannot be written: one line, no traceback
+        found = None
+        if args.photos:   # a photo set that cannot be made: refused before anything is written
+            found = photos.source_photos(args.photos_from)
+            photos.check_room(final, args.photos, args.data_seed, found)
+        config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed,
+                                cache_root=args.cache_root)
+        source, folder = sources.resolve_folder(config)
+        for split in ("train", "test"):
+            sources.load_split(folder, split, config.cache_root)   # validates every file and its checksum
+        jpeg = sources.prepare_jpeg(folder, args.jpeg_quality, cache_root=config.cache_root)
+        sizes = sources.load_jpeg(folder, "train", args.jpeg_quality, cache_root=config.cache_root)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"pipebench prepare: {e}") from None
+    print(f"{source}: {folder} (validated; checksums match {sources.checksum_origin(folder)})\n"
+          f"JPEG q{args.jpeg_quality}: {jpeg} (checksums match JPEG.json; "
+          f"mean {len(sizes.data) / len(sizes):.0f} B per train image)")
+    if args.photos:
+        _make_photos(args, final, found)
+    return 0
+
+
+def _make_photos(args, final: Path, found) -> None:
+    """`prepare --photos N`: the photo set made in `final` from `found`, with a progress bar."""
+    from tqdm import tqdm
+
+    from pipelines.sources import photos
+    try:
+        with tqdm(total=args.photos, unit="photo", desc="photo set") as bar:
+            meta = photos.make_photos(final, args.photos, args.data_seed, progress=lambda: bar.update(), photos=found)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"pipebench prepare: {e}") from None
+    print(f"photos: {final} ({meta['count']} JPEGs in {len(meta['sources'])} classes; mean "
+          f"{meta['bytes_mean']:.0f} B, median side {meta['side_median']:g} px; sources and licences "
+          f"in {photos.META})")
+
+
+def _download(args, argv: list[str]) -> int:
+    from pipelines import sources
+    try:   # no network, a folder that cannot be written: one line, no traceback
+        print(sources.download_cifar10(args.data_root))
+    except OSError as e:
+        raise SystemExit(f"pipebench download: {e}") from None
+    return 0
+
+
+def _list(args, argv: list[str]) -> int:
+    import pipelines
+    for name, reason in pipelines.available().items():
+        print(f"{name:12s} {'ok' if reason is None else 'unavailable: ' + reason}")
+    return 0
+
+
+def _env(args, argv: list[str]) -> int:
+    from .. import results
+    print(json.dumps(results.environment(), indent=2))
     return 0

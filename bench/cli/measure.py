@@ -125,63 +125,74 @@ def windows(spec: RunSpec) -> int:
 
 
 def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome: runner.Outcome) -> None:
-    """Run `specs` into OUT (`run_grid`), counting them in `outcome` as they finish."""
+    """Run `specs` into OUT (`run_grid`), counting them in `outcome` as they finish: the plan said and
+    recorded, a sweep's finished ones left out, the data made, then each configuration process run."""
     env = results.environment()
     run_id = distributed.broadcast(f"{out.name}@{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}")
     writer = results.CsvWriter(out / "results.csv", env, run_id=run_id) if lead else None   # rank 0 writes; one id per invocation
     todo = list(range(len(specs)))
     if lead:
-        from ..report import plural
-        processes = plural(len(specs), "configuration process", "configuration processes")
-        print(f"pipebench {args.command}: the plan: {processes}, {plural(sum(map(windows, specs)), 'window')}",
-              file=sys.stderr)
-        launcher = ["torchrun", f"--nnodes={world.world_size // world.local_world_size}",
-                    f"--nproc-per-node={world.local_world_size}", "-m", "bench.cli"] if world.distributed else ["pipebench"]
-        record(out, [*launcher, *argv], env)
-        if getattr(args, "config", None) is not None:   # the command names it: keep a copy beside
-            (out / args.config.name).write_text(args.config.read_text())
+        _announce(args, argv, specs, world, out, env)
         if args.command == "sweep":
-            others = results.other_commits(out / "results.csv", env)
-            if others and not args.resume_other_commit:
-                raise ValueError(f"{out}/results.csv holds rows of commit {', '.join(others)}, this is "
-                                 f"{env['git_commit']}: a reference result is one commit; choose another --out, "
-                                 "or pass --resume-other-commit")
-            done = results.completed(out / "results.csv", env)
-            cut = {(results.config_key(s), s.process) for s in specs
-                   if 0 < done.get((results.config_key(s), s.process), 0) < windows(s)}
-            if cut:   # a block cut short (a crash while writing it): measured again, not added to
-                removed = results.drop_blocks(out / "results.csv", env, cut)
-                done = {block: n for block, n in done.items() if block not in cut}
-                print(f"resume: removed {removed} rows of {len(cut)} configuration processes cut short "
-                      "(a crash while writing them); they run again", file=sys.stderr)
-            todo = [i for i, s in enumerate(specs) if done.get((results.config_key(s), s.process), 0) < windows(s)]
-            print(f"resume: {len(specs) - len(todo)} of {len(specs)} configuration processes already done",
-                  file=sys.stderr)
+            todo = _resume(args, specs, out, env)
     specs = [specs[i] for i in distributed.broadcast(todo)]   # rank 0's choice, the ranks' own configs
     outcome.configurations = len(specs)
     if not specs:
         if lead:
             print(summary(out))
         return
+    _prepare_data(args, specs, device, world, lead, out)
+    processes = _processes(specs, device)
+    order = [s for group, _ in processes for s in group]
+    with tqdm(total=sum(windows(s) for s in order), unit="window", desc=args.command, disable=not lead) as bar:
+        progress = _Progress(bar, order, world, writer, outcome)
+        progress.describe(order[0])
+        _run_processes(args, world, out, processes, progress)
+    if lead:
+        print(summary(out, run_id))
 
-    # Data generation and JPEG encoding happen here, outside every timer, only where read, rank 0 first.
+
+def _announce(args, argv, specs: list[RunSpec], world, out: Path, env: dict) -> None:
+    """Say the plan's size and record the command (and a copy of its --config) in OUT."""
+    from ..report import plural
+    processes = plural(len(specs), "configuration process", "configuration processes")
+    print(f"pipebench {args.command}: the plan: {processes}, {plural(sum(map(windows, specs)), 'window')}",
+          file=sys.stderr)
+    launcher = ["torchrun", f"--nnodes={world.world_size // world.local_world_size}",
+                f"--nproc-per-node={world.local_world_size}", "-m", "bench.cli"] if world.distributed else ["pipebench"]
+    record(out, [*launcher, *argv], env)
+    if getattr(args, "config", None) is not None:   # the command names it: keep a copy beside
+        (out / args.config.name).write_text(args.config.read_text())
+
+
+def _resume(args, specs: list[RunSpec], out: Path, env: dict) -> list[int]:
+    """The indices of `specs` a sweep still has to run in OUT: those not finished; a block cut short is
+    removed and run again; rows of another commit refused unless --resume-other-commit."""
+    others = results.other_commits(out / "results.csv", env)
+    if others and not args.resume_other_commit:
+        raise ValueError(f"{out}/results.csv holds rows of commit {', '.join(others)}, this is "
+                         f"{env['git_commit']}: a reference result is one commit; choose another --out, "
+                         "or pass --resume-other-commit")
+    done = results.completed(out / "results.csv", env)
+    cut = {(results.config_key(s), s.process) for s in specs
+           if 0 < done.get((results.config_key(s), s.process), 0) < windows(s)}
+    if cut:   # a block cut short (a crash while writing it): measured again, not added to
+        removed = results.drop_blocks(out / "results.csv", env, cut)
+        done = {block: n for block, n in done.items() if block not in cut}
+        print(f"resume: removed {removed} rows of {len(cut)} configuration processes cut short "
+              "(a crash while writing them); they run again", file=sys.stderr)
+    todo = [i for i, s in enumerate(specs) if done.get((results.config_key(s), s.process), 0) < windows(s)]
+    print(f"resume: {len(specs) - len(todo)} of {len(specs)} configuration processes already done",
+          file=sys.stderr)
+    return todo
+
+
+def _prepare_data(args, specs: list[RunSpec], device, world, lead: bool, out: Path) -> None:
+    """Data generation and JPEG encoding happen here, outside every timer, only where read, rank 0 first."""
     for turn in (True, False):
         if lead == turn:
             try:
-                read = [s for s in specs if s.pipeline != "none"] or specs
-                if read[0].config.photos:   # your files, read as they are: nothing to make, each checked once here
-                    source, folder = "imagefolder", read[0].config.photo_folder
-                    for checked in dict.fromkeys((s.config.photo_folder, s.config.split, s.config.max_samples)
-                                                 for s in read if s.config.photos):
-                        imagefolder.check_imagefolder(*checked)
-                else:
-                    source, folder = sources.resolve_folder(read[0].config)
-                    quality, cache = read[0].config.jpeg_quality, read[0].config.cache_root
-                    needed = {(copy, s.config.image_size) for s in read
-                              for copy in pipelines.copies(s.pipeline, s.config)}
-                    for copy, size in sorted(needed):   # "jpeg" before "jpeg-tree"
-                        prepare = sources.prepare_jpeg if copy == "jpeg" else sources.prepare_jpeg_tree
-                        prepare(folder, quality, size, cache)
+                source, folder = _make_data(specs)
             except OSError as e:   # a missing root, a folder that cannot be written: one line, no traceback
                 hint = (" (choose a writable --data-root or $PIPEBENCH_DATA)"
                         if isinstance(e, PermissionError) else "")
@@ -193,62 +204,91 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
         ranks = f"; {world.world_size} processes" if world.distributed else ""
         print(f"data: {source} ({folder}); device: {device}{ranks}; output: {out}/results.csv", file=sys.stderr)
 
+
+def _make_data(specs: list[RunSpec]) -> tuple[str, Path]:
+    """The data the specs read, made or checked: your photographs each checked once, else the
+    source's JPEG copies made; its source and folder."""
+    read = [s for s in specs if s.pipeline != "none"] or specs
+    if read[0].config.photos:   # your files, read as they are: nothing to make, each checked once here
+        for checked in dict.fromkeys((s.config.photo_folder, s.config.split, s.config.max_samples)
+                                     for s in read if s.config.photos):
+            imagefolder.check_imagefolder(*checked)
+        return "imagefolder", read[0].config.photo_folder
+    source, folder = sources.resolve_folder(read[0].config)
+    quality, cache = read[0].config.jpeg_quality, read[0].config.cache_root
+    needed = {(copy, s.config.image_size) for s in read for copy in pipelines.copies(s.pipeline, s.config)}
+    for copy, size in sorted(needed):   # "jpeg" before "jpeg-tree"
+        prepare = sources.prepare_jpeg if copy == "jpeg" else sources.prepare_jpeg_tree
+        prepare(folder, quality, size, cache)
+    return source, folder
+
+
+def _processes(specs: list[RunSpec], device) -> list[tuple[list[RunSpec], str]]:
+    """The configurations one process runs (`plan.shared`), or one that cannot run here: why not (a
+    skipped row instead)."""
     reasons = pipelines.available()
 
     def refusal(spec: RunSpec) -> str:
-        """Why `spec` cannot run here ('' if it can): a skipped row instead."""
         return (reasons.get(spec.pipeline) or pipelines.source_refusal(spec.pipeline, spec.config)
                 or step_refusal(spec.step, device))
 
-    processes = []   # (the configurations one process runs (`plan.shared`), or one that cannot run: why not)
+    processes = []
     for group in plan.shared(specs):
         skips = {s: refusal(s) for s in group}
         processes += [([s], skip) for s, skip in skips.items() if skip]
         processes += [([s for s, skip in skips.items() if not skip], "")] * (not all(skips.values()))
-    order = [s for group, _ in processes for s in group]
-    with tqdm(total=sum(windows(s) for s in order), unit="window", desc=args.command, disable=not lead) as bar:
-        ended = {"windows": 0, "configurations": 0}
+    return processes
 
-        def describe(spec: RunSpec) -> None:
-            what = spec.stage or spec.payload or spec.mode
-            ranks = f" x{spec.config.world_size} GPUs" if spec.config.world_size > 1 and not world.distributed else ""
-            bar.set_description(f"{spec.pipeline} {what} {spec.model} {spec.config.image_size}px {spec.cpus} cores"
-                                f"{ranks} #{spec.process + 1}")
 
-        def on_window(row: dict) -> None:
-            bar.update(1)
-            bar.set_postfix(img_per_s=f"{row['world_img_per_s']:,.0f}")
+class _Progress:
+    """The progress bar over the configurations in `order`, and what happens as each ends: its rows
+    written (rank 0), counted in `outcome`, its failure said."""
 
-        def on_done(spec: RunSpec, rows: list[dict]) -> None:
-            """A configuration ended: its rows committed, the bar at its end, its failure said."""
-            ended["windows"] += windows(spec)
-            ended["configurations"] += 1
-            bar.update(ended["windows"] - bar.n)
-            if lead:
-                writer.write_block(rows)
-            outcome.written += 1
-            cause = outcome.record(spec, rows)
-            if lead and cause:
-                bar.write(cause, file=sys.stderr)
-            if ended["configurations"] < len(order):
-                describe(order[ended["configurations"]])
+    def __init__(self, bar, order: list[RunSpec], world, writer, outcome: runner.Outcome):
+        self.bar, self.order, self.world, self.writer, self.outcome = bar, order, world, writer, outcome
+        self.windows = self.configurations = 0
 
-        describe(order[0])
-        for group, skip in processes:
-            if skip:
-                on_done(group[0], [results.failed_row(group[0], "skipped", skip)])
-            elif world.distributed or (not args.isolate and group[0].config.world_size == 1):
-                shared = harness.Shared() if len(group) > 1 else None
-                for spec in group:
-                    rows = runner.run_in_process(spec, world, on_window, shared)
-                    on_done(spec, rows)
-                    if shared is not None and any(r["status"] != "ok" for r in rows):
-                        shared = harness.Shared()   # what a failed one left (a half-captured step) is not the next's
-            else:
-                while group:   # a configuration that hangs or kills its process: the rest in a new one
-                    group = group[runner.run_isolated(group, args.timeout, out, on_window, on_done):]
-    if lead:
-        print(summary(out, run_id))
+    def describe(self, spec: RunSpec) -> None:
+        what = spec.stage or spec.payload or spec.mode
+        ranks = f" x{spec.config.world_size} GPUs" if spec.config.world_size > 1 and not self.world.distributed else ""
+        self.bar.set_description(f"{spec.pipeline} {what} {spec.model} {spec.config.image_size}px {spec.cpus} cores"
+                                 f"{ranks} #{spec.process + 1}")
+
+    def on_window(self, row: dict) -> None:
+        self.bar.update(1)
+        self.bar.set_postfix(img_per_s=f"{row['world_img_per_s']:,.0f}")
+
+    def on_done(self, spec: RunSpec, rows: list[dict]) -> None:
+        """A configuration ended: its rows committed, the bar at its end, its failure said."""
+        self.windows += windows(spec)
+        self.configurations += 1
+        self.bar.update(self.windows - self.bar.n)
+        if self.writer is not None:
+            self.writer.write_block(rows)
+        self.outcome.written += 1
+        cause = self.outcome.record(spec, rows)
+        if self.writer is not None and cause:
+            self.bar.write(cause, file=sys.stderr)
+        if self.configurations < len(self.order):
+            self.describe(self.order[self.configurations])
+
+
+def _run_processes(args, world, out: Path, processes: list, progress: _Progress) -> None:
+    """Each configuration process: a skipped one's row, else its configurations in this process (one
+    after another, sharing what they can) or in child processes (`--isolate`, several GPUs)."""
+    for group, skip in processes:
+        if skip:
+            progress.on_done(group[0], [results.failed_row(group[0], "skipped", skip)])
+        elif world.distributed or (not args.isolate and group[0].config.world_size == 1):
+            shared = harness.Shared() if len(group) > 1 else None
+            for spec in group:
+                rows = runner.run_in_process(spec, world, progress.on_window, shared)
+                progress.on_done(spec, rows)
+                if shared is not None and any(r["status"] != "ok" for r in rows):
+                    shared = harness.Shared()   # what a failed one left (a half-captured step) is not the next's
+        else:
+            while group:   # a configuration that hangs or kills its process: the rest in a new one
+                group = group[runner.run_isolated(group, args.timeout, out, progress.on_window, progress.on_done):]
 
 
 RATE_COLUMNS = [   # the printed table's columns: header, width, a row's text, what it means where not plain

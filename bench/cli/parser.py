@@ -179,13 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("csv", nargs="+", type=Path, metavar="RUN", help="run folders (holding results.csv) or "
                    "results CSV files")
     p.add_argument("--out", type=Path, required=True, help="folder for REPORT.md, SUMMARY.md, ANSWER.md, the PNGs and COMMAND.txt")
-    p.add_argument("--readme", type=Path, help="also write the summary into this Markdown file, between its lines "
-                   f"{report.README_START} and {report.README_END} (links relative to the file)")
-    p.add_argument("--readme-answer", type=Path, help="also write the run's answer (ANSWER.md's sentences) into this "
-                   f"Markdown file, between its lines {report.ANSWER_START} and {report.ANSWER_END}")
-    p.add_argument("--readme-hosts", type=Path, help="also write the run's several-GPU answer (what it measured at "
-                   "each GPU count, where the shared bus binds, the prediction for more GPUs per host) into this "
-                   f"Markdown file, between its lines {report.HOSTS_START} and {report.HOSTS_END}")
+    p.add_argument("--readme", type=Path, help="also fill every block of this report that this Markdown file "
+                   "holds: the summary, the run's answer (ANSWER.md's sentences) and its several-GPU answer (what "
+                   "it measured at each GPU count, where the shared bus binds, the prediction for more GPUs per "
+                   f"host), each between its lines {report.marks('summary', 'OUT')[0]} (or 'answer' or 'hosts' "
+                   "for 'summary'; OUT: --out relative to the file) and its end line; links relative to the file")
     p.add_argument("--prediction-only", action="store_true", help="write only OUT/PREDICTION.md: the prediction "
                    "for 2, 4 and 8 GPUs per host from the run's one-GPU rows alone (its rows of several GPUs are "
                    "never read), so it can be written before they are measured")

@@ -21,9 +21,9 @@ from .analysis import (TOO_FEW, cells, ceilings, label_variants, levels, load, r
 from .answers import answers
 from .files import write, write_answers, write_prediction
 from .formatting import pct, plural, rate
-from .readme import ANSWER_END, ANSWER_START, HOSTS_END, HOSTS_START, README_END, README_START
+from .readme import KINDS, marks
 from .summary import speeds
 
-__all__ = ["ANSWER_END", "ANSWER_START", "HOSTS_END", "HOSTS_START", "README_END", "README_START", "TOO_FEW", "answers", "cells", "ceilings", "label_variants", "levels", "load",
-           "pct", "plural", "rate", "runs", "situations", "speeds", "ties", "verdict", "view_of", "write",
+__all__ = ["KINDS", "TOO_FEW", "answers", "cells", "ceilings", "label_variants", "levels", "load",
+           "pct", "plural", "rate", "runs", "situations", "speeds", "ties", "verdict", "view_of", "marks", "write",
            "write_answers", "write_prediction"]

@@ -1,5 +1,5 @@
-"""The report's files: REPORT.md, SUMMARY.md and ANSWER.md, each written whole (`write`), and
-PREDICTION.md, from a run's one-GPU rows alone (`write_prediction`).
+"""The report's files: REPORT.md, SUMMARY.md and ANSWER.md, each written whole, and a README's
+blocks of the report (`write`), and PREDICTION.md, from a run's one-GPU rows alone (`write_prediction`).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .analysis import RULES, load, runs, view_of
 from .answers import answers
 from .formatting import code, epoch_text
 from .hosts import answer as hosts_answer, most_gpus, one_gpu_rows, prediction_file
-from .readme import ANSWER, BLOCK_NAMES, HOSTS, SUMMARY, readme_block, update_readme
+from .readme import readme_blocks, update_readme
 from .sections import TIMERS, run_sections
 from .summary import gpus_sentence, summary
 
@@ -38,21 +38,17 @@ def write_prediction(paths: list[str | Path], out: Path) -> Path:
     return out / "PREDICTION.md"
 
 
-def write(paths: list[str | Path], out: Path, readme: Path | None = None, readme_answer: Path | None = None,
-          readme_hosts: Path | None = None) -> Path:
+def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Path:
     """Write out/REPORT.md (the summary of each run first) and its plots, out/SUMMARY.md and
-    out/ANSWER.md (each run's answers); with `readme`, its summary block too, with `readme_answer`,
-    its answer block, with `readme_hosts`, its several-GPU answer block (one run only). Returns the
+    out/ANSWER.md (each run's answers); with `readme`, every block of this report the README holds
+    (`readme.readme_blocks`: its summary, answer, several-GPU answer; one run only). Returns the
     report's path."""
     df = load(paths)
     found = runs(df)
-    for flag, path, block in (("--readme", readme, SUMMARY), ("--readme-answer", readme_answer, ANSWER),
-                              ("--readme-hosts", readme_hosts, HOSTS)):
-        if path is not None and len(found) != 1:
-            raise ValueError(f"{flag} takes the {BLOCK_NAMES[block]} of one run; these rows hold "
-                             f"{len(found)}: " + "; ".join(name for name, _ in found))
-        if path is not None:   # a README it cannot update: refused before anything is written
-            readme_block(path.read_text(), path, block)
+    if readme is not None and len(found) != 1:
+        raise ValueError(f"--readme takes the blocks of one run; these rows hold {len(found)}: "
+                         + "; ".join(name for name, _ in found))
+    kinds = readme_blocks(readme, out) if readme is not None else []   # refused before anything is written
     out.mkdir(parents=True, exist_ok=True)
     sections, briefs, said = [], [], []
     for i, (name, group) in enumerate(found, start=1):
@@ -71,23 +67,29 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None, readme
              *[line for _, brief in briefs for line in ["## Summary", "", *brief, ""]],
              TIMERS, "", RULES, "", *sections]
     results.replace_file(out / "REPORT.md", "\n".join(parts))
-    if readme is not None:
-        update_readme(readme, briefs[0][1], out)
-    if readme_answer is not None:
-        name, group, answer = said[0]
-        lines = [f"From {code(name)} ([full report](REPORT.md){_epochs(group)}):", "", *[f"- {a}" for a in answer]] if answer else \
-            [f"From {code(name)}: no answer, no e2e configuration ran beside its model-only one ([report](REPORT.md))."]
-        update_readme(readme_answer, lines, out, ANSWER)
-    if readme_hosts is not None:
-        name, group = found[0]
-        said = hosts_answer(group, gpus_sentence(group, view_of(group).cells, "The bus, every GPU copying at once"))
-        gpus = most_gpus(group)
-        lines = [f"From {code(name)} ([full report](REPORT.md)), {_host(group, gpus)}:", "", *said] if said else \
-            [f"From {code(name)}: no several-GPU answer: " + ("it ran on one GPU only" if gpus == 1 else
-             "no model-only and e2e rows, copies or loader-only rows at several GPU counts to compare")
-             + " ([report](REPORT.md))."]
-        update_readme(readme_hosts, lines, out, HOSTS)
+    blocks = {"summary": lambda: briefs[0][1], "answer": lambda: answer_block(*said[0]),
+              "hosts": lambda: hosts_block(*found[0])}
+    for kind in kinds:
+        update_readme(readme, blocks[kind](), out, kind)
     return out / "REPORT.md"
+
+
+def answer_block(name: str, group: pd.DataFrame, answer: list[str]) -> list[str]:
+    """The README's answer block: the run's answers, one line per situation."""
+    if not answer:
+        return [f"From {code(name)}: no answer, no e2e configuration ran beside its model-only one ([report](REPORT.md))."]
+    return [f"From {code(name)} ([full report](REPORT.md){_epochs(group)}):", "", *[f"- {a}" for a in answer]]
+
+
+def hosts_block(name: str, group: pd.DataFrame) -> list[str]:
+    """The README's several-GPU block: what the run measured at each GPU count and predicts for more."""
+    said = hosts_answer(group, gpus_sentence(group, view_of(group).cells, "The bus, every GPU copying at once"))
+    gpus = most_gpus(group)
+    if said:
+        return [f"From {code(name)} ([full report](REPORT.md)), {_host(group, gpus)}:", "", *said]
+    return [f"From {code(name)}: no several-GPU answer: " + ("it ran on one GPU only" if gpus == 1 else
+            "no model-only and e2e rows, copies or loader-only rows at several GPU counts to compare")
+            + " ([report](REPORT.md))."]
 
 
 def _epochs(group: pd.DataFrame) -> str:

@@ -1,9 +1,13 @@
 """The sections of REPORT.md for one run: provenance (with the epoch length), bus, CPU cost,
 headspace, the share of model-only by model speed, situations (each e2e share with its
-restart-free share), stages, accuracy and drift, with the plots they show (`run_sections`).
+restart-free share), stages, accuracy and drift, with the plots they show. Each section is a small
+function of the run (`RUN_SECTIONS`) or of one of its settings (`SETTING_SECTIONS`) returning its Markdown
+lines, none where it has nothing to show; a new section is one more function in one of the lists
+(`run_sections` joins them).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -221,88 +225,193 @@ def share_section(name: str, s: pd.DataFrame, plot: Path, here: str, plots: dict
             ""]
 
 
-def run_sections(name: str, group: pd.DataFrame, view: "RunView", out: Path, slug: str,
-                 plots: dict[str, str]) -> list[str]:
-    """The sections of one run; `plots` gets the file names of its main plots ("cores", "share")."""
-    single, c = view.rows, view.cells
-    parts = [f"## Run {escape(name)}", "", *provenance(group)]
-    bus = bus_table(c)
-    if len(bus):
-        parts += ["### Host-to-device copies (the bus alone)", "", table(bus), ""]
-    settings = sorted({tuple(r) for r in c[SETTING].itertuples(index=False)})
-    for setting in settings:
-        size, batch, dtype = setting
-        at, cap = at_setting(c, setting), at_setting(view.ceilings, setting)
-        here = f"{size} px, batch {batch}, {dtype}"
-        models = at[at["mode"] == "model"]
-        if len(cap):
-            parts += [f"### Loader ceilings by CPU cores{per_gpu(group.device)} — {here}", "",
-                      "The loader ceiling (img/s; the rule above), per pipeline and CPU budget:", "",
-                      table(by_cores(cap, ceiling_text)), "",
-                      "CPU seconds per 1,000 images (the pipeline's + the training thread's) and epoch restart, "
-                      "medians over the levels the ceiling rests on (in brackets):",
-                      "", table(by_cores(cap, cost_text)), ""]
-            plot = out / f"cores-{slug}-{size}px.png"
-            if cores_plot(cap, models, plot, f"{name}: loader ceiling by CPU cores, {here}"):
-                parts += [f"![loader ceiling by cores]({plot.name})", ""]
-                plots.setdefault("cores", plot.name)
-        for cpus in sorted(at[at["mode"] == "loader"].cpus.unique(), reverse=True):
-            loader = at[(at["mode"] == "loader") & (at.cpus == cpus)]
-            if loader.busy_ms.nunique() < 2:
-                continue
-            plot = out / f"headspace-{slug}-{size}px-{int(cpus)}cores.png"
-            headspace_plot(loader, batch, models[models.cpus == cpus], plot, f"{name}: headspace, {here}, {int(cpus)} cores")
-            parts += [f"### Headspace curves — {here}, {plural(int(cpus), 'core')}", "",
-                      STRETCHED if loader.stretch.notna().any() else REFIT, "",
-                      table(headspace_table(loader)), "", f"![headspace]({plot.name})", ""]
+@dataclass
+class Run:
+    """What every run section reads: the run's name, its rows, their cells, where its plots go (`out`,
+    file names from `slug`), and `plots`, which gets the file names of its main plots."""
+    name: str
+    group: pd.DataFrame
+    view: RunView
+    out: Path
+    slug: str
+    plots: dict[str, str]
+
+
+@dataclass
+class AtSetting:
+    """One setting (image size, batch, dtype) of a run: its cells, ceilings, model-only cells and
+    situations."""
+    size: int
+    batch: int
+    dtype: str
+    cells: pd.DataFrame
+    ceilings: pd.DataFrame
+    models: pd.DataFrame
+    situations: pd.DataFrame
+
+    @property
+    def here(self) -> str:
+        return f"{self.size} px, batch {self.batch}, {self.dtype}"
+
+
+def at_settings(run: Run) -> list[AtSetting]:
+    """The run's settings in order, each with its rows."""
+    c, view = run.view.cells, run.view
+    found = []
+    for setting in sorted({tuple(r) for r in c[SETTING].itertuples(index=False)}):
+        at = at_setting(c, setting)
         s = at_setting(view.situations, setting) if len(view.situations) else view.situations
-        parts += share_section(name, s, out / f"share-{slug}-{size}px.png", here, plots)
-        for (step, every, cpus), rows in (s.groupby(["step", "sync_every", "cpus"], sort=False) if len(s) else []):
-            parts += [f"### {escape(step.capitalize())} step{reads_text(every)} — {here}, {plural(int(cpus), 'core')}", ""]
-            for model, by_model in rows.groupby("model", sort=True):
-                parts += [f"{code(model)}: model-only {by_model.model_text.iloc[0]}.", "",
-                          table(situation_table(by_model)), "", answer(by_model), ""]
-                above = by_model[by_model.above_loader]
-                if len(above):
-                    parts += ["**Loader-only does not hold here:** " + "; ".join(
-                        f"{code(r.pipeline)} e2e {r.img_per_s:,.0f} > loader-only {r.loader_text}" for r in above.itertuples())
-                        + ".", ""]
-        beside = set(zip(s.model, s.step, s.sync_every, s.cpus)) if len(s) else set()
-        alone = models[[key not in beside for key in zip(models.model, models.step, models.sync_every, models.cpus)]]
-        if len(alone):
-            parts += [f"### Model-only steps — {here}", "",
-                      "The training step alone on batches already on the GPU, for models no e2e row ran beside:", "",
-                      table(model_table(alone)), ""]
-        stages = stage_table(at)
-        if len(stages):
-            parts += [f"### Stage ceilings (img/s) — {here}", "", table(stages), ""]
-    accuracy, note = accuracy_table(single)
-    if len(accuracy):
-        parts += ["### Time to accuracy", "", table(accuracy), "", note, ""]
-    drift = drift_lines(c)
-    if drift:
-        parts += [f"### Windows that drifted more than {DRIFT:.0%} within a process", "", *drift, ""]
+        found.append(AtSetting(*setting, cells=at, ceilings=at_setting(view.ceilings, setting),
+                               models=at[at["mode"] == "model"], situations=s))
+    return found
+
+
+def title_section(run: Run) -> list[str]:
+    return [f"## Run {escape(run.name)}", "", *provenance(run.group)]
+
+
+def bus_section(run: Run) -> list[str]:
+    bus = bus_table(run.view.cells)
+    return ["### Host-to-device copies (the bus alone)", "", table(bus), ""] if len(bus) else []
+
+
+def ceilings_section(run: Run, at: AtSetting) -> list[str]:
+    """Loader ceilings and their CPU cost by CPU budget, with their plot."""
+    cap = at.ceilings
+    if not len(cap):
+        return []
+    parts = [f"### Loader ceilings by CPU cores{per_gpu(run.group.device)} — {at.here}", "",
+             "The loader ceiling (img/s; the rule above), per pipeline and CPU budget:", "",
+             table(by_cores(cap, ceiling_text)), "",
+             "CPU seconds per 1,000 images (the pipeline's + the training thread's) and epoch restart, "
+             "medians over the levels the ceiling rests on (in brackets):",
+             "", table(by_cores(cap, cost_text)), ""]
+    plot = run.out / f"cores-{run.slug}-{at.size}px.png"
+    if cores_plot(cap, at.models, plot, f"{run.name}: loader ceiling by CPU cores, {at.here}"):
+        parts += [f"![loader ceiling by cores]({plot.name})", ""]
+        run.plots.setdefault("cores", plot.name)
+    return parts
+
+
+def headspace_section(run: Run, at: AtSetting) -> list[str]:
+    """One headspace table and plot per CPU budget with at least two busy levels, most cores first."""
+    parts = []
+    loaders = at.cells[at.cells["mode"] == "loader"]
+    for cpus in sorted(loaders.cpus.unique(), reverse=True):
+        loader = loaders[loaders.cpus == cpus]
+        if loader.busy_ms.nunique() < 2:
+            continue
+        plot = run.out / f"headspace-{run.slug}-{at.size}px-{int(cpus)}cores.png"
+        headspace_plot(loader, at.batch, at.models[at.models.cpus == cpus], plot,
+                       f"{run.name}: headspace, {at.here}, {int(cpus)} cores")
+        parts += [f"### Headspace curves — {at.here}, {plural(int(cpus), 'core')}", "",
+                  STRETCHED if loader.stretch.notna().any() else REFIT, "",
+                  table(headspace_table(loader)), "", f"![headspace]({plot.name})", ""]
+    return parts
+
+
+def shares_section(run: Run, at: AtSetting) -> list[str]:
+    return share_section(run.name, at.situations, run.out / f"share-{run.slug}-{at.size}px.png", at.here, run.plots)
+
+
+def situations_section(run: Run, at: AtSetting) -> list[str]:
+    """One section per step, loss reading and CPU budget; in it one table and answer per model."""
+    s, parts = at.situations, []
+    for (step, every, cpus), rows in (s.groupby(["step", "sync_every", "cpus"], sort=False) if len(s) else []):
+        parts += [f"### {escape(step.capitalize())} step{reads_text(every)} — {at.here}, {plural(int(cpus), 'core')}", ""]
+        for model, by_model in rows.groupby("model", sort=True):
+            parts += [f"{code(model)}: model-only {by_model.model_text.iloc[0]}.", "",
+                      table(situation_table(by_model)), "", answer(by_model), ""]
+            above = by_model[by_model.above_loader]
+            if len(above):
+                parts += ["**Loader-only does not hold here:** " + "; ".join(
+                    f"{code(r.pipeline)} e2e {r.img_per_s:,.0f} > loader-only {r.loader_text}" for r in above.itertuples())
+                    + ".", ""]
+    return parts
+
+
+def models_alone_section(run: Run, at: AtSetting) -> list[str]:
+    """Model-only cells no e2e row ran beside."""
+    s, models = at.situations, at.models
+    beside = set(zip(s.model, s.step, s.sync_every, s.cpus)) if len(s) else set()
+    alone = models[[key not in beside for key in zip(models.model, models.step, models.sync_every, models.cpus)]]
+    if not len(alone):
+        return []
+    return [f"### Model-only steps — {at.here}", "",
+            "The training step alone on batches already on the GPU, for models no e2e row ran beside:", "",
+            table(model_table(alone)), ""]
+
+
+def stages_section(run: Run, at: AtSetting) -> list[str]:
+    stages = stage_table(at.cells)
+    return [f"### Stage ceilings (img/s) — {at.here}", "", table(stages), ""] if len(stages) else []
+
+
+SETTING_SECTIONS = (ceilings_section, headspace_section, shares_section, situations_section, models_alone_section,
+                    stages_section)
+
+
+def settings_section(run: Run) -> list[str]:
+    """Each setting's sections (`SETTING_SECTIONS`), setting by setting."""
+    return [line for at in at_settings(run) for section in SETTING_SECTIONS for line in section(run, at)]
+
+
+def accuracy_section(run: Run) -> list[str]:
+    accuracy, note = accuracy_table(run.view.rows)
+    return ["### Time to accuracy", "", table(accuracy), "", note, ""] if len(accuracy) else []
+
+
+def drift_section(run: Run) -> list[str]:
+    drift = drift_lines(run.view.cells)
+    return [f"### Windows that drifted more than {DRIFT:.0%} within a process", "", *drift, ""] if drift else []
+
+
+def rejected_section(run: Run) -> list[str]:
+    group = run.group
     rejected = label_variants(group[group.status.isin(["ok", "rejected"])])   # named as every table names them
     rejected = rejected[rejected.status == "rejected"]
-    if len(rejected):
-        loader = group[(group["mode"] == "loader") & group.status.isin(["ok", "rejected"])]
-        parts += [f"### Rejected windows ({len(rejected)} of {len(loader)} loader windows)", "",
-                  "Windows left out of every number above because their busy step ran off its label (rows from "
-                  "before the step kept its work), they delivered more than it allows, or they lasted under half "
-                  "the run's minimum window:", ""] + [
-            f"- {code(r.pipeline)} {int(r.cpus)} cores, {r.busy_ms:g} ms, process {int(r.process)}, window "
-            f"{int(r.repeat)}: {escape(r.error)}" for r in rejected.itertuples()] + [""]
+    if not len(rejected):
+        return []
+    loader = group[(group["mode"] == "loader") & group.status.isin(["ok", "rejected"])]
+    return [f"### Rejected windows ({len(rejected)} of {len(loader)} loader windows)", "",
+            "Windows left out of every number above because their busy step ran off its label (rows from "
+            "before the step kept its work), they delivered more than it allows, or they lasted under half "
+            "the run's minimum window:", ""] + [
+        f"- {code(r.pipeline)} {int(r.cpus)} cores, {r.busy_ms:g} ms, process {int(r.process)}, window "
+        f"{int(r.repeat)}: {escape(r.error)}" for r in rejected.itertuples()] + [""]
+
+
+def failed_section(run: Run) -> list[str]:
+    group = run.group
     failed = group[~group.status.isin(["ok", "not-applicable", "rejected"])].drop_duplicates(
         ["pipeline", "mode", "stage", "model", "status", "error"])
-    if len(failed):
-        parts += ["### Not measured", ""] + [
-            f"- {code(r.pipeline)} {r.stage or r.mode} {escape(r.model)}: {r.status} — {escape(r.error)}"
-            for r in failed.itertuples()] + [""]
-    table_, sentences = scaling(group)
-    if len(table_):
-        parts += ["### Several GPUs", "", SCALING, "", table(table_), "", *sentences, ""]
-    table_, sentences = prediction(group)
-    if len(table_):
-        parts += ["### More GPUs per host, predicted", "", PREDICTION, "", CHECKED, "", *prediction_note(name, group, out),
-                  table(table_), "", *sentences, ""]
-    return parts
+    if not len(failed):
+        return []
+    return ["### Not measured", ""] + [
+        f"- {code(r.pipeline)} {r.stage or r.mode} {escape(r.model)}: {r.status} — {escape(r.error)}"
+        for r in failed.itertuples()] + [""]
+
+
+def scaling_section(run: Run) -> list[str]:
+    table_, sentences = scaling(run.group)
+    return ["### Several GPUs", "", SCALING, "", table(table_), "", *sentences, ""] if len(table_) else []
+
+
+def prediction_section(run: Run) -> list[str]:
+    table_, sentences = prediction(run.group)
+    if not len(table_):
+        return []
+    return ["### More GPUs per host, predicted", "", PREDICTION, "", CHECKED, "",
+            *prediction_note(run.name, run.group, run.out), table(table_), "", *sentences, ""]
+
+
+RUN_SECTIONS = (title_section, bus_section, settings_section, accuracy_section, drift_section, rejected_section,
+                failed_section, scaling_section, prediction_section)
+
+
+def run_sections(name: str, group: pd.DataFrame, view: RunView, out: Path, slug: str,
+                 plots: dict[str, str]) -> list[str]:
+    """The sections of one run (`RUN_SECTIONS`, each its Markdown lines or none); `plots` gets the file
+    names of its main plots ("cores", "share")."""
+    run = Run(name, group, view, out, slug, plots)
+    return [line for section in RUN_SECTIONS for line in section(run)]
