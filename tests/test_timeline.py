@@ -144,7 +144,7 @@ def test_configurations_are_the_sweeps_model_only_and_e2e_with_the_variants_knob
     model, variants = timeline.configurations(
         ["prefetch", "dataloader:pin_memory=true"], ["--models", "resnet9-w0.25", "--batch-size", "64", "--cpus", "1"],
         torch.device("cuda"))
-    assert (model.mode, model.pipeline, model.step, model.steps, model.cpus) == ("model", "none", "compile", 20, 1)
+    assert (model.mode, model.pipeline, model.step, model.requested_steps, model.cpus) == ("model", "none", "compile", 20, 1)
     assert [(label, s.mode, s.pipeline, s.step) for label, s in variants] == [
         ("prefetch", "e2e", "prefetch", "compile"), ("dataloader:pin_memory=true", "e2e", "dataloader", "compile")]
     assert variants[1][1].config.pin_memory and variants[1][1].config.batch_size == 64
