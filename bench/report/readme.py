@@ -29,15 +29,18 @@ def folder_of(readme: Path, out: Path) -> str:
     return Path(os.path.relpath(out, Path(os.path.realpath(readme)).parent)).as_posix()
 
 
-def readme_block(text: str, readme: Path, kind: str, folder: str) -> tuple[str, str]:
-    """The README's text before the block and after it; ValueError unless it holds the block's start
-    line once and its end line after it."""
-    start, end = marks(kind, folder)
+def around(text: str, path: Path, start: str, end: str, what: str) -> tuple[str, str]:
+    """`text` (of the file `path`) before the line `start` and after the line `end`; ValueError unless
+    it holds `start` once and `end` after it, around `what`."""
     if text.count(start) != 1 or end not in text.split(start, 1)[1]:
-        raise ValueError(f"{readme}: needs the line {start!r} once and, after it, {end!r}, around the "
-                         f"{KINDS[kind]}")
+        raise ValueError(f"{path}: needs the line {start!r} once and, after it, {end!r}, around the {what}")
     head, rest = text.split(start, 1)
     return head, rest.split(end, 1)[1]
+
+
+def readme_block(text: str, readme: Path, kind: str, folder: str) -> tuple[str, str]:
+    """The README's text before its `kind` block of `folder` and after it (`around`)."""
+    return around(text, readme, *marks(kind, folder), KINDS[kind])
 
 
 def readme_blocks(readme: Path, out: Path) -> list[str]:
