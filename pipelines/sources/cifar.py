@@ -44,11 +44,12 @@ def load_split(folder: str | Path, split: str, cache_root: str | Path | None = N
     for name in files:
         if not (folder / name).is_file():
             raise FileNotFoundError(f"{folder / name}: missing CIFAR-10 batch file")
-    parts = []
+    parts, held = [], 0
     for name in files:
         verify(folder, (name,), cache_root)
         parts.append(load_batch(folder / name))
-        if limit is not None and sum(len(p[1]) for p in parts) >= limit:
+        held += len(parts[-1][1])
+        if limit is not None and held >= limit:
             break
     data = np.concatenate([p[0] for p in parts])
     labels = np.concatenate([p[1] for p in parts])

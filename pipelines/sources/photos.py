@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from ..config import NUM_CLASSES
+from ..config import NUM_CLASSES, usable_cores
 from .cache import writing
 
 META = "PHOTOS.json"
@@ -190,15 +190,17 @@ def make_photos(final: str | Path, count: int, seed: int = 0, photos_from: str |
         for photo, _ in photos:
             (tmp / photo.name).mkdir()
 
-        workers = min(len(os.sched_getaffinity(0)), -(-count // PER_WORKER))
+        workers = min(usable_cores(), -(-count // PER_WORKER))
         jobs = ((str(tmp), seed, k) for k in range(count))
         with contextlib.ExitStack() as stack:
             if workers > 1:   # processes: in threads the GIL held it to ~200 a second on 64 cores
                 pool = stack.enter_context(ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"),
                                                                initializer=_keep, initargs=(photos,)))
+                stack.callback(pool.shutdown, cancel_futures=True)   # an error or Ctrl-C here: no image after it
                 made = pool.map(_make, jobs, chunksize=16)
             else:
                 _keep(photos)
+                stack.callback(_SOURCES.clear)   # the photographs are not kept past the set
                 made = map(_make, jobs)
             for k, size, side in made:
                 sizes[k], sides[k] = size, side
