@@ -3,7 +3,8 @@
 A `Setting` is one quantity a measurement is made at (a batch size, the timed steps, the loss reads,
 the CPU budget, ...): its name, which is its name in every layer (the results column, the `Sweep`'s
 attribute, the `RunSpec` or `PipelineConfig` field where it is one, the report's name for it), its
-flag (`--name-with-dashes` unless it says otherwise), help line, argparse type and default (None:
+flag (`--name-with-dashes` unless it says otherwise; a few keep their older spellings, `--steps`,
+`--epochs`, `--busy-ms`, so existing commands run, and a `--config` plan's keys are the flags'), help line, argparse type and default (None:
 the device's default, `devices`, filled in by `bench.plan`), the parser group it is listed in, and
 where else it appears. Everything else is generated from `SETTINGS`: `pipebench compare`'s and
 `sweep`'s flags for them (`bench.cli.parser`), the `Sweep` a grid's options are read into once

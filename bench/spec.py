@@ -127,7 +127,7 @@ class Window:
     busy_step_ms: float = math.nan   # loader mode: that step's measured time beside the pipeline (mean over the window)
     busy_stretch: float = math.nan   # loader mode: busy_step_ms / busy_idle_ms, the pipeline's contention cost
     rejected: str = ""           # why the window cannot count ('' if it can): `bench.busy.rejection`
-    drain_steps: int = 0         # batches the drain before it took (`bench.harness.drain`)
+    drain_steps: int = 0         # batches the drain before it took (`bench.drain.drain`)
     drain_handover_ms: float = math.nan   # the drain's quickest next(): a ready batch's handover
-    ready_at_start: float = math.nan   # batches ready when it began (`bench.harness.ready_at_start`); nan: not drained
+    ready_at_start: float = math.nan   # batches ready when it began (`bench.drain.ready_at_start`); nan: not drained
     test_accuracy: float = math.nan   # train mode

@@ -29,6 +29,12 @@ def per_gpu(devices) -> str:
     return "" if all(str(d).startswith("cpu") for d in devices) else " per GPU"
 
 
+def table_cell(text: str) -> str:
+    """Markdown of our own (code spans, links) as one table cell: no `|` splits the row (`escape`
+    for text from the data)."""
+    return text.replace("|", "\\|")
+
+
 def escape(text: object) -> str:
     """Text from a CSV cell made safe inside a Markdown table: no table breaks, no HTML, no links or
     formatting read from the data, one line; an underscore inside a word (which GFM never reads as

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import results as result_files
+from .formatting import table_cell
 
 KINDS = {"reference": "the current answer the main README quotes or generates its blocks from",
          "study": "a focused measurement still current",
@@ -121,7 +122,7 @@ def table(runs: list[Run]) -> list[str]:
     lines = ["| folder | kind | commit | what it answers |", "|---|---|---|---|"]
     for run in runs:
         commit = ", ".join(f"`{c}`" for c in run.commit.split(", "))
-        question = run.question.replace("|", "\\|")
+        question = table_cell(run.question)
         lines.append(f"| [{run.path}/]({run.path}/README.md) | {run.kind} | {commit} | {question} |")
     return lines
 
