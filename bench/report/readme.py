@@ -38,6 +38,12 @@ def around(text: str, path: Path, start: str, end: str, what: str) -> tuple[str,
     return head, rest.split(end, 1)[1]
 
 
+def with_block(text: str, path: Path, start: str, end: str, body: str, what: str) -> str:
+    """`text` with `body` between its lines `start` and `end` (`around`)."""
+    head, tail = around(text, path, start, end, what)
+    return head + start + "\n" + body + "\n" + end + tail
+
+
 def readme_block(text: str, readme: Path, kind: str, folder: str) -> tuple[str, str]:
     """The README's text before its `kind` block of `folder` and after it (`around`)."""
     return around(text, readme, *marks(kind, folder), KINDS[kind])
@@ -62,9 +68,7 @@ def update_readme(readme: Path, lines: list[str], out: Path, kind: str) -> None:
     percent-encoded: a name holding `)` or `](` cannot make a link of its own. The file is replaced
     whole (`results.replace_file`: its mode kept, a symlink written through)."""
     folder = folder_of(readme, out)
-    head, tail = readme_block(readme.read_text(), readme, kind, folder)
     body = "\n".join(lines)
     quoted = urllib.parse.quote(folder, safe="/._-~")
     body = re.sub(r"\]\(((?:REPORT\.md|[\w.-]+\.png)[^)]*)\)", lambda m: f"]({quoted}/{m.group(1)})", body)
-    start, end = marks(kind, folder)
-    results.replace_file(readme, head + start + "\n" + body + "\n" + end + tail)
+    results.replace_file(readme, with_block(readme.read_text(), readme, *marks(kind, folder), body, KINDS[kind]))
