@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -64,6 +65,18 @@ def test_worker_processes_make_the_same_set_as_this_process(own_photos, tmp_path
     pooled = photos.make_photos(tmp_path / "pooled", 9, seed=1, photos_from=own_photos, progress=lambda: made.append(1))
     assert pooled == here and len(made) == 9
     assert files(tmp_path / "pooled") == files(tmp_path / "here")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
+def test_worker_processes_start_from_this_process_without_importing_anew(own_photos, tmp_path, monkeypatch):
+    # A spawned worker would import this package (and torch) again: minutes for 64 workers. A forked one
+    # starts from this process's modules, so a setting changed here reaches the set it makes.
+    monkeypatch.setattr(photos, "NOISE_SIGMA", 0.0)
+    monkeypatch.setattr(photos, "QUALITY", (50, 50))
+    here = photos.make_photos(tmp_path / "here", 6, seed=1, photos_from=own_photos)
+    monkeypatch.setattr(photos, "PER_WORKER", 3)
+    monkeypatch.setattr(photos.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert photos.make_photos(tmp_path / "pooled", 6, seed=1, photos_from=own_photos) == here
 
 
 def test_crops_vary_in_size_and_aspect_like_imagenet():

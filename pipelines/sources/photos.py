@@ -28,6 +28,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import sys
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -49,6 +50,10 @@ NOISE_SIGMA = 6.0            # per-pixel sensor noise, in uint8 levels
 ROOM_SAMPLE = 8              # photographs made to estimate the set's bytes (`check_room`)
 ROOM_MARGIN = 1.25           # the estimate's margin over their mean size
 PER_WORKER = 250             # images per worker process at least: fewer are made in this process
+# The workers are forked where that is safe (Linux): a spawned worker imports this package, and with it
+# torch, before its first image: 72 s for 16 workers on a 16-core GPU machine, 3.4 minutes for 64
+# (results/2026-11-27-h100x4-photos-lost/README.md); they never touch CUDA, so a fork is safe there.
+START = "fork" if sys.platform.startswith("linux") else "spawn"
 
 
 @dataclass(frozen=True)
@@ -194,7 +199,7 @@ def make_photos(final: str | Path, count: int, seed: int = 0, photos_from: str |
         jobs = ((str(tmp), seed, k) for k in range(count))
         with contextlib.ExitStack() as stack:
             if workers > 1:   # processes: in threads the GIL held it to ~200 a second on 64 cores
-                pool = stack.enter_context(ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"),
+                pool = stack.enter_context(ProcessPoolExecutor(workers, multiprocessing.get_context(START),
                                                                initializer=_keep, initargs=(photos,)))
                 stack.callback(pool.shutdown, cancel_futures=True)   # an error or Ctrl-C here: no image after it
                 made = pool.map(_make, jobs, chunksize=16)
