@@ -3,7 +3,8 @@
 #   bash bench/plans/hosts-4.sh PLAN                the first call: data, warm compiles, the sweep started
 #   CONTINUE=1 bash bench/plans/hosts-4.sh PLAN     every later call, until it prints the sweep's exit code
 #   Make each later call at once: a machine idle for its release time (30 s) goes back, and the sweep
-#   with it (results/2026-11-27-h100x4-copies/README.md: a photo sweep lost so).
+#   with it (results/2026-11-27-h100x4-copies/README.md and results/2026-11-27-h100x4-photos-lost/README.md:
+#   two photo sweeps lost so, the second with the next call made as soon as the first returned).
 #   (PLAN: hosts-4-photos or hosts-4-32px; PIPEBENCH_GIT_COMMIT: the tree's commit where it has no .git)
 # The plan runs through on-gpu.sh, which the 10-minute calls resume; right after the sweep ends, in the
 # sweep's own session and before any call copies its rows, `pipebench report --prediction-only` writes
@@ -20,7 +21,8 @@
 # on threads in 2 minutes, the warm compiles on one thread each ~7) and rounds of 8.5 minutes
 # (copies 75 s; the 1-rank cell ~100 s; the 2- and 4-rank cells 110-120 s each, a DDP process compiling
 # 20-30 s even from the cache; loader-only ~50 s at 16 cores and ~45 s at 8). Now: the photo set on a
-# process per core, the warm compiles on inductor's workers, loader-only with one whole-epoch window
+# forked process per core (spawned ones took 3.4 minutes: results/2026-11-27-h100x4-photos-lost/),
+# the warm compiles on inductor's workers, loader-only with one whole-epoch window
 # per process (at 8 cores in one process), and the copies moved to hosts-4-32px: rounds of ~6.5
 # minutes, ~20 for the sweep, ~5 before it, estimated. hosts-4-32px (resnet9-w0.25 and vit-s4: a fast
 # and a slow rung; the bus at 32 and 224 px) needs a lease of its own.

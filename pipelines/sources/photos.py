@@ -51,8 +51,9 @@ ROOM_SAMPLE = 8              # photographs made to estimate the set's bytes (`ch
 ROOM_MARGIN = 1.25           # the estimate's margin over their mean size
 PER_WORKER = 250             # images per worker process at least: fewer are made in this process
 # The workers are forked where that is safe (Linux): a spawned worker imports this package, and with it
-# torch, before its first image: 72 s for 16 workers on a 16-core GPU machine, 3.4 minutes for 64
-# (results/2026-11-27-h100x4-photos-lost/README.md); they never touch CUDA, so a fork is safe there.
+# torch, before its first image: 58 s before the first image with 16 workers on a 16-core GPU machine,
+# 3.4 minutes for the set with 64 (results/2026-11-27-h100x4-photos-lost/README.md). They never touch
+# CUDA, so a fork is safe.
 START = "fork" if sys.platform.startswith("linux") else "spawn"
 
 
