@@ -14,8 +14,9 @@ import pytest
 import torch
 
 import pipelines
-from bench import cli, harness, machine, results, workloads
-from bench.spec import RunSpec, STAGES, Window
+from bench import cli, results
+from bench.measuring import harness, machine, workloads
+from bench.measuring.spec import RunSpec, STAGES, Window
 from pipelines.contract import Pipeline
 from pipelines.config import PipelineConfig
 
@@ -349,7 +350,7 @@ def test_sweep_config_with_unknown_option_or_bad_model_is_refused(tmp_path, synt
 
 
 def test_width_knob_scales_the_small_net():
-    from bench.models import build_model
+    from bench.measuring.models import build_model
     sizes = [sum(p.numel() for p in build_model(m).parameters())
              for m in ("resnet9-w0.25", "resnet9-w0.5", "resnet9", "resnet9-w2")]
     assert sizes == sorted(sizes) and sizes[-1] > 30 * sizes[0]

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 import pipelines
-from bench import cli, machine, report, results
+from bench import cli, report, results
+from bench.measuring import machine
 from pipelines.config import PipelineConfig
 from pipelines.dataloader import DataLoaderPipeline
 
@@ -162,7 +163,7 @@ def test_a_model_from_a_file_and_one_from_torchvision_train_end_to_end(tmp_path,
 
 
 def test_the_built_in_vits_give_ten_logits_for_32_px_images():
-    from bench import models
+    from bench.measuring import models
     for spec, width in (("vit-s4", 384), ("vit-b4", 768)):
         models.check_model(spec, 32)   # raises unless 2 x 10 logits
         assert models.build_model(spec).hidden_dim == width

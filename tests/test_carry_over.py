@@ -1,7 +1,7 @@
 """What one configuration leaves the next in a shared process (`--share-process`): the Williams
-order of the members (`bench.plan.williams`, `shared`, `carry_over_note`), the memory released
-between them (`bench.harness.release`), and the GPU readings each window records
-(`bench.machine.GpuMonitor`)."""
+order of the members (`bench.running.plan.williams`, `shared`, `carry_over_note`), the memory released
+between them (`bench.measuring.harness.release`), and the GPU readings each window records
+(`bench.measuring.machine.GpuMonitor`)."""
 from __future__ import annotations
 
 import json
@@ -14,8 +14,10 @@ import pytest
 import torch
 
 import pipelines
-from bench import cli, distributed, harness, machine, plan, results, runner
-from bench.spec import COPIES, PAYLOADS, RunSpec
+from bench import cli, results
+from bench.measuring import distributed, harness, machine
+from bench.measuring.spec import COPIES, PAYLOADS, RunSpec
+from bench.running import plan, runner
 from pipelines.config import PipelineConfig
 
 

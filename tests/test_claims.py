@@ -14,9 +14,10 @@ import pandas as pd
 import pytest
 import torch
 
-from bench import claims, cli, harness, results
+from bench import claims, cli, results
 from bench.claims import row
 from bench.cli import claims as claims_command
+from bench.measuring import harness
 from pipelines.config import PipelineConfig
 
 VALID = ("holds", "does not hold")

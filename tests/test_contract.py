@@ -433,7 +433,7 @@ def test_compiles_run_in_process_unless_inductor_s_own_variable_asks_for_workers
 def test_compiling_the_kernel_starts_no_compile_worker_process():
     """A pipeline's constructor compiles `crop_normalize` in its own process: inductor's compile
     workers would take the loader's cores while they start (a fresh process: none started yet)."""
-    script = ("import os, torch; from bench import machine; from pipelines import kernels\n"
+    script = ("import os, torch; from bench.measuring import machine; from pipelines import kernels\n"
               "from pipelines.config import PipelineConfig\n"
               "kernels.warm_crop_normalize(torch.device('cuda'), PipelineConfig(device='cuda'))\n"
               "assert kernels._COMPILED['cuda'] is not kernels._crop_normalize, 'fell back to op by op'\n"
@@ -538,7 +538,7 @@ def test_the_next_epoch_is_planned_during_this_one_and_yields_the_same_batches(v
 
 
 def test_every_pipeline_declares_its_queue_capacity():
-    """The drain before a timed window takes up to `queue_capacity` + 1 batches (`bench.harness.drain`):
+    """The drain before a timed window takes up to `queue_capacity` + 1 batches (`bench.measuring.harness.drain`):
     a pipeline that says nothing would read as making every batch inside next()."""
     undeclared = [name for name in pipelines.names()
                   if pipelines._declared_class(name).queue_capacity is contract.Pipeline.queue_capacity]
@@ -549,7 +549,7 @@ def test_every_pipeline_declares_its_queue_capacity():
 def test_a_pipeline_left_alone_holds_no_more_ready_batches_than_its_queue_capacity(variant, indexed_root):
     """After a second with nobody asking, the batches handed over without waiting (DRAIN_WAIT_MS, as
     the drain tells) number at most the declared capacity, + 1 for one finished while they are taken."""
-    from bench.drain import DRAIN_WAIT_MS
+    from bench.measuring.drain import DRAIN_WAIT_MS
     with make(variant, indexed_root) as p:
         batches = iter(p)
         next(batches)   # the producers run

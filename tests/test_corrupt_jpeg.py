@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from bench import results
-from bench.spec import RunSpec
+from bench.measuring.spec import RunSpec
 from pipelines import sources
 from pipelines.epochs import epoch_batches
 from pipelines.jpeg_errors import undecodable_jpeg

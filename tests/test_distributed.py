@@ -157,7 +157,7 @@ def test_two_gloo_processes_cover_the_epoch_once_for_every_pipeline(indexed_root
 def _ddp_worker(rank: int, world: int, rendezvous: str, out: str) -> None:
     """Three SGD steps on different data per rank, with and without DDP; rank 0 writes the
     largest difference between the ranks' parameters for each."""
-    from bench.harness import Trainer
+    from bench.measuring.harness import Trainer
     _init(rank, world, rendezvous)
     result = {}
     for parallel in ("ddp", "none"):
@@ -191,7 +191,7 @@ def _step_worker(rank: int, world: int, rendezvous: str, out: str, steps: list[s
     rank 0 writes, per kind, the parameters' largest spread between ranks and distance from eager's.
     On a CPU "compile" is the DDP-wrapped model compiled as the Trainer compiles it (backend
     aot_eager: no C++ compiler needed), uncaptured; on CUDA each kind is the Trainer's own step."""
-    from bench import training
+    from bench.measuring import training
     faulthandler.dump_traceback_later(STEP_WORKER_S, exit=True)   # a hung collective: its stacks, then an end
     device = torch.device("cuda", rank) if cuda else torch.device("cpu")
     if cuda:
@@ -309,7 +309,7 @@ def test_ranks_runs_each_configuration_on_one_and_on_two_ranks_of_their_own(synt
 
 
 def test_ranks_rendezvous_port_is_held_by_the_runner_from_before_the_ranks_start_until_they_end(monkeypatch):
-    from bench.runner import rank_environments
+    from bench.running.runner import rank_environments
     with rank_environments(2) as environments:
         port = int(environments[0]["MASTER_PORT"])
         with socket.socket() as other, pytest.raises(OSError):
@@ -354,8 +354,8 @@ def test_a_shared_process_sweep_on_two_ranks_feeds_photographs_through_every_pho
 
 
 def test_ranks_are_refused_under_torchrun_and_beyond_the_gpus():
-    from bench import plan
-    from bench.distributed import World
+    from bench.measuring.distributed import World
+    from bench.running import plan
     options = plan.sweep(cli.build_parser().parse_args(["sweep", "--ranks", "1,2"]))
     with pytest.raises(ValueError, match="--ranks starts the ranks itself"):
         plan.worlds(options, torch.device("cpu"), World(0, 2, 0, 2))
@@ -372,7 +372,7 @@ def test_dataparallel_needs_cuda_and_no_torchrun(synthetic_root, tmp_path):
 
 
 def test_runspec_ties_ddp_to_a_multi_process_config():
-    from bench.spec import RunSpec
+    from bench.measuring.spec import RunSpec
     with pytest.raises(ValueError, match="ddp is the mode of a torchrun job"):
         RunSpec("prefetch", "e2e", "resnet9", PipelineConfig(), parallel="ddp")
     with pytest.raises(ValueError, match="ddp is the mode of a torchrun job"):

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from pipelines import workers
-from bench import cli, plan, report, results, runner
+from bench import cli, report, results
+from bench.running import plan, runner
 from tests.test_report import processes, write
 
 

@@ -112,11 +112,12 @@ def test_cycles_finds_a_cycle():
 
 
 def test_targets_resolve_relative_imports():
-    known = {"bench", "bench.harness", "bench.claims", "bench.claims.copies", "pipelines", "pipelines.config"}
-    tree = ast.parse("from .. import harness\nfrom ..harness import RunSpec\nimport pipelines.config\n"
+    known = {"bench", "bench.measuring", "bench.measuring.harness", "bench.claims", "bench.claims.copies", "pipelines",
+             "pipelines.config"}
+    tree = ast.parse("from ..measuring import harness\nfrom ..measuring.harness import RunSpec\nimport pipelines.config\n"
                      "from pipelines import PipelineConfig\n")
     found = [targets(node, "bench.claims.copies", False, known) for node in tree.body]
-    assert found == [{"bench.harness"}, {"bench.harness"}, {"pipelines.config"}, {"pipelines"}]
+    assert found == [{"bench.measuring.harness"}, {"bench.measuring.harness"}, {"pipelines.config"}, {"pipelines"}]
 
 
 def test_type_checking_imports_count_function_imports_apart():

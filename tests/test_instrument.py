@@ -17,8 +17,10 @@ import pytest
 import torch
 
 import pipelines
-from bench import busy, cli, harness, machine, report, results, settings, workloads
-from bench.spec import RunSpec, Window
+from bench import cli, report, results
+from bench.measuring import busy, harness, machine, workloads
+from bench.measuring.spec import RunSpec, Window
+from bench.results import settings
 from pipelines import prefetch
 from pipelines.config import PipelineConfig
 
@@ -350,7 +352,7 @@ def test_the_calibration_does_not_count_host_stalls():
 
 WAITS = """
 import time, torch
-from bench import machine
+from bench.measuring import machine
 blocking = machine.blocking_waits(torch.device("cuda"))
 torch.cuda._sleep(1_000_000); torch.cuda.synchronize()
 cpu = time.thread_time()

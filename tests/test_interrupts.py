@@ -1,4 +1,4 @@
-"""Ctrl-C held back while a pipeline's iterator starts (bench.interrupts, issue 32)."""
+"""Ctrl-C held back while a pipeline's iterator starts (bench.measuring.interrupts, issue 32)."""
 from __future__ import annotations
 
 import multiprocessing
@@ -9,7 +9,8 @@ import time
 import pytest
 import torch.utils.data.dataloader as torch_dataloader
 
-from bench import cli, interrupts
+from bench import cli
+from bench.measuring import interrupts
 
 
 def test_a_signal_inside_deferred_is_raised_when_the_block_ends():

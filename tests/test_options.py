@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 import pipelines
-from bench import cli, plan, results
+from bench import cli, results
 from bench.cli.parser import build_parser
+from bench.running import plan
 from pipelines import PipelineConfig
 
 TOY = '''

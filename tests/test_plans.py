@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench import cli, plan, settings
+from bench import cli
 from bench.cli import measure
+from bench.results import settings
+from bench.running import plan
 from pipelines.options import LINE_LIMIT
 
 

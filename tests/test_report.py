@@ -12,8 +12,7 @@ import pandas as pd
 import pytest
 
 from bench import cli, report, results
-from bench.report import formatting, hosts
-from bench.report import summary as report_summary
+from bench.report import formatting, hosts, summary as report_summary
 
 RUN = {"run_id": "run@1", "git_commit": "abc123", "boot_id": "boot-1", "gpu": "Test GPU", "batch_size": 512,
        "dtype": "bfloat16", "image_size": 32, "cpus": 16, "num_workers": 15, "status": "ok", "error": "",
@@ -132,7 +131,8 @@ def test_every_plan_times_enough_processes_and_windows_for_a_verdict():
     """Each grid of bench/plans/ that runs e2e (beside model-only: a verdict) gives every cell
     MIN_PROCESSES processes of MIN_WINDOWS windows (the reference plans ran one window per process:
     no drift seen)."""
-    from bench import plan, settings
+    from bench.results import settings
+    from bench.running import plan
     parser = cli.build_parser()
     plans = sorted((Path(__file__).resolve().parents[1] / "bench" / "plans").glob("*.json"))
     assert len(plans) >= 10

@@ -21,8 +21,11 @@ import pytest
 import torch
 
 import pipelines
-from bench import cli, harness, plan, report, results, runner, stability
-from bench.spec import COPIES, PAYLOADS, RunSpec
+from bench import cli, report, results
+from bench.measuring import harness, machine
+from bench.measuring.spec import COPIES, PAYLOADS, RunSpec
+from bench.running import plan, runner
+from bench.studies import stability
 from pipelines.contract import Pipeline
 from pipelines.config import PipelineConfig
 from pipelines.dataloader import _Samples
@@ -539,7 +542,7 @@ def test_a_killed_parent_leaves_no_process_of_its_run(tmp_path, synthetic_root):
         while not pids.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert pids.exists(), "the configuration never started"
-        started = stability.descendants(parent.pid)   # the forkserver, the configuration, its helper
+        started = machine.descendants(parent.pid)   # the forkserver, the configuration, its helper
         assert set(map(int, pids.read_text().split())) <= set(started) and len(started) >= 3
     finally:
         parent.kill()
@@ -575,7 +578,7 @@ def test_dataloader_workers_end_when_the_process_that_built_the_loader_is_killed
                              env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
     try:
         assert owner.stdout.readline().strip() == "ready"
-        started = stability.descendants(owner.pid)   # the forkserver, two workers, the resource tracker
+        started = machine.descendants(owner.pid)   # the forkserver, two workers, the resource tracker
         assert len(started) >= 3
     finally:
         owner.kill()
@@ -774,7 +777,7 @@ def leave_like_a_configuration():
 
 if __name__ == "__main__":
     if sys.argv[1] == "runner":
-        from bench import runner
+        from bench.running import runner
         ctx = runner._context()
     else:
         ctx = multiprocessing.get_context("forkserver")
@@ -924,7 +927,7 @@ def left_after_exit(argv: list[str], env: dict, stop=None) -> tuple[int, dict[in
                                start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seen, stopped, deadline = set(), stop is None, time.monotonic() + 240
     while process.poll() is None and time.monotonic() < deadline:
-        seen.update(stability.descendants(process.pid))
+        seen.update(machine.descendants(process.pid))
         stopped = stopped or stop(process)
         time.sleep(0.05)
     process.wait(timeout=max(1.0, deadline - time.monotonic()))

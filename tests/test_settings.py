@@ -1,4 +1,4 @@
-"""The harness's settings are declared once (`bench.settings`): a toy setting added to the
+"""The harness's settings are declared once (`bench.results.settings`): a toy setting added to the
 declarations in this test alone, as tests/test_options.py adds a toy pipeline, becomes a flag, a
 `Sweep` attribute, a value every configuration carries, a results column, part of a shared
 process's cell and of the report's cell key, and a report label, without a change to another file."""
@@ -8,10 +8,12 @@ import pandas as pd
 import pytest
 import torch
 
-from bench import cli, plan, results, settings
+from bench import cli, results
 from bench.cli.parser import build_parser
+from bench.measuring.spec import RunSpec
 from bench.report import analysis
-from bench.spec import RunSpec
+from bench.results import settings
+from bench.running import plan
 from pipelines import PipelineConfig
 
 TOY = settings.Setting("toy_level", "how toy the run is (default: %(default)s)", settings.TIMING,

@@ -1,4 +1,4 @@
-"""The stand-in validation (`bench.standin`): its rows made into the table and the conclusion, its
+"""The stand-in validation (`bench.studies.standin`): its rows made into the table and the conclusion, its
 refusal without CUDA (CPU), and its lanes' timing (GPU, skipped without CUDA)."""
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 import torch
 
-from bench import busy, standin
+from bench.measuring import busy
+from bench.studies import standin
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 # (model, side) -> step kind -> (stretch, retention), the same in each repeat but for a spread of ±0.1 in stretch

@@ -8,9 +8,11 @@ import pandas as pd
 import pytest
 import torch
 
-from bench import claims, cli, distributed, harness, plan, report, results
-from bench.spec import RunSpec, Window
-from bench.training import step_refusal
+from bench import claims, cli, report, results
+from bench.measuring import distributed, harness
+from bench.measuring.spec import RunSpec, Window
+from bench.measuring.training import step_refusal
+from bench.running import plan
 from pipelines import sources
 from pipelines.config import PipelineConfig
 

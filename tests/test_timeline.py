@@ -1,4 +1,4 @@
-"""The GPU timeline (`bench.timeline`): its arithmetic on synthetic GPU work and Chrome trace events,
+"""The GPU timeline (`bench.studies.timeline`): its arithmetic on synthetic GPU work and Chrome trace events,
 its table and sentences, its variants and configurations, its refusals (CPU), and one small run
 (GPU, skipped without CUDA)."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
-from bench import timeline
-from bench.timeline import Work
+from bench.studies import timeline
+from bench.studies.timeline import Work
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 MS = 1000.0   # µs per ms: the synthetic work below is written in ms
@@ -116,7 +116,7 @@ def test_the_table_gives_medians_ranges_and_n_per_configuration_and_a_sentence_e
         "period.",
         "Beside `dali` the step's own GPU work took 1.25 × its time alone and the training stream idled 40 % of each "
         "step's period; other streams ran 5.00 ms of kernels per step, 2.50 ms of them during the step."]
-    text = timeline.report(rows(), "python -m bench.timeline --out x --pipelines dali")
+    text = timeline.report(rows(), "python -m bench.studies.timeline --out x --pipelines dali")
     assert text.count("\n| `") == 2 and "timeline.png" in text and "`torchvision:resnet50`, compile step, 224 px, batch 256, bfloat16, 16 cores" in text
 
 

@@ -12,8 +12,8 @@ import math
 import pandas as pd
 import torch
 
-from .. import harness
-from .framework import Claim, Context, Verdict, combine, median, row, _call_and_done, spin, _host_buffer, _mb
+from ..measuring import harness
+from .framework import Claim, Context, Verdict, _call_and_done, _host_buffer, _mb, combine, median, row, spin
 
 
 TUTORIAL = ("PyTorch tutorial “A guide on good usage of non_blocking and pin_memory() in PyTorch” "

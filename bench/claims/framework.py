@@ -18,7 +18,7 @@ import torch
 
 from pipelines.config import PipelineConfig
 
-from .. import harness
+from ..measuring import harness
 from ..results import ENV_COLUMNS
 
 

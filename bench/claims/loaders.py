@@ -14,8 +14,8 @@ import torch
 
 import pipelines
 
-from .. import harness, workloads
-from ..spec import RunSpec
+from ..measuring import harness, workloads
+from ..measuring.spec import RunSpec
 from .framework import Claim, Context, Verdict, median, row, spin
 
 

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _command(argv: list[str]) -> int:
     """Run the command `argv` names (`main`)."""
-    from .. import runner
+    from ..running import runner
     from .claims import run_claims
     from .measure import run_grid
     from .parser import build_parser, config_grids

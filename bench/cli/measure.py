@@ -25,9 +25,11 @@ from pipelines import sources
 from pipelines.sources import imagefolder
 from pipelines.contract import resolve_device
 
-from .. import distributed, harness, interrupts, plan, results, runner
-from ..spec import RunSpec
-from ..training import step_refusal
+from .. import results
+from ..measuring import distributed, harness, interrupts
+from ..measuring.spec import RunSpec
+from ..measuring.training import step_refusal
+from ..running import plan, runner
 from .common import _fail, record
 
 def specs_for(grids: list, device: torch.device, world: distributed.World = distributed.World()) -> list[RunSpec]:

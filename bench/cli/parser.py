@@ -1,5 +1,5 @@
 """The command line: every command's options (compare's and sweep's in groups: a flag per declared
-setting, `bench.settings`, and per pipeline knob, `pipelines.options`, generated; the options of
+setting, `bench.results.settings`, and per pipeline knob, `pipelines.options`, generated; the options of
 the whole run by hand), their one-line checks (`build_parser`, on the commands of
 `top.top_parser`), and a sweep's --config file as options (`config_grids`).
 """
@@ -13,9 +13,11 @@ import pipelines
 from pipelines.options import clip, echo
 from pipelines.config import IMAGEFOLDER, SOURCES, default_cache_root, default_data_root
 
-from .. import harness, plan, runner, settings
-from ..settings import csv_list, once, positive
-from ..spec import BUSY_MS
+from ..measuring import harness
+from ..measuring.spec import BUSY_MS
+from ..results import settings
+from ..results.settings import csv_list, once, positive
+from ..running import plan, runner
 from .top import top_parser
 
 MAX_CONFIGURATIONS = 10_000   # --max-configurations: days of measuring at seconds each; a typo's millions, refused
@@ -94,7 +96,7 @@ RUN_HELP = ("Measure each pipeline loader-only (at each headspace level), stage 
 
 
 def _help_values() -> dict:
-    """What the settings' help lines name (`bench.settings.Setting.help`)."""
+    """What the settings' help lines name (`bench.results.settings.Setting.help`)."""
     return dict(PIPELINES=",".join(pipelines.names()), CPU_LARGE=plan.CPU_LARGE, CPU_SAMPLES=plan.CPU_SAMPLES,
                 BUSY_LEVELS=",".join(f"{b:g}" for b in BUSY_MS), MODEL_BLOCK=harness.MODEL_BLOCK,
                 LONG_EPOCH=harness.LONG_EPOCH, MIN_PROCESSES=plan.MIN_PROCESSES, MIN_WINDOWS=plan.MIN_WINDOWS,
@@ -102,7 +104,7 @@ def _help_values() -> dict:
 
 
 def _add_settings(g, group: str) -> None:
-    """A flag per setting of `group` (`bench.settings.SETTINGS`), stored under the setting's name."""
+    """A flag per setting of `group` (`bench.results.settings.SETTINGS`), stored under the setting's name."""
     for s in settings.SETTINGS:
         if s.group != group or s.flag is None:
             continue
@@ -116,7 +118,7 @@ def _add_settings(g, group: str) -> None:
 
 
 def _run_parser(p: argparse.ArgumentParser, description: str) -> argparse.ArgumentParser:
-    """compare's and sweep's options, in groups: the settings (`bench.settings`), the pipelines'
+    """compare's and sweep's options, in groups: the settings (`bench.results.settings`), the pipelines'
     knobs, and the options of the whole run (device, deadline, processes, output, data)."""
     p.description = description
     p.usage = "%(prog)s [options]   (below, in groups)"
@@ -223,7 +225,7 @@ def _claims_options(p: argparse.ArgumentParser) -> None:
 
 def _stability_options(p: argparse.ArgumentParser) -> None:
     """`pipebench stability`'s options."""
-    from .. import stability
+    from ..studies import stability
     p.description = stability.__doc__.split("\n\n")[1].replace("\n", " ")
     p.add_argument("--pipelines", type=csv_list(pipelines.names()), default=pipelines.names(),
                    help="comma-separated (default: all; unavailable ones are left out)")

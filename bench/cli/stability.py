@@ -1,5 +1,5 @@
 """`pipebench stability`: many epochs per pipeline, host and GPU memory per epoch, into
-OUT/stability.csv (the report: `bench.stability.write_report`).
+OUT/stability.csv (the report: `bench.studies.stability.write_report`).
 """
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ import pipelines
 from pipelines.config import PipelineConfig
 from pipelines.contract import resolve_device
 
-from .. import interrupts, results
+from .. import results
+from ..measuring import interrupts
 from .common import _fail, record
 
 def run_stability(args, argv: list[str]) -> int:
     """`pipebench stability`: OUT/stability.csv, OUT/stability.png and OUT/STABILITY.md."""
-    from .. import stability
+    from ..studies import stability
     import pandas as pd
     try:
         device = resolve_device(args.device)

@@ -14,8 +14,9 @@ import pandas as pd
 
 import pipelines
 
-from .. import results, settings
-from ..plan import MIN_PROCESSES, MIN_WINDOWS
+from .. import results
+from ..results import settings
+from ..running.plan import MIN_PROCESSES, MIN_WINDOWS
 from .formatting import pct, per_gpu, plural, rate
 
 RULES = """\
@@ -76,7 +77,7 @@ TEXT = {"stage": "", "step": "", "payload": "", "copy": "", "device": "", "paral
 
 
 def key() -> list[str]:
-    """A cell's key: the settings the report groups cells by (`bench.settings.report_key`: mode,
+    """A cell's key: the settings the report groups cells by (`bench.results.settings.report_key`: mode,
     stage, payload, pipeline, model, step kind, loss reads, image size, batch, dtype, CPU budget),
     then the busy level."""
     return [*settings.report_key(), "busy_ms"]
@@ -185,7 +186,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     ok = ok.assign(
         bytes_per_image=lambda d: d.batch_bytes * d.steps / d.images,
         proc=lambda d: d.run_id + "#" + d.process.astype(str) + "#" + d.seed.astype(str),
-        # CPU booked as `bench.harness` says: rows from before `next_cpu_s` cannot split it (NaN: all threads shown)
+        # CPU booked as `bench.measuring.harness` says: rows from before `next_cpu_s` cannot split it (NaN: all threads shown)
         pipe_cpu_kimg=lambda d: d.pipeline_cpu_s_per_kimg.where(d.next_cpu_s.notna()),
         train_cpu_kimg=lambda d: 1e3 * (d.train_cpu_s - d.next_cpu_s) / d.images,
         syncs=lambda d: d.next_syncs == "True",

@@ -13,7 +13,7 @@ import pandas as pd
 
 import pipelines
 
-from ..plan import MIN_PROCESSES, MIN_WINDOWS
+from ..running.plan import MIN_PROCESSES, MIN_WINDOWS
 from .analysis import ABOVE, FED, STEP_ORDER, TOO_FEW, knob, situations, ties
 from .formatting import code, escape, pct, per_gpu, plural
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pipelines
 
-from .. import results, settings
+from .. import results
+from ..results import settings
 from .formatting import table_cell
 from .readme import with_block
 
@@ -41,7 +42,7 @@ def knob_lines() -> list[str]:
 def column_kind(column: str) -> str:
     """What kind of column of a results file `column` is, by the list of `bench.results` holding it."""
     if column in settings.columns():
-        return "setting: what ran (`bench.settings.SETTINGS`)"
+        return "setting: what ran (`bench.results.settings.SETTINGS`)"
     if column in pipelines.declared_options():
         return "pipeline knob: empty where the row's pipeline does not read it ([the knobs](pipelines.md#knobs))"
     if column in results.MEASURE_COLUMNS:

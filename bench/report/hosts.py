@@ -15,7 +15,7 @@ import pandas as pd
 
 from pipelines.config import IMAGEFOLDER
 
-from ..plan import MIN_PROCESSES
+from ..running.plan import MIN_PROCESSES
 from .analysis import FED, label_variants
 from .formatting import code, escape, pct, plural, table
 

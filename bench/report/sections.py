@@ -12,19 +12,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from .analysis import DRIFT, SETTING, RunView, at_setting, ceiling_text, label_variants
+from .analysis import DRIFT, RunView, SETTING, at_setting, ceiling_text, label_variants
 from .answers import answer, reads_text, share_text
 from .formatting import code, epoch_text, escape, pct, per_gpu, plural, rate, table
 from .hosts import CHECKED, PREDICTION, SCALING, prediction, prediction_note, scaling
 from .plots import cores_plot, headspace_plot, share_plot
 
 TIMERS = """\
-What each timer includes (`bench/harness.py`): every window starts and ends with a device
+What each timer includes (`bench/measuring/harness.py`): every window starts and ends with a device
 synchronize and covers exactly its steps; warm-up, the run that sizes the windows and pipeline
 construction (including a resident upload) are outside. **loader**: iterate the pipeline with no
 model; the consumer reads each batch (one tiny kernel) and, at a headspace level of t ms, gives the
 GPU per batch a fixed amount of bf16 matrix products and memory copies on every SM that lasts t ms
-on an idle GPU (`bench/busy.py`: sized before the pipeline exists and never re-sized, so beside the
+on an idle GPU (`bench/measuring/busy.py`: sized before the pipeline exists and never re-sized, so beside the
 pipeline it runs longer, as a training step does; that stretch, "step ×s" in the headspace tables,
 is the pipeline's contention cost, and the share of batch / t includes it; in runs from before the
 stretch was recorded the step was re-sized beside the pipeline to last t). A window that delivered

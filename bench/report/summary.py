@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..plan import MIN_PROCESSES, MIN_WINDOWS
-from .analysis import ABOVE, FED, FLOOR, SETTING, TOO_FEW, RunView, at_setting
+from ..running.plan import MIN_PROCESSES, MIN_WINDOWS
+from .analysis import ABOVE, FED, FLOOR, RunView, SETTING, TOO_FEW, at_setting
 from .answers import above_text, base_name, baseline, fed_only_restart_free, restart_free_text
 from .formatting import code, epoch_text, escape, pct, per_gpu, plural, table
 from .sections import trained

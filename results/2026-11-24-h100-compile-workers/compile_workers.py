@@ -1,3 +1,4 @@
+# runs at commit 4720982f52a2
 """What inductor's pool of compile worker processes costs `prefetch` on a budget of two cores.
 
 By default the first `torch.compile` in a process starts that pool (`maybe_warm_pool`: a sidecar

@@ -1,3 +1,4 @@
+# runs at commit 4720982f52a2
 """Probe: why 224-px `prefetch` can deliver less with 16 cores than with 4 (issue 31).
 
 Runs the harness's own loader-only measurement (`bench.harness.run`) of 224-px `prefetch`, one

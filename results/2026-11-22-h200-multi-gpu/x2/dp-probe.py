@@ -1,3 +1,4 @@
+# runs at commit 4720982f52a2
 """DataParallel with and without cuDNN autotuning, ResNet-18, model only (run on a host with 2 NVIDIA H200 GPUs:
 `PYTHONPATH=$PWD python3 results/2026-11-22-h200-multi-gpu/x2/dp-probe.py`). Output: dp-probe.txt."""
 import time

@@ -1,3 +1,4 @@
+# runs at commit 4720982f52a2
 """The checks this run was made for, recomputed from its results.csv with the report's own reading
 (bench.report): run from the repository root,
 

@@ -1,3 +1,4 @@
+# runs at commit 4720982f52a2
 """Probe of the instrument's pieces on one GPU (run from the repository root, PYTHONPATH=.):
 
   busy     the busy step (bench.busy): calibrated unit time, each level's measured time against its

@@ -1,3 +1,4 @@
+# runs at commit 4720982f52a2
 """Why the busy step ran 2-5 % longer beside a pipeline than its label (results/2026-11-25-h100-instrument):
 the calibration's copies stayed in the L2 cache. For a copy ring of 1 buffer (the earlier design) and of
 bench.busy.COPY_RING buffers, calibrate, then time a 2-ms step's mean over 48 replays with the cache warm

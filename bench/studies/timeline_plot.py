@@ -1,4 +1,4 @@
-"""timeline.png for `bench.timeline`, apart from the profiling and the trace's reading it draws from:
+"""timeline.png for `bench.studies.timeline`, apart from the profiling and the trace's reading it draws from:
 WINDOW_STEPS consecutive steps per configuration, one panel each, model-only on top, a lane per
 CUDA stream (the training stream first, then the busiest, at most MAX_LANES), the step's own work,
 other work on the training stream, kernels and copies on the other streams in their own colours.
@@ -22,7 +22,7 @@ def shown_steps(work: list, stream: int, rows: list[dict]) -> list[float]:
 
 def draw(traces: dict[str, tuple[list, int, list[dict]]], path: Path) -> None:
     """WINDOW_STEPS consecutive steps per configuration, one panel each (`traces`: label -> its
-    `bench.timeline.Work` pieces, its training stream, its step rows), the steps' starts dotted."""
+    `bench.studies.timeline.Work` pieces, its training stream, its step rows), the steps' starts dotted."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -1,4 +1,4 @@
-"""The child processes a run starts, apart from the runner (`bench.runner`) that starts, follows and
+"""The child processes a run starts, apart from the runner (`bench.running.runner`) that starts, follows and
 ends them: the forkserver context they are forked from (`_context`), what runs inside each — a
 configuration's windows streamed to its journal (`_child`), a call of user code (`_call_child`) —
 the watchdog that ends a child's process group once the pipebench process is gone (`_watch`), and
@@ -22,8 +22,9 @@ import pipelines
 from pipelines.contract import resolve_device
 from pipelines.workers import start_forkserver
 
-from . import distributed, harness, results, workloads
-from .spec import RunSpec
+from .. import results
+from ..measuring import distributed, harness, workloads
+from ..measuring.spec import RunSpec
 
 PARENT_POLL_S = 0.5   # how often a child checks that the pipebench process is still there
 
@@ -41,7 +42,7 @@ def _context():
         sys.warnoptions.append(QUIET_TRACKER)
     # torch imported once there; nothing there may initialize CUDA (importing torch._inductor does),
     # or no child forked from it could use the GPU
-    start_forkserver(["bench.harness"])
+    start_forkserver(["bench.measuring.harness"])
     return multiprocessing.get_context("forkserver")
 
 

@@ -23,9 +23,9 @@ and train configurations next to each other.
 
 `shared(specs)` says which configurations run in one process: each alone, except, with
 `--share-process`, the model-only and e2e configurations of one cell (the settings declared `cell`,
-`bench.settings`: model, step kind, loss reads, CPU budget, timing; the setting, GPUs) and round, and the copy configurations of one setting, which run in one
+`bench.results.settings`: model, step kind, loss reads, CPU budget, timing; the setting, GPUs) and round, and the copy configurations of one setting, which run in one
 process (one per rank under DDP) at the place of the first, sharing its
-trainer (`bench.harness.Shared`: startup and compilation paid once), in the order of row r of a Williams
+trainer (`bench.measuring.harness.Shared`: startup and compilation paid once), in the order of row r of a Williams
 design in round r (`williams`): a Latin square balanced for first-order carry-over, so with as many
 processes as members each runs first once, and with as many processes as the design has rows (the
 members for an even count, twice them for an odd one) each runs right after every other equally
@@ -45,11 +45,13 @@ import pipelines
 from pipelines.config import IMAGE_SIZE, PipelineConfig
 from pipelines.options import LINE_LIMIT, clip, echo
 
-from . import distributed, machine, runner, settings
-from .settings import Sweep
-from .spec import RunSpec
-from .training import step_refusal
-from .models import CHECK_TIMEOUT_S, check_model, runs_user_code
+from ..measuring import distributed, machine
+from ..measuring.models import CHECK_TIMEOUT_S, check_model, runs_user_code
+from ..measuring.spec import RunSpec
+from ..measuring.training import step_refusal
+from ..results import settings
+from ..results.settings import Sweep
+from . import runner
 
 MIN_PROCESSES = 3   # the fewest a verdict, a tie or "the fastest" may rest on (bench.report)
 MIN_WINDOWS = 2     # the fewest windows per process a verdict may rest on: one window cannot show drift
@@ -205,7 +207,7 @@ def size(o: Sweep, device: torch.device, world: distributed.World = distributed.
 
 def worlds(o: Sweep, device: torch.device, world: distributed.World = distributed.World()) -> list[distributed.World]:
     """The layouts of processes a grid runs in: under torchrun the job's; else one per `--ranks` value
-    (N processes on N GPUs of this host, launched per configuration by `bench.runner`)."""
+    (N processes on N GPUs of this host, launched per configuration by `bench.running.runner`)."""
     if not o.ranks:
         return [world]
     if world.distributed:
@@ -219,8 +221,8 @@ _CHECKED: set[tuple[str, int]] = set()
 
 
 def check_models(models: list[str], sizes: list[int], timeout: float) -> None:
-    """Each model checked once per image size (`bench.models.check_model`), a model of the user's
-    code in a process of its own (`bench.runner.call_isolated`): a builder that raises, calls
+    """Each model checked once per image size (`bench.measuring.models.check_model`), a model of the user's
+    code in a process of its own (`bench.running.runner.call_isolated`): a builder that raises, calls
     sys.exit, aborts or runs past `timeout` s is one ValueError line naming the spec."""
     for model in models:
         for size in sizes:

@@ -8,7 +8,7 @@ the GPU's clocks, link, temperature and power while it runs, and what tells one 
   themselves to their loader's cores: `pipelines.workers.worker_options`.)
 - `cpu_seconds()`: user + system CPU seconds of this process and all its descendants (workers,
   forkservers), from /proc in clock ticks, so a window's CPU cost is the difference of two readings
-  (the training thread's own share: `time.thread_time()`, `bench.harness.time_window`).
+  (the training thread's own share: `time.thread_time()`, `bench.measuring.harness.time_window`).
 - `blocking_waits(device)`: CUDA waits of this process block instead of spinning (the primary
   context's CU_CTX_SCHED_BLOCKING_SYNC): a thread blocked on the GPU sleeps rather than spin a core.
   A training thread that runs ahead of the GPU still burns CPU between its waits (the rows record it).

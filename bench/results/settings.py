@@ -5,7 +5,7 @@ the CPU budget, ...): its name, which is its name in every layer (the results co
 attribute, the `RunSpec` or `PipelineConfig` field where it is one, the report's name for it), its
 flag (`--name-with-dashes` unless it says otherwise; a few keep their older spellings, `--steps`,
 `--epochs`, `--busy-ms`, so existing commands run, and a `--config` plan's keys are the flags'), help line, argparse type and default (None:
-the device's default, `devices`, filled in by `bench.plan`), the parser group it is listed in, and
+the device's default, `devices`, filled in by `bench.running.plan`), the parser group it is listed in, and
 where else it appears. Everything else is generated from `SETTINGS`: `pipebench compare`'s and
 `sweep`'s flags for them (`bench.cli.parser`), the `Sweep` a grid's options are read into once
 (`sweep`), the results columns (`results.config_columns`, `columns`), the values a results row
@@ -33,8 +33,8 @@ import pipelines
 from pipelines.config import DTYPES, IMAGE_SIZE, LAST_BATCH, MAX_IMAGE_SIZE, MAXIMUM, PipelineConfig
 from pipelines.options import clip, echo
 
-from .spec import BUSY_MS, COPIES, MODES, PAYLOADS, STAGES
-from .training import STEPS
+from ..measuring.spec import BUSY_MS, COPIES, MODES, PAYLOADS, STAGES
+from ..measuring.training import STEPS
 
 MAX_PROCESSES = 1000   # --processes: far above any real use (a typo is one line, not minutes of planning)
 MAX_RANKS = 64   # --ranks: GPUs of one host
@@ -293,7 +293,7 @@ def variants() -> list[str]:
 def carried() -> list[Setting]:
     """The settings a configuration carries as given (`RunSpec.more`): those with a flag that no
     field of `RunSpec` or `PipelineConfig` holds and the plan does not expand."""
-    from .spec import RunSpec
+    from ..measuring.spec import RunSpec
     fields = set(RunSpec.__dataclass_fields__) | set(PipelineConfig.__dataclass_fields__)
     return [s for s in SETTINGS if s.name not in fields and not s.expands and s.flag is not None]
 

@@ -1,5 +1,5 @@
 """The drain before a timed window and the batches ready at its start, apart from the harness
-(`bench.harness`) that runs them: what a pipeline queued while nothing consumed it is taken off
+(`bench.measuring.harness`) that runs them: what a pipeline queued while nothing consumed it is taken off
 before the window (`drain`: a window counts what the pipeline makes, not a queue filled beforehand),
 and the window's leading steps that found a batch ready are counted (`ready_at_start`); `sync`, the
 device synchronize both rest on, is here with them.

@@ -30,7 +30,7 @@ way yields to the pipeline (beside memory-bound side work it lost most of its un
 pipelines met a lighter GPU than a real training step gives them and their loader ceilings were
 overstated. A one-thread sleep kernel (`torch.cuda._sleep`) timed by events around its launch, the
 design before that, busied one SM of 132, moved no memory and counted host stalls as sleep.
-How far the stand-in's contention is from a real captured training step's: `bench.standin`.
+How far the stand-in's contention is from a real captured training step's: `bench.studies.standin`.
 
 A stretched step is data, not a fault. The harness rejects only a window that delivered more than
 its step allows (batch / measured step time, TOLERANCE above): such a window is a row with status

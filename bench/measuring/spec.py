@@ -2,8 +2,8 @@
 
 `RunSpec` is one measured configuration (a pipeline in a mode, on a model, with its settings), checked
 when it is made; `Window` is what one timed window measured; `MODES`, `STAGES`, `COPIES`, `PAYLOADS`,
-`PARALLEL` and `BUSY_MS` are the values they take. The harness (`bench.harness`, which says what each
-mode times), what a window iterates (`bench.workloads`), the results' rows (`bench.results`), the plans
+`PARALLEL` and `BUSY_MS` are the values they take. The harness (`bench.measuring.harness`, which says what each
+mode times), what a window iterates (`bench.measuring.workloads`), the results' rows (`bench.results`), the plans
 and the command line all read these; they live in a module of their own so that none of those imports
 another only for them (the harness and its workloads once imported each other for `RunSpec`).
 """
@@ -40,14 +40,14 @@ class RunSpec:
     stage: str = ""            # stage mode: one of STAGES; copy mode: one of COPIES
     parallel: str = "none"     # model replicas: none, ddp (one process per GPU), dp (DataParallel)
     step: str = "eager"        # model, e2e, train: the training step's kind, one of STEPS
-    min_window_s: float = 0.0   # requested_steps=None: windows lasting at least this (`bench.harness`'s docstring)
+    min_window_s: float = 0.0   # requested_steps=None: windows lasting at least this (`bench.measuring.harness`'s docstring)
     busy_levels: tuple[float, ...] = (0.0,)   # loader mode: the consumer's synthetic step per batch, per window
     cpus: int | None = None    # CPU cores the configuration runs on (None: all this process may use)
     payload: str = ""          # copy mode: one of PAYLOADS
     train_epochs: int = 0      # train mode: epochs trained
     sync_every: int = 0        # model, e2e: read the loss on the host every N steps (0: never)
     process: int = 0           # which of the configuration's independent processes (not its identity)
-    more: tuple = ()           # (name, value) of the declared settings no field holds (`bench.settings.carried`)
+    more: tuple = ()           # (name, value) of the declared settings no field holds (`bench.results.settings.carried`)
     share: bool = field(default=False, compare=False)   # model, e2e, copy: may share a process with the rest
                                                          # of its cell (`Shared`); not its identity
 
@@ -126,8 +126,8 @@ class Window:
     busy_idle_ms: float = math.nan   # loader mode: their time on an idle GPU (the label on a host sleep)
     busy_step_ms: float = math.nan   # loader mode: that step's measured time beside the pipeline (mean over the window)
     busy_stretch: float = math.nan   # loader mode: busy_step_ms / busy_idle_ms, the pipeline's contention cost
-    rejected: str = ""           # why the window cannot count ('' if it can): `bench.busy.rejection`
-    drain_steps: int = 0         # batches the drain before it took (`bench.drain.drain`)
+    rejected: str = ""           # why the window cannot count ('' if it can): `bench.measuring.busy.rejection`
+    drain_steps: int = 0         # batches the drain before it took (`bench.measuring.drain.drain`)
     drain_handover_ms: float = math.nan   # the drain's quickest next(): a ready batch's handover
-    ready_at_start: float = math.nan   # batches ready when it began (`bench.drain.ready_at_start`); nan: not drained
+    ready_at_start: float = math.nan   # batches ready when it began (`bench.measuring.drain.ready_at_start`); nan: not drained
     test_accuracy: float = math.nan   # train mode

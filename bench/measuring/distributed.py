@@ -6,7 +6,7 @@
 
 `torchrun` sets RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE and the rendezvous (MASTER_ADDR / MASTER_PORT,
 and TORCHELASTIC_USE_AGENT_STORE where its agent hosts the store); `pipebench --ranks N` sets the same for the
-N processes it starts, hosting that store itself (`bench.runner.rank_environments`). `setup` reads them, binds
+N processes it starts, hosting that store itself (`bench.running.runner.rank_environments`). `setup` reads them, binds
 the process to GPU LOCAL_RANK and initialises the default process group (env://). Without them (a plain
 `pipebench ...`) nothing here does anything: world size 1, rank 0.
 """

@@ -13,6 +13,9 @@ more than its busy step allows) is a row with `status="rejected"` and the reason
 `status="error"` and the exception in `error`; one that cannot run here (a missing optional
 dependency) becomes `status="skipped"` with the reason; a stage the pipeline does not have becomes
 `status="not-applicable"`.
+
+`settings` (this folder) declares the harness's settings once: each one's flag, default, column and
+cell membership, from which the command line, these columns and the report's keys are made.
 """
 from __future__ import annotations
 
@@ -36,8 +39,9 @@ import torch
 
 import pipelines
 
-from . import machine, settings
-from .spec import RunSpec, Window
+from ..measuring import machine
+from ..measuring.spec import RunSpec, Window
+from . import settings
 
 MEASURE_COLUMNS = ["process", "repeat", "busy_ms", "busy_units", "busy_idle_ms", "busy_step_ms", "busy_stretch", "steps",
                    "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
@@ -46,7 +50,7 @@ MEASURE_COLUMNS = ["process", "repeat", "busy_ms", "busy_units", "busy_idle_ms",
                    "pipeline_cpu_s_per_kimg", "blocking_waits", "cpu_set", "sm_mhz", "mem_mhz", "pcie",
                    "gpu_temp_c", "gpu_power_w", "clock_events", "gpu_jpg_util", "test_accuracy",
                    "peak_gpu_mem_mb", "peak_gpu_mem_mb_others", "setup_s", "upload_s", "compile_s", "slot",
-                   "queue_capacity", "drain_steps", "ready_at_start"]   # the drain before the window (bench.drain)
+                   "queue_capacity", "drain_steps", "ready_at_start"]   # the drain before the window (bench.measuring.drain)
 # What must match for a sweep to count an earlier row as done: the same machine (boot), software and commit.
 SAME_ENVIRONMENT = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "cpu_count", "hostname", "boot_id",
                     "git_commit"]
@@ -57,7 +61,7 @@ REQUIRED = ["run_id", "pipeline", "mode", "status"]
 
 
 def config_columns() -> list[str]:
-    """A configuration's columns: the settings' (`bench.settings.columns`), then every knob the
+    """A configuration's columns: the settings' (`bench.results.settings.columns`), then every knob the
     registered pipelines declare (`pipelines.declared_options`), so a new setting or knob is a new column."""
     columns = settings.columns()
     return columns + [name for name in pipelines.declared_options() if name not in columns]
@@ -135,7 +139,7 @@ def recorded_knobs(pipeline: str) -> set[str]:
 
 
 def _config_fields(spec: RunSpec) -> dict[str, object]:
-    """A configuration's columns: each setting's value (`bench.settings.value`), the knobs its
+    """A configuration's columns: each setting's value (`bench.results.settings.value`), the knobs its
     pipeline reads (`recorded_knobs`; the others empty), the step kind of a configuration that trains
     alone, the busy levels of a loader one alone, `train_epochs` of a train one alone."""
     columns = settings.columns()
@@ -240,7 +244,7 @@ def drop_blocks(path: str | Path, env: dict[str, object], blocks: set) -> int:
 
 def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window) -> dict[str, object]:
     """One window of one rank; `world_img_per_s` is its own rate until the ranks' windows are
-    combined (`bench.runner.job_rows`)."""
+    combined (`bench.running.runner.job_rows`)."""
     samples = facts.get("samples", math.nan)
     return {**_config_fields(spec), **facts, "process": spec.process, "repeat": repeat, "busy_ms": w.busy_ms,
             "busy_units": w.busy_units, "busy_idle_ms": w.busy_idle_ms, "busy_step_ms": w.busy_step_ms,
@@ -262,7 +266,7 @@ def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window) -> dict[str
 
 
 def pipeline_cpu_s(w: Window) -> float:
-    """The pipeline's CPU seconds in a window (`bench.harness` docstring): the process tree's without
+    """The pipeline's CPU seconds in a window (`bench.measuring.harness` docstring): the process tree's without
     the training thread's, plus what the training thread spent inside `next()`."""
     return w.cpu_s - w.train_cpu_s + w.next_cpu_s
 

@@ -41,7 +41,7 @@ it late on a busy machine), so the row blames the rank that died, not the peer w
 broke.
 
 What runs inside a child (its journal, its watchdog, a call of user code) and the forkserver it is
-forked from are in `bench.children`; this module starts, follows, times out and ends them.
+forked from are in `bench.running.children`; this module starts, follows, times out and ends them.
 
 Under torchrun (several processes), and with `--no-isolate`, configurations run in this process
 (no deadline): under torchrun a failure ends the job (the other ranks may be inside a collective);
@@ -66,9 +66,10 @@ from torch.distributed import TCPStore
 import pipelines
 from pipelines.contract import resolve_device
 
-from . import distributed, harness, results, workloads
+from .. import results
+from ..measuring import distributed, harness, machine, workloads
+from ..measuring.spec import RunSpec
 from .children import _alive, _call_child, _child, _context, _innermost
-from .spec import RunSpec
 
 DEFAULT_TIMEOUT_S = 1800.0   # per configuration; compilation and a slow DataLoader epoch fit well inside
 STARTUP_S = 120.0   # a child's start (the forkserver importing torch, once) before its deadline runs
@@ -390,8 +391,7 @@ def reap_children() -> None:
     unloading torch, outlived pipebench by seconds on a loaded machine (issue 54)."""
     from multiprocessing import forkserver, resource_tracker
 
-    from .stability import descendants
-    started = descendants(os.getpid())   # before the forkserver ends: its orphans would leave this tree
+    started = machine.descendants(os.getpid())   # before the forkserver ends: its orphans would leave this tree
     helpers = [(forkserver._forkserver, "_forkserver_alive_fd", "_forkserver_pid"),
                (resource_tracker._resource_tracker, "_fd", "_pid")]
     for helper, fd, pid in helpers:

@@ -3,7 +3,7 @@
 Modes (what each timer includes):
   - loader: iterate the pipeline with no model. The consumer reads each batch on the device (one
     tiny kernel) and then, for each level of `busy_ms`, gives the device a fixed amount of work per
-    batch that loads it like a training step and lasts that many ms on an idle GPU (`bench.busy`:
+    batch that loads it like a training step and lasts that many ms on an idle GPU (`bench.measuring.busy`:
     matrix products and memory traffic on every SM, sized once by a calibration before the pipeline
     exists; a host sleep without CUDA): the "headspace" method. Beside the pipeline that work is
     never re-sized: it runs longer where the pipeline contends for the GPU, as a training step
@@ -37,7 +37,7 @@ Modes (what each timer includes):
     `non_blocking`) or pageable memory (`h2d-pageable`), back to back. Under torchrun every rank
     copies at once (windows start after a barrier): what several GPUs of one host get together.
 
-Each configuration runs under its CPU budget (`RunSpec.cpus`, `bench.machine.cpu_budget`), then
+Each configuration runs under its CPU budget (`RunSpec.cpus`, `bench.measuring.machine.cpu_budget`), then
 `warmup` untimed steps, then `repeats` timed windows (loader: one per busy level each time). A
 window starts and ends with a device synchronize and is timed with the host clock; `seconds`
 covers exactly the window's steps; its CUDA events are created before it starts. Window length:
@@ -50,7 +50,7 @@ under DDP too, `drains`) the drain takes off what the pipeline queued while noth
 barrier's wait, a slower busy level, the calibration's synchronizations): on an idle device (a
 synchronize first), batches taken with `next()` and no step, a synchronize after each, until one
 waits or the pipeline's declared queue capacity (`Pipeline.queue_capacity`) + 1 were taken; every
-rank takes as many (`bench.drain`). The window then starts on an idle device with nothing queued (unless
+rank takes as many (`bench.measuring.drain`). The window then starts on an idle device with nothing queued (unless
 the pipeline refills faster than batches are taken: then it keeps ahead in the window too), so no
 window counts batches made before it began as delivered in it; each records its drain's batches
 (`drain_steps`) and how many batches were ready when it began (`ready_at_start`: its leading
@@ -84,20 +84,20 @@ synchronize. Pipeline construction (`setup_s`, including a resident upload) is o
 window. `sync_every` = N reads the loss on the host every N steps (`loss.item()`, as training loops
 that log do), which drains the GPU's queue each time; 0 never does.
 
-The training step and its kinds (eager, graph, compile): `bench.training`.
+The training step and its kinds (eager, graph, compile): `bench.measuring.training`.
 The configuration a run measures (`RunSpec`), what a window measured (`Window`) and the modes' names:
-`bench.spec`.
+`bench.measuring.spec`.
 
 Several configurations of one process (`Shared`, `--share-process`): model-only and e2e
 configurations of one cell (model, step kind, loss reads, setting, CPU budget, GPUs) may run one
 after another in one process (one per rank under DDP) and share its trainer, built and compiled (or captured) once; each still
 builds, warms up, sizes and times its own pipeline and windows, and the pipeline before it is
 closed and its memory released first (`release`: Python's garbage, DALI's pools, torch's CUDA and
-pinned-memory caches); `bench.plan.shared` sets the order. Its first training call (`compile_s`) then only runs a step
+pinned-memory caches); `bench.running.plan.shared` sets the order. Its first training call (`compile_s`) then only runs a step
 (the report reads compilation from slot 0 and rows that ran alone). The rows say which
 configurations shared a process and in which order (`slot`).
 
-Several GPUs (`RunSpec.parallel`): "ddp" = one process per GPU under torchrun (`bench.distributed`),
+Several GPUs (`RunSpec.parallel`): "ddp" = one process per GPU under torchrun (`bench.measuring.distributed`),
 each rank timing its own windows, all starting after a barrier, its pipeline sharded by rank and
 the model in DistributedDataParallel (so the e2e step includes the gradient all-reduce); the
 caller combines the ranks' windows (images summed, seconds the slowest rank's). "dp" = one
@@ -135,7 +135,7 @@ LONG_EPOCH = 5   # min_window_s: a loader window is whole epochs unless one last
 
 class Touch:
     """Loader-only consumer: one tiny kernel per batch that reads its images and labels; then the
-    synthetic training step `busy` (`bench.busy.BusyStep`), if any: the headspace method."""
+    synthetic training step `busy` (`bench.measuring.busy.BusyStep`), if any: the headspace method."""
 
     def __init__(self, device: torch.device, busy: BusyStep | None = None):
         self.acc = torch.zeros(1, device=device)
@@ -403,7 +403,7 @@ def _windows(spec: RunSpec, batches: Iterator, step: Callable, consumers: dict, 
 
 def record_busy(window: Window, busy: BusyStep) -> None:
     """A busy window's step (module docstring): its work, its idle and measured times, their ratio,
-    and whether the window can count (`bench.busy.rejection`)."""
+    and whether the window can count (`bench.measuring.busy.rejection`)."""
     window.busy_units, window.busy_idle_ms = busy.units, busy.idle_ms
     window.busy_step_ms = busy.measured_ms()
     window.busy_stretch = window.busy_step_ms / window.busy_idle_ms

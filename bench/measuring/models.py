@@ -18,7 +18,7 @@ The user's own (a "model spec"):
   returns an `nn.Module` with 10 outputs.
 `check_model(spec, image_size)` builds the model and runs it on a 2-image batch at that size; a
 spec that cannot be built, or whose output is not 2 x 10 logits, is a one-line `ValueError`
-(`bench.plan.check_models` runs it, user code in a process of its own, and names the spec). Rows
+(`bench.running.plan.check_models` runs it, user code in a process of its own, and names the spec). Rows
 carry the spec as given.
 """
 from __future__ import annotations
@@ -137,7 +137,7 @@ def runs_user_code(spec: str) -> bool:
 def check_model(spec: str, image_size: int = 32) -> None:
     """Raise a one-line ValueError (the reason, without the spec) unless `spec` builds a model that
     gives 2 x 10 logits for 2 images of `image_size` px. User code is checked in a process of its
-    own (`bench.plan.check_models`)."""
+    own (`bench.running.plan.check_models`)."""
     model = build_model(spec).eval()
     try:
         with torch.no_grad():

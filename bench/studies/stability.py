@@ -29,7 +29,7 @@ import pipelines  # noqa: E402
 from pipelines.config import PipelineConfig  # noqa: E402
 from pipelines.contract import resolve_device  # noqa: E402
 
-from . import harness  # noqa: E402
+from ..measuring import harness, machine  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -40,20 +40,6 @@ def rss_mb(pid: int) -> float:
         return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE / 2**20
     except (FileNotFoundError, IndexError, ValueError):
         return 0.0
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process that `pid` started and theirs, recursively (DataLoader workers started by a
-    forkserver are the forkserver's children, not this process's)."""
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            kids = [int(c) for c in (task / "children").read_text().split()]
-        except FileNotFoundError:
-            continue
-        for kid in kids:
-            found += [kid, *descendants(kid)]
-    return found
 
 
 def measure(name: str, config: PipelineConfig, epochs: int) -> Iterator[dict]:
@@ -71,7 +57,7 @@ def measure(name: str, config: PipelineConfig, epochs: int) -> Iterator[dict]:
                 images += len(y)
             harness.sync(device)
             seconds = time.perf_counter() - start
-            kids = descendants(os.getpid())
+            kids = machine.descendants(os.getpid())
             yield {"pipeline": name, "epoch": epoch, "images": images, "seconds": seconds,
                    "img_per_s": images / seconds, "host_rss_mb": rss_mb(os.getpid()),
                    "children_rss_mb": sum(rss_mb(k) for k in kids), "children": len(kids),

@@ -1,0 +1,8 @@
+"""Running: which configurations a run measures, in which order, and the processes they run in.
+
+`plan` turns options into RunSpecs and orders them in rounds (and says which share a process),
+`runner` measures a list of them into one results folder, surviving what goes wrong (a process per
+configuration, a deadline, resume), and `children` is what runs inside those child processes. They
+are apart from `measuring/` because a configuration is measured the same way whether one process
+runs it or a sweep of thousands does.
+"""
