@@ -15,11 +15,12 @@ import pandas as pd
 
 from pipelines.config import IMAGEFOLDER
 
+from ..results import settings
 from ..running.plan import MIN_PROCESSES
 from .analysis import FED, label_variants
 from .formatting import code, escape, pct, plural, table
 
-SCALE_KEY = ["mode", "stage", "payload", "pipeline", "model", "step", "image_size", "batch_size", "dtype", "cpus"]
+SCALE_KEY = settings.report_key()   # a cell of the scaling table: the report's cell key, at every GPU count
 CELL = ["pipeline", "model", "step", "image_size", "batch_size", "dtype"]
 SETTING = ["model", "step", "image_size", "batch_size", "dtype"]
 PREDICTED_GPUS = (2, 4, 8)   # GPUs per host the prediction is made for (besides every count measured)
