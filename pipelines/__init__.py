@@ -9,14 +9,15 @@
                 ...
 
 `names()` lists every registered pipeline, `available()` says which can be built here and why
-not: a pipeline module imports without its optional dependency (DALI, timm, SPDL, torchcodec, FFCV) and
-says what is missing (`Pipeline.missing`), so it affects only its own pipeline. `reads(name)` and
+not: a pipeline module imports without its optional dependency (DALI, timm, SPDL, torchcodec, FFCV),
+which it imports only when it is built or asked (`peers.Peer`), and says what is missing
+(`Pipeline.missing`), so it affects only its own pipeline. `reads(name)` and
 `declared_options()` give the knobs the pipelines declare (`pipelines.options`); `PipelineConfig`
 accepts them (handed over by `config.use_knobs`: no module here imports this registry), and the
 command line, the sweep plan, the results columns and the report labels are made from them.
 
-Adding a pipeline: its module (a `Pipeline` subclass with `name`, `options`, and `missing` if it
-has an optional dependency) and one line in `_REGISTRY`.
+Adding a pipeline: its module (a `Pipeline` subclass with `name`, `options`, and `missing = Peer(...)`
+if it has an optional dependency) and one line in `_REGISTRY`.
 """
 from __future__ import annotations
 

@@ -81,7 +81,7 @@ class Pipeline(abc.ABC):
     name: str = ""
     encoding: str | None = None   # what the pipeline reads if fixed ("raw" / "jpeg"), else config's
     options: tuple = ()   # the knobs it reads beyond those every pipeline reads (`pipelines.options`)
-    missing: str = ""     # why it cannot be built here (its optional dependency is not installed)
+    missing: str = ""     # why it cannot be built here: a `peers.Peer` reads as its optional dependency's reason
     # The sources it reads (`pipelines.build` refuses the others, `pipelines.source_refusal` says why):
     photos: bool = False  # reads photographs (`imagefolder:PATH`) with ImageNet's crops (`pipelines.crops`)
     cifar: bool = True    # reads CIFAR-like images of one size (cifar10, synthetic, arrays); False: photographs only

@@ -66,18 +66,10 @@ Without a GPU the same graphs run CPU-only (`device_id=None`, CPU decoder). The 
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import torch
-
-try:
-    from nvidia.dali import fn, pipeline_def, types
-    from nvidia.dali.plugin.base_iterator import LastBatchPolicy
-    from nvidia.dali.plugin.pytorch import DALIGenericIterator
-    MISSING = ""
-except ImportError:   # the message every caller (build, sweeps) shows
-    MISSING = ("NVIDIA DALI is not installed: pip install -e '.[dali]' (nvidia-dali-cuda120, CUDA 12 "
-               "drivers) or pip install -e '.[dali-cu13]' (nvidia-dali-cuda130, CUDA 13)")
 
 from . import sources
 from .config import MEAN, STD
@@ -89,9 +81,23 @@ from .epochs import epoch_batches, epoch_draws
 from .jpeg_errors import undecodable_jpeg, undecodable_sample
 from .kernels import crop_normalize, warm_crop_normalize
 from .options import NUM_WORKERS
+from .peers import Peer
 
 # NVIDIA's ResNet-50 example's nvJPEG memory padding (its ImageNet's largest sample), in bytes
 DEVICE_MEMORY_PADDING, HOST_MEMORY_PADDING = 211025920, 140544512
+
+
+def _import_dali() -> SimpleNamespace:
+    """DALI's parts this pipeline uses."""
+    from nvidia.dali import fn, pipeline_def, types
+    from nvidia.dali.plugin.base_iterator import LastBatchPolicy
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator
+    return SimpleNamespace(fn=fn, pipeline_def=pipeline_def, types=types, LastBatchPolicy=LastBatchPolicy,
+                           DALIGenericIterator=DALIGenericIterator)
+
+
+DALI = Peer(_import_dali, lambda e: "NVIDIA DALI is not installed: pip install -e '.[dali]' (nvidia-dali-cuda120, "
+            "CUDA 12 drivers) or pip install -e '.[dali-cu13]' (nvidia-dali-cuda130, CUDA 13)")
 
 
 class DaliPipeline(Pipeline):
@@ -99,7 +105,7 @@ class DaliPipeline(Pipeline):
     encoding = "jpeg"
     photos = True
     options = (READER, DECODER, THREADS, QUEUE_DEPTH, HW_DECODER_LOAD, BATCH_MULTIPLE, CPU_SHARE, NUM_WORKERS)
-    missing = MISSING
+    missing = DALI
 
     @classmethod
     def copies(cls, config):
@@ -142,38 +148,41 @@ class DaliPipeline(Pipeline):
         self.iterators = [self._iterator(pipe) for pipe in self.pipes]
         self.in_epoch = False   # an epoch was started and not run to its end
 
-    def _iterator(self, pipe, fixed: bool = False) -> DALIGenericIterator:
+    def _iterator(self, pipe, fixed: bool = False) -> Any:
+        dali = DALI.get()
         if self.file_reader and not fixed:
-            policy = LastBatchPolicy.DROP if self.config.last_batch == "drop" else LastBatchPolicy.PARTIAL
-            return DALIGenericIterator([pipe], ["images", "labels"], reader_name="reader", last_batch_policy=policy,
-                                       prepare_first_batch=False, auto_reset=False)
-        return DALIGenericIterator([pipe], ["images"], size=-1, prepare_first_batch=False, auto_reset=False)
+            policy = dali.LastBatchPolicy.DROP if self.config.last_batch == "drop" else dali.LastBatchPolicy.PARTIAL
+            return dali.DALIGenericIterator([pipe], ["images", "labels"], reader_name="reader", last_batch_policy=policy,
+                                            prepare_first_batch=False, auto_reset=False)
+        return dali.DALIGenericIterator([pipe], ["images"], size=-1, prepare_first_batch=False, auto_reset=False)
 
     def samples(self):
         return self.data.jpeg
 
     def decode(self, samples):
         """Encoded files -> uint8 S x S x 3 images where the rest of the graph runs."""
+        dali = DALI.get()
         if self.cuda and self.config.dali_decoder == "mixed":
-            return fn.decoders.image(samples, device="mixed", output_type=types.RGB,
-                                     hw_decoder_load=self.config.dali_hw_decoder_load)
-        images = fn.decoders.image(samples, device="cpu", output_type=types.RGB)
+            return dali.fn.decoders.image(samples, device="mixed", output_type=dali.types.RGB,
+                                          hw_decoder_load=self.config.dali_hw_decoder_load)
+        images = dali.fn.decoders.image(samples, device="cpu", output_type=dali.types.RGB)
         return images.gpu() if self.cuda else images
 
     def decode_photos(self, decoder: str, files, anchors, shapes, flips):
         """Photographs' files -> contract images where the rest of the graph runs: each box (anchors
         (x, y), shapes (w, h)) decoded alone by `decoder`, resized to S x S on the GPU, mirrored where
         flips is set and normalized into the contract's layout (module docstring)."""
+        dali = DALI.get()
         c = self.config
         mixed = self.cuda and decoder == "mixed"
-        images = fn.decoders.image_slice(files, anchors, shapes, output_type=types.RGB, axis_names="WH",
-                                         **self._photo_decoder(mixed))
+        images = dali.fn.decoders.image_slice(files, anchors, shapes, output_type=dali.types.RGB,
+                                              axis_names="WH", **self._photo_decoder(mixed))
         if self.cuda and not mixed:
             images = images.gpu()
-        images = fn.resize(images, resize_x=c.image_size, resize_y=c.image_size, antialias=True)
-        return fn.crop_mirror_normalize(images, dtype=types.FLOAT if c.dtype == "float32" else types.FLOAT16,
-                                        output_layout="HWC" if c.channels_last else "CHW",
-                                        mean=[255 * v for v in MEAN], std=[255 * v for v in STD], mirror=flips)
+        images = dali.fn.resize(images, resize_x=c.image_size, resize_y=c.image_size, antialias=True)
+        dtype = dali.types.FLOAT if c.dtype == "float32" else dali.types.FLOAT16
+        return dali.fn.crop_mirror_normalize(images, dtype=dtype, output_layout="HWC" if c.channels_last else "CHW",
+                                             mean=[255 * v for v in MEAN], std=[255 * v for v in STD], mirror=flips)
 
     def _photo_decoder(self, mixed: bool) -> dict:
         """The region-of-interest decoder's arguments: "mixed" as NVIDIA's ResNet-50 example sets
@@ -192,14 +201,15 @@ class DaliPipeline(Pipeline):
     def _inputs(self, source, parallel: bool):
         """The graph's inputs: encoded files from `source` (None: from readers.file, with their
         labels); for photographs, their boxes and flips too."""
+        dali = DALI.get()
         c = self.config
         if source is not None:
-            return fn.external_source(source=source, batch=True, batch_info=True,
-                                      num_outputs=1 if self.data.sizes is None else 4, parallel=parallel)
+            return dali.fn.external_source(source=source, batch=True, batch_info=True,
+                                           num_outputs=1 if self.data.sizes is None else 4, parallel=parallel)
         root = self.tree_root = sources.prepare_jpeg_tree(self.data.folder, c.jpeg_quality, c.image_size,
                                                           c.cache_root)
         files = [sources.tree_path(c.split, i, label) for i, label in enumerate(self.data.labels)]
-        return fn.readers.file(
+        return dali.fn.readers.file(
             file_root=str(root), files=files, labels=self.data.labels.tolist(), name="reader",
             random_shuffle=False, shuffle_after_epoch=c.shuffle, seed=c.seed, shard_id=c.rank,
             num_shards=c.world_size, pad_last_batch=True)   # one shuffle seed for every shard
@@ -220,13 +230,14 @@ class DaliPipeline(Pipeline):
 
     def _graph(self, source, decoder: str, threads: int, parallel: bool = False):
         """One DALI pipeline: `source`'s files (None: readers.file's) decoded by `decoder`."""
+        dali = DALI.get()
         c = self.config
         workers = dict(py_num_workers=max(1, c.num_workers), py_start_method="spawn") if parallel else {}
 
-        @pipeline_def(batch_size=c.batch_size * self.multiple, num_threads=threads,
-                      device_id=(self.device.index or 0) if self.cuda else None,
-                      prefetch_queue_depth=c.dali_queue_depth,
-                      seed=c.seed, **workers)   # no random operator in the graph: crops and flips are drawn here
+        @dali.pipeline_def(batch_size=c.batch_size * self.multiple, num_threads=threads,
+                           device_id=(self.device.index or 0) if self.cuda else None,
+                           prefetch_queue_depth=c.dali_queue_depth,
+                           seed=c.seed, **workers)   # no random operator in the graph: crops and flips are drawn here
         def graph():
             inputs = self._inputs(source, parallel)
             if source is None:   # readers.file: labels come with the files

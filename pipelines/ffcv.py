@@ -79,6 +79,8 @@ import multiprocessing
 import queue
 import zlib
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import torch
@@ -89,23 +91,34 @@ from .contract import Pipeline, Stages
 from .jpeg_errors import undecodable_sample
 from .kernels import normalize
 from .options import NUM_WORKERS, Option
+from .peers import Peer
 from .sources.cache import note, writing
 from .sources.checksums import stale
 
-try:
+class _CupyMissing(ImportError):
+    """FFCV imports, but normalizing on the GPU needs CuPy."""
+
+
+def _import_ffcv() -> SimpleNamespace:
+    """FFCV's parts this pipeline uses (importing them compiles numba functions: seconds)."""
     from ffcv.fields import IntField, RGBImageField
     from ffcv.fields.basics import IntDecoder
     from ffcv.fields.rgb_image import CenterCropRGBImageDecoder, RandomResizedCropRGBImageDecoder
     from ffcv.loader import Loader, OrderOption
     from ffcv.transforms import NormalizeImage, RandomHorizontalFlip, Squeeze, ToDevice, ToTensor, ToTorchImage
     from ffcv.writer import DatasetWriter
-    MISSING = ""
-except ImportError as e:   # optional peer: pipelines.available() reports this, build() raises it
-    MISSING = (f"FFCV is not installed: apt-get install libopencv-dev libturbojpeg0-dev pkg-config, then "
-               f"pip install ffcv ({e})")
-if not MISSING and torch.cuda.is_available() and importlib.util.find_spec("cupy") is None:
-    MISSING = ("FFCV normalizes on the GPU through CuPy, which is not installed: pip install cupy-cuda12x (or "
-               "cupy-cuda13x)")
+    if torch.cuda.is_available() and importlib.util.find_spec("cupy") is None:
+        raise _CupyMissing("FFCV normalizes on the GPU through CuPy, which is not installed: pip install "
+                           "cupy-cuda12x (or cupy-cuda13x)")
+    return SimpleNamespace(
+        IntField=IntField, RGBImageField=RGBImageField, IntDecoder=IntDecoder, DatasetWriter=DatasetWriter,
+        CenterCropRGBImageDecoder=CenterCropRGBImageDecoder, RandomResizedCropRGBImageDecoder=RandomResizedCropRGBImageDecoder,
+        Loader=Loader, OrderOption=OrderOption, NormalizeImage=NormalizeImage, RandomHorizontalFlip=RandomHorizontalFlip,
+        Squeeze=Squeeze, ToDevice=ToDevice, ToTensor=ToTensor, ToTorchImage=ToTorchImage)
+
+
+FFCV = Peer(_import_ffcv, lambda e: str(e) if isinstance(e, _CupyMissing) else (
+    f"FFCV is not installed: apt-get install libopencv-dev libturbojpeg0-dev pkg-config, then pip install ffcv ({e})"))
 
 JPEG_SHARE = Option("ffcv_jpeg_share", 0.5, "share of the photographs FFCV's .beton stores as JPEG (quality 90), the "
                     "rest as raw pixels (its write_mode 'proportion'; 0.5: its ImageNet example's ResNet-50 set)",
@@ -185,10 +198,11 @@ def prepare_beton(config, data) -> Path:
         return final / BETON
     note(final, why, "writing it again")
     with writing(final, "the FFCV dataset file") as tmp:
-        fields = {"image": RGBImageField(write_mode="proportion", max_resolution=MAX_RESOLUTION,
-                                         compress_probability=config.ffcv_jpeg_share, jpeg_quality=JPEG_QUALITY),
-                  "label": IntField()}
-        writer = DatasetWriter(str(tmp / BETON), fields, num_workers=max(1, config.num_workers))
+        ffcv = FFCV.get()
+        fields = {"image": ffcv.RGBImageField(write_mode="proportion", max_resolution=MAX_RESOLUTION,
+                                              compress_probability=config.ffcv_jpeg_share, jpeg_quality=JPEG_QUALITY),
+                  "label": ffcv.IntField()}
+        writer = ffcv.DatasetWriter(str(tmp / BETON), fields, num_workers=max(1, config.num_workers))
         photos = _Photos(data)
         writer.from_indexed_dataset(photos, chunksize=CHUNK_SIZE)
         bad = photos.undecodable()
@@ -201,7 +215,7 @@ def prepare_beton(config, data) -> Path:
 class FfcvPipeline(Pipeline):
     name = "ffcv"
     options = (JPEG_SHARE, NUM_WORKERS)
-    missing = MISSING
+    missing = FFCV
     photos = True
     cifar = False
 
@@ -218,25 +232,25 @@ class FfcvPipeline(Pipeline):
         self.host_loader = None   # the loader without copy and normalize, built by stages()
         self._stop(iter(self.loader), first=True)   # numba compiles FFCV's pipeline here, not in a window
 
-    def _loader(self, device: torch.device, normalized: bool) -> Loader:
+    def _loader(self, device: torch.device, normalized: bool) -> Any:
         """FFCV's Loader over the `.beton`: the example's pipelines, with the copy to `device` and the
         normalization to float16, or (`normalized` False) host batches of uint8 only."""
-        c = self.config
+        c, ffcv = self.config, FFCV.get()
         size = (c.image_size, c.image_size)
-        images = ([RandomResizedCropRGBImageDecoder(size), RandomHorizontalFlip()] if c.augment
-                  else [CenterCropRGBImageDecoder(size, ratio=EVAL_CROP_RATIO)])
-        labels = [IntDecoder(), ToTensor(), Squeeze(1)]
+        images = ([ffcv.RandomResizedCropRGBImageDecoder(size), ffcv.RandomHorizontalFlip()] if c.augment
+                  else [ffcv.CenterCropRGBImageDecoder(size, ratio=EVAL_CROP_RATIO)])
+        labels = [ffcv.IntDecoder(), ffcv.ToTensor(), ffcv.Squeeze(1)]
         if normalized:
-            scaled = NormalizeImage(np.array(MEAN) * 255, np.array(STD) * 255, np.float16)
-            on_device = [ToTensor(), ToDevice(device, non_blocking=True), ToTorchImage(channels_last=True)]
+            scaled = ffcv.NormalizeImage(np.array(MEAN) * 255, np.array(STD) * 255, np.float16)
+            on_device = [ffcv.ToTensor(), ffcv.ToDevice(device, non_blocking=True), ffcv.ToTorchImage(channels_last=True)]
             images += (on_device + [scaled]) if device.type == "cuda" else ([scaled] + on_device)
-            labels += [ToDevice(device, non_blocking=True)]
+            labels += [ffcv.ToDevice(device, non_blocking=True)]
         else:
-            images += [ToTensor()]
-        return Loader(str(self.path), batch_size=c.batch_size, num_workers=max(1, c.num_workers),
-                      order=OrderOption.RANDOM if c.shuffle else OrderOption.SEQUENTIAL, os_cache=True,
-                      drop_last=c.last_batch == "drop", seed=c.seed, batches_ahead=BATCHES_AHEAD,
-                      pipelines={"image": images, "label": labels})
+            images += [ffcv.ToTensor()]
+        return ffcv.Loader(str(self.path), batch_size=c.batch_size, num_workers=max(1, c.num_workers),
+                           order=ffcv.OrderOption.RANDOM if c.shuffle else ffcv.OrderOption.SEQUENTIAL, os_cache=True,
+                           drop_last=c.last_batch == "drop", seed=c.seed, batches_ahead=BATCHES_AHEAD,
+                           pipelines={"image": images, "label": labels})
 
     @property
     def queue_capacity(self) -> int:

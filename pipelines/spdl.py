@@ -22,6 +22,8 @@ Needs SPDL (`pip install -e '.[peers]'`); without it the pipeline is unavailable
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import torch
@@ -29,13 +31,17 @@ import torch
 from .contract import Pipeline, Stages
 from .kernels import crop_windows, normalize
 from .options import NUM_WORKERS, PREFETCH_DEPTH
+from .peers import Peer
 
-try:
+
+def _import_spdl() -> SimpleNamespace:
+    """SPDL's parts this pipeline uses."""
     import spdl.io
     from spdl.pipeline import PipelineBuilder
-    MISSING = ""
-except ImportError as e:   # optional peer: pipelines.available() reports this, build() raises it
-    MISSING = f"SPDL is not installed: pip install -e '.[peers]' ({e})"
+    return SimpleNamespace(transfer_tensor_h2d=spdl.io.transfer_tensor_h2d, PipelineBuilder=PipelineBuilder)
+
+
+SPDL = Peer(_import_spdl, lambda e: f"SPDL is not installed: pip install -e '.[peers]' ({e})")
 
 STAGE_QUEUE = 2   # the queue SPDL puts after each stage (its internal buffer size between stages)
 
@@ -44,7 +50,7 @@ class SpdlPipeline(Pipeline):
     name = "spdl"
     encoding = "raw"
     options = (PREFETCH_DEPTH, NUM_WORKERS)
-    missing = MISSING
+    missing = SPDL
 
     def __init__(self, config, data=None):
         super().__init__(config, data)
@@ -85,12 +91,13 @@ class SpdlPipeline(Pipeline):
         starts = np.cumsum([0] + [len(index) for index in batches])
         return [(index, int(start), draws) for index, start in zip(batches, starts)]
 
-    def _builder(self, batches: list, transfer: bool) -> PipelineBuilder:
-        builder = (PipelineBuilder()
+    def _builder(self, batches: list, transfer: bool) -> Any:
+        spdl = SPDL.get()
+        builder = (spdl.PipelineBuilder()
                    .add_source(self._jobs(batches))
                    .pipe(self._gather, concurrency=self.threads, output_order="input", name="gather"))
         if transfer:
-            builder = builder.pipe(spdl.io.transfer_tensor_h2d, executor=self.transfer, output_order="input",
+            builder = builder.pipe(spdl.transfer_tensor_h2d, executor=self.transfer, output_order="input",
                                    name="h2d")
         return builder.add_sink(buffer_size=max(1, self.config.prefetch_depth))
 

@@ -37,6 +37,7 @@ Needs timm (`pip install -e '.[peers]'`); without it the pipeline is unavailable
 from __future__ import annotations
 
 import io
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -49,13 +50,18 @@ from .jpeg_errors import undecodable_sample
 from .workers import EpochKeys, SharedArrays, loader_capacity, worker_options
 from .config import MEAN, STD
 from .options import NUM_WORKERS, WORKER_START
+from .peers import Peer
 
-try:
+
+def _import_timm() -> SimpleNamespace:
+    """timm's parts this pipeline uses (timm imports much of torchvision: seconds)."""
     from timm.data.loader import PrefetchLoader, fast_collate
     from timm.data.transforms import MaybePILToTensor, RandomResizedCropAndInterpolation
-    MISSING = ""
-except ImportError as e:   # optional peer: pipelines.available() reports this, build() raises it
-    MISSING = f"timm is not installed: pip install -e '.[peers]' ({e})"
+    return SimpleNamespace(PrefetchLoader=PrefetchLoader, fast_collate=fast_collate, MaybePILToTensor=MaybePILToTensor,
+                           RandomResizedCropAndInterpolation=RandomResizedCropAndInterpolation)
+
+
+TIMM = Peer(_import_timm, lambda e: f"timm is not installed: pip install -e '.[peers]' ({e})")
 
 INTERPOLATION = "bilinear"   # on photographs; timm's train.py draws "random" (module docstring)
 
@@ -84,8 +90,8 @@ class _Photos(SharedArrays, torch.utils.data.Dataset):
     def __init__(self, data, size: int, split: str):
         self.jpeg, self.offsets, self.labels, self.split = data.jpeg.data, data.jpeg.offsets, data.labels, split
         self.paths = data.jpeg.paths
-        self.crop = RandomResizedCropAndInterpolation(size, interpolation=INTERPOLATION)   # its size and mode
-        self.to_uint8 = MaybePILToTensor()
+        self.crop = TIMM.get().RandomResizedCropAndInterpolation(size, interpolation=INTERPOLATION)   # its size and mode
+        self.to_uint8 = TIMM.get().MaybePILToTensor()
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -107,7 +113,7 @@ class TimmPrefetchPipeline(Pipeline):
     name = "timm"
     encoding = "raw"
     options = (NUM_WORKERS, WORKER_START)
-    missing = MISSING
+    missing = TIMM
     photos = True
 
     def __init__(self, config, data=None):
@@ -121,10 +127,10 @@ class TimmPrefetchPipeline(Pipeline):
         cuda = self.device.type == "cuda"
         workers = config.num_workers
         loader = torch.utils.data.DataLoader(
-            self.samples, batch_sampler=EpochKeys(self), num_workers=workers, collate_fn=fast_collate,
+            self.samples, batch_sampler=EpochKeys(self), num_workers=workers, collate_fn=TIMM.get().fast_collate,
             pin_memory=cuda, persistent_workers=workers > 0, **worker_options(config, __name__, workers),
             generator=torch.Generator().manual_seed(int(rank_seeds(config, 3)[0])))
-        self.loader = PrefetchLoader(loader, mean=MEAN, std=STD, device=self.device,
+        self.loader = TIMM.get().PrefetchLoader(loader, mean=MEAN, std=STD, device=self.device,
                                      img_dtype=getattr(torch, config.dtype))
         self.memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
 

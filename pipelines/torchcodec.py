@@ -19,18 +19,23 @@ from __future__ import annotations
 
 import torch
 
+from .peers import Peer
 from .tvjpeg import TorchvisionJpegPipeline
 
-try:
+
+def _import_decode_jpeg():
+    """torchcodec's batched JPEG decoder (its native libraries load here)."""
     from torchcodec.decoders import decode_jpeg
-    MISSING = ""
-except (ImportError, OSError, RuntimeError) as e:   # optional peer; its native library may fail to load
-    MISSING = f"torchcodec is not installed or cannot load: pip install -e '.[peers]' ({e})"
+    return decode_jpeg
+
+
+DECODE_JPEG = Peer(_import_decode_jpeg, lambda e: f"torchcodec is not installed or cannot load: pip install -e "
+                   f"'.[peers]' ({e})", errors=(ImportError, OSError, RuntimeError))   # a native library may fail
 
 
 class TorchcodecJpegPipeline(TorchvisionJpegPipeline):
     name = "torchcodec"
-    missing = MISSING
+    missing = DECODE_JPEG
 
     def decode_files(self, files: list[torch.Tensor]) -> list[torch.Tensor]:
-        return decode_jpeg(files, mode="RGB", device=self.device)
+        return DECODE_JPEG.get()(files, mode="RGB", device=self.device)

@@ -15,6 +15,7 @@ modules and functions stay short enough to read (at most MAX_MODULE_LINES and MA
 from __future__ import annotations
 
 import ast
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -183,6 +184,29 @@ except ImportError as error:
 else:
     raise AssertionError("dali was built without DALI")
 """
+
+
+PEERS_ON_DEMAND = """
+import sys
+import pipelines
+pipelines.declared_options()   # every pipeline module imported: what PipelineConfig reads
+peers = ("nvidia.dali", "ffcv", "timm", "spdl", "torchcodec")
+early = [name for name in peers if name in sys.modules]
+assert early == [], f"imported with the pipelines' knobs: {early}"
+reasons = pipelines.available()   # asking imports them
+assert reasons["ffcv"] is None or reasons["ffcv"].startswith(("FFCV", "FFCV normalizes")), reasons["ffcv"]
+print(sorted(name for name in peers if name in sys.modules))
+"""
+
+
+def test_the_pipelines_knobs_are_read_without_importing_their_peers():
+    """Every process that reads a knob imports every pipeline module; their optional dependencies
+    (FFCV compiles numba functions for seconds as it imports) load only when a pipeline is built or
+    asked whether it can be (`pipelines.peers`)."""
+    done = subprocess.run([sys.executable, "-c", PEERS_ON_DEMAND], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    installed = [name for name in ("nvidia.dali", "ffcv", "timm", "spdl") if importlib.util.find_spec(name.split(".")[0])]
+    assert set(installed) <= set(eval(done.stdout.strip().splitlines()[-1]))
 
 
 def test_pipelines_import_without_dali():
