@@ -65,11 +65,12 @@ def _pipeline_class(name: str) -> type[Pipeline]:
     return cls
 
 
-def available() -> dict[str, str | None]:
+def available(among=None) -> dict[str, str | None]:
     """name -> None if it can be built here, else the reason it cannot (its module does not import,
-    or says what it misses)."""
+    or says what it misses); of the registered pipelines `among` names (default: all), so only
+    their optional dependencies are imported."""
     reasons = {}
-    for name in _REGISTRY:
+    for name in (_REGISTRY if among is None else [n for n in _REGISTRY if n in set(among)]):
         try:
             reasons[name] = _declared_class(name).missing or None
         except ImportError as e:

@@ -193,6 +193,9 @@ pipelines.declared_options()   # every pipeline module imported: what PipelineCo
 peers = ("nvidia.dali", "ffcv", "timm", "spdl", "torchcodec")
 early = [name for name in peers if name in sys.modules]
 assert early == [], f"imported with the pipelines' knobs: {early}"
+assert pipelines.available(["resident", "none"]) == {"resident": None}   # asking of one pipeline: its peers only
+early = [name for name in peers if name in sys.modules]
+assert early == [], f"imported asking whether resident can be built: {early}"
 reasons = pipelines.available()   # asking imports them
 assert reasons["ffcv"] is None or reasons["ffcv"].startswith(("FFCV", "FFCV normalizes")), reasons["ffcv"]
 print(sorted(name for name in peers if name in sys.modules))
@@ -201,8 +204,8 @@ print(sorted(name for name in peers if name in sys.modules))
 
 def test_the_pipelines_knobs_are_read_without_importing_their_peers():
     """Every process that reads a knob imports every pipeline module; their optional dependencies
-    (FFCV compiles numba functions for seconds as it imports) load only when a pipeline is built or
-    asked whether it can be (`pipelines.peers`)."""
+    (FFCV compiles numba functions for seconds as it imports) load only when their pipeline is built
+    or asked whether it can be (`pipelines.peers`, `pipelines.available(among)`)."""
     done = subprocess.run([sys.executable, "-c", PEERS_ON_DEMAND], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     installed = [name for name in ("nvidia.dali", "ffcv", "timm", "spdl") if importlib.util.find_spec(name.split(".")[0])]

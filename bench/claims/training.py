@@ -220,7 +220,7 @@ def measure_fast_step(ctx: Context) -> list[dict]:
     run here are left out."""
     s, rows = ctx.scale, []
     config = ctx.config.replace(batch_size=s.train_batch, dtype="bfloat16", channels_last=True, last_batch="drop")
-    unavailable = pipelines.available()
+    unavailable = pipelines.available(s.fast_pipelines)
     timing = dict(requested_steps=s.fast_steps, warmup=s.warmup, repeats=s.repeats)
     specs = [RunSpec(p, "loader", "none", config, **timing)
              for p in s.fast_pipelines if not unavailable.get(p)]

@@ -228,7 +228,7 @@ def _make_data(specs: list[RunSpec]) -> tuple[str, Path]:
 def _processes(specs: list[RunSpec], device) -> list[tuple[list[RunSpec], str]]:
     """The configurations one process runs (`plan.shared`), or one that cannot run here: why not (a
     skipped row instead)."""
-    reasons = pipelines.available()
+    reasons = pipelines.available({s.pipeline for s in specs})
 
     def refusal(spec: RunSpec) -> str:
         return (reasons.get(spec.pipeline) or pipelines.source_refusal(spec.pipeline, spec.config)

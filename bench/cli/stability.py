@@ -33,7 +33,7 @@ def run_stability(args, argv: list[str]) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     env = results.environment()
     record(args.out, ["pipebench", *argv], env)
-    reasons = pipelines.available()
+    reasons = pipelines.available(args.pipelines)
     names = [n for n in args.pipelines if not reasons.get(n)]
     rows, stop, name = [], None, ""
     try:

@@ -124,7 +124,7 @@ def grid(o: Sweep, device: torch.device, world: distributed.World = distributed.
     busy = tuple(o.busy_levels or default("busy_levels", device))
     more = tuple((s.name, getattr(o, s.name)) for s in settings.carried())
     replicas = torch.cuda.device_count() if parallel == "dp" else 1
-    reasons = pipelines.available()
+    reasons = pipelines.available(o.pipeline)
 
     def spec(pipeline: str, mode: str, model: str, config: PipelineConfig, cpus: int, **extra) -> RunSpec:
         """The config a pipeline really runs with, which resume matches: the options it does not read at

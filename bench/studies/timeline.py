@@ -155,7 +155,7 @@ def configurations(variants: list[str], options: list[str],
             raise ValueError(f"the options make {len(models)} model-only and {len(e2e)} e2e configurations of {text}: "
                              "give one value each of --models, --step, --image-size, --batch-size, --dtype, --cpus, "
                              "--workers, --seed and --sync-every")
-        reason = pipelines.available()[name] or pipelines.source_refusal(name, e2e[0].config)
+        reason = pipelines.available([name])[name] or pipelines.source_refusal(name, e2e[0].config)
         if reason:
             raise ValueError(f"{text}: cannot run here: {reason}")
         model = models[0]
