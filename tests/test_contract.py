@@ -35,7 +35,9 @@ VARIANTS = [(name, {}) for name in pipelines.names()] + [
 IDS = [name + "".join(f"-{v}" for v in changes.values()) for name, changes in VARIANTS]
 # DALI's parallel reader runs the same callback in worker processes that take seconds to start: it
 # takes the tests of which samples arrive and what they hold; shape, option and determinism tests
-# run the other variants.
+# run the other variants. It starts PARALLEL_WORKERS of them (one still runs the callback in a spawned
+# process) except where a test asks for NUM_WORKERS: each sample once in an epoch shared by two.
+NUM_WORKERS, PARALLEL_WORKERS = 2, 1
 LIGHT_VARIANTS = [v for v in VARIANTS if v[1].get("dali_reader") != "parallel"]
 LIGHT_IDS = [i for v, i in zip(VARIANTS, IDS) if v in LIGHT_VARIANTS]
 N = 1000   # samples used by most tests (the first N of the train split)
@@ -49,8 +51,9 @@ def make(variant, root, **changes) -> pipelines.Pipeline:
     reason = pipelines.available()[name]
     if reason:
         pytest.skip(reason)
-    common = dict(data_root=str(root), source="cifar10", max_samples=N, batch_size=64, num_workers=2,
-                  last_batch="partial")   # every sample, the epoch's last smaller batch too
+    common = dict(data_root=str(root), source="cifar10", max_samples=N, batch_size=64,
+                  last_batch="partial",   # every sample, the epoch's last smaller batch too
+                  num_workers=PARALLEL_WORKERS if fixed.get("dali_reader") == "parallel" else NUM_WORKERS)
     config = pipelines.resolve_config(name, PipelineConfig(**{**common, **fixed, **changes}))
     if pipelines.source_refusal(name, config):   # photographs only (tests/test_ffcv.py)
         pytest.skip(pipelines.source_refusal(name, config))
@@ -164,7 +167,7 @@ def test_last_batch_policy_on_seven_samples(variant, policy, sizes, indexed_root
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=IDS)
 def test_each_sample_once_per_epoch_and_reshuffled(variant, indexed_root):
-    with make(variant, indexed_root) as p:
+    with make(variant, indexed_root, num_workers=NUM_WORKERS) as p:
         orders = []
         for e in range(2):
             x, y = epoch(p, e)

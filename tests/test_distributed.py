@@ -1,6 +1,7 @@
 """torch.distributed on the CPU: the sharding policy, a real 2-process gloo job in which every
 pipeline (DALI in CPU mode included) covers the epoch exactly once across ranks, on CIFAR-like data
-and on photographs, DDP replicas that stay in sync, the harness under torchrun, and --ranks sweeps
+and on photographs (one 2-process start for both), DDP replicas that stay in sync (in the
+compiled-DDP test's start), the harness under torchrun, and --ranks sweeps
 (a shared-process one over photographs too)."""
 from __future__ import annotations
 
@@ -119,14 +120,29 @@ def _photo_coverage_worker(rank: int, world: int, rendezvous: str, folder: str, 
     _end(rank, report, out)
 
 
-def test_two_gloo_processes_cover_an_epoch_of_photographs_once_for_every_photo_pipeline(tmp_path):
+def _both_coverage_workers(rank: int, world: int, rendezvous: str, root: str, folder: str, out: str) -> None:
+    """One rank: the CIFAR coverage run, then the photographs' one, in one 2-process start (each
+    start costs seconds); rank 0 writes both reports."""
+    _coverage_worker(rank, world, rendezvous + "-cifar", root, out + ".cifar")
+    _photo_coverage_worker(rank, world, rendezvous + "-photos", folder, out + ".photos")
+
+
+@pytest.fixture(scope="module")
+def coverage_reports(indexed_root, tmp_path_factory) -> dict:
+    """What each rank of a 2-process gloo job saw of an epoch: "cifar" (every pipeline variant on
+    N_ODD index-encoded samples) and "photos" (every photo reader on N_PHOTOS photographs)."""
     from test_imagefolder import jpeg
-    folder = tmp_path / "photos"
+    tmp = tmp_path_factory.mktemp("coverage")
+    folder = tmp / "photos"
     for k in range(N_PHOTOS):   # one photograph per class, of assorted sizes: its label is its index
         jpeg(folder / f"c{k:02d}" / "0.jpg", size=(200 + 20 * k, 180 + 10 * k), seed=k)
-    out = tmp_path / "coverage.json"
-    mp.spawn(_photo_coverage_worker, args=(2, str(tmp_path / "rdzv"), str(folder), str(out)), nprocs=2)
-    report = json.loads(out.read_text())
+    out = tmp / "coverage.json"
+    mp.spawn(_both_coverage_workers, args=(2, str(tmp / "rdzv"), str(indexed_root), str(folder), str(out)), nprocs=2)
+    return {kind: json.loads(Path(f"{out}.{kind}").read_text()) for kind in ("cifar", "photos")}
+
+
+def test_two_gloo_processes_cover_an_epoch_of_photographs_once_for_every_photo_pipeline(coverage_reports):
+    report = coverage_reports["photos"]
     assert "dataloader" in report and (pipelines.available()["dali"] or "dali" in report)
     for name, ranks in report.items():
         (steps_a, a), (steps_b, b) = ranks
@@ -135,10 +151,8 @@ def test_two_gloo_processes_cover_an_epoch_of_photographs_once_for_every_photo_p
         assert counts.min() == 1 and counts.sum() - N_PHOTOS == 1, (name, ranks)   # one padded, all others once
 
 
-def test_two_gloo_processes_cover_the_epoch_once_for_every_pipeline(indexed_root, tmp_path):
-    out = tmp_path / "coverage.json"
-    mp.spawn(_coverage_worker, args=(2, str(tmp_path / "rdzv"), str(indexed_root), str(out)), nprocs=2)
-    report = json.loads(out.read_text())
+def test_two_gloo_processes_cover_the_epoch_once_for_every_pipeline(coverage_reports):
+    report = coverage_reports["cifar"]
     assert {"dataloader", "prefetch", "resident"} <= set(report)
     if not pipelines.available()["dali"]:
         assert {"dali", "dali-raw", "dali-file"} <= set(report)
@@ -154,43 +168,12 @@ def test_two_gloo_processes_cover_the_epoch_once_for_every_pipeline(indexed_root
             assert counts.sum() - N_ODD == 1 and counts.max() == 2, key
 
 
-def _ddp_worker(rank: int, world: int, rendezvous: str, out: str) -> None:
-    """Three SGD steps on different data per rank, with and without DDP; rank 0 writes the
-    largest difference between the ranks' parameters for each."""
-    from bench.measuring.harness import Trainer
-    _init(rank, world, rendezvous)
-    result = {}
-    for parallel in ("ddp", "none"):
-        torch.manual_seed(0)   # the same initial weights on every rank (DDP also broadcasts rank 0's)
-        trainer = Trainer("resnet9-w0.25", torch.device("cpu"), "float32", channels_last=False, parallel=parallel)
-        initial = torch.cat([p.detach().flatten().clone() for p in trainer.model.parameters()])
-        g = torch.Generator().manual_seed(100 + rank)   # each rank its own batches
-        for _ in range(3):
-            trainer(torch.randn(8, 3, 32, 32, generator=g), torch.randint(0, 10, (8,), generator=g))
-        params = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
-        gathered = [torch.empty_like(params) for _ in range(world)]
-        dist.all_gather(gathered, params)
-        result[parallel] = {"spread": float((gathered[0] - gathered[1]).abs().max()),
-                            "moved": float((params - initial).abs().max())}
-    if rank == 0:
-        Path(out).write_text(json.dumps(result))
-    dist.destroy_process_group()
-
-
-def test_ddp_replicas_stay_in_sync(tmp_path):
-    out = tmp_path / "ddp.json"
-    mp.spawn(_ddp_worker, args=(2, str(tmp_path / "rdzv"), str(out)), nprocs=2)
-    result = json.loads(out.read_text())
-    assert result["ddp"]["moved"] > 1e-3                      # they trained
-    assert result["ddp"]["spread"] < 1e-6                     # and agree (gradients all-reduced)
-    assert result["none"]["spread"] > 1e-3                    # without DDP the same steps diverge
-
-
 def _step_worker(rank: int, world: int, rendezvous: str, out: str, steps: list[str], cuda: bool) -> None:
     """Three steps of a DDP replica per step kind from the same weights on each rank's own batches;
     rank 0 writes, per kind, the parameters' largest spread between ranks and distance from eager's.
     On a CPU "compile" is the DDP-wrapped model compiled as the Trainer compiles it (backend
-    aot_eager: no C++ compiler needed), uncaptured; on CUDA each kind is the Trainer's own step."""
+    aot_eager: no C++ compiler needed), uncaptured; on CUDA each kind is the Trainer's own step.
+    "no-ddp" is eager without DDP (parallel="none"): the same steps, gradients not all-reduced."""
     from bench.measuring import training
     faulthandler.dump_traceback_later(STEP_WORKER_S, exit=True)   # a hung collective: its stacks, then an end
     device = torch.device("cuda", rank) if cuda else torch.device("cpu")
@@ -202,8 +185,9 @@ def _step_worker(rank: int, world: int, rendezvous: str, out: str, steps: list[s
     found = {}
     for step in steps:
         torch.manual_seed(0)
-        trainer = training.Trainer("resnet9-w0.25", device, "float32", channels_last=False, parallel="ddp",
-                                   step=step if cuda else "eager")
+        trainer = training.Trainer("resnet9-w0.25", device, "float32", channels_last=False,
+                                   parallel="none" if step == "no-ddp" else "ddp",
+                                   step=step if cuda and step != "no-ddp" else "eager")
         if step == "compile" and not cuda:
             trainer.forward = torch.compile(trainer.model, backend="aot_eager")
         if cuda:   # the same convolution algorithms in every step kind: a difference is the step's, not cuDNN's
@@ -233,10 +217,23 @@ def _step_worker(rank: int, world: int, rendezvous: str, out: str, steps: list[s
     dist.destroy_process_group()
 
 
-def test_a_compiled_ddp_model_trains_the_same_model_as_eager_ddp_on_the_cpu(tmp_path):
-    out = tmp_path / "steps.json"
-    mp.spawn(_step_worker, args=(2, str(tmp_path / "rdzv"), str(out), ["eager", "compile"], False), nprocs=2)
-    result = json.loads(out.read_text())
+@pytest.fixture(scope="module")
+def cpu_steps(tmp_path_factory) -> dict:
+    """_step_worker's report for eager DDP, compiled DDP and eager without DDP, on 2 gloo ranks (one start)."""
+    tmp = tmp_path_factory.mktemp("steps")
+    out = tmp / "steps.json"
+    mp.spawn(_step_worker, args=(2, str(tmp / "rdzv"), str(out), ["eager", "compile", "no-ddp"], False), nprocs=2)
+    return json.loads(out.read_text())
+
+
+def test_ddp_replicas_stay_in_sync(cpu_steps):
+    assert cpu_steps["eager-moved"] > 1e-3, "the DDP replicas did not train"
+    assert cpu_steps["eager-spread"] < 1e-6, "the DDP replicas disagree: gradients not all-reduced"
+    assert cpu_steps["no-ddp-spread"] > 1e-3, "without DDP the same steps on each rank's data did not diverge"
+
+
+def test_a_compiled_ddp_model_trains_the_same_model_as_eager_ddp_on_the_cpu(cpu_steps):
+    result = cpu_steps
     assert result["eager-moved"] > 1e-3 and result["compile-moved"] > 1e-3     # they trained
     assert result["eager-spread"] < 1e-6 and result["compile-spread"] < 1e-6   # replicas in sync
     assert result["compile-from-eager"] < 1e-4                                 # the same training

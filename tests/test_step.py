@@ -111,6 +111,8 @@ def test_cli_rejects_bad_step_options(tmp_path, argv, message, capsys):
     assert message in str(e.value) + capsys.readouterr().err
 
 
+SMALL_MODEL_BLOCK = 5   # harness.MODEL_BLOCK while the model-blocks windows are sized
+
 # (mode, pipeline, model, samples, batch, busy levels, min_window_s, the calibration's s per step,
 #  the expected steps per window at each busy level, what a window is made of)
 WINDOWS = [
@@ -128,8 +130,9 @@ WINDOWS = [
     ("loader", "resident", "none", 64, 16, (0.0, 4.0), 0.05, 0.00011, [548, 16], "epochs"),
     # e2e: whole epochs (4 steps, 0.044 s each) covering 0.12 s: 3 epochs
     ("e2e", "resident", "resnet9-w0.25", 16, 4, (0.0,), 0.1, 0.011, [12], "epochs"),
-    # model-only: whole blocks of MODEL_BLOCK steps (0.5 s each) covering 0.72 s: 2 blocks
-    ("model", "none", "resnet9-w0.25", 16, 4, (0.0,), 0.6, 0.01, [2 * harness.MODEL_BLOCK], "blocks"),
+    # model-only: whole blocks of MODEL_BLOCK steps (0.5 s each) covering 0.72 s: 2 blocks (of
+    # SMALL_MODEL_BLOCK steps, patched in: 2 blocks of the real one would train on the CPU for seconds)
+    ("model", "none", "resnet9-w0.25", 16, 4, (0.0,), 0.6, 0.1, [2 * SMALL_MODEL_BLOCK], "blocks"),
 ]
 
 
@@ -147,6 +150,7 @@ def test_windows_of_min_window_s_are_whole_epochs_or_blocks(mode, pipeline, mode
         return step_s
 
     monkeypatch.setattr(harness, "calibrate", calibrate)
+    monkeypatch.setattr(harness, "MODEL_BLOCK", SMALL_MODEL_BLOCK)
     config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=batch, max_samples=samples)
     spec = RunSpec(pipeline, mode, model, config, requested_steps=None, min_window_s=seconds, warmup=0, repeats=1,
                            busy_levels=busy)
