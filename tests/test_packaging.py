@@ -59,15 +59,16 @@ def test_the_installed_command_runs_from_a_fresh_environment(wheel, tmp_path, sy
         assert done.returncode == 0, done.stderr[-2000:]
         return done.stdout
 
-    assert run("--version").strip().startswith("pipebench ")
-    assert "prefetch" in run("list")
+    assert run("--version").strip().startswith("pipebench ")   # `list`: below, in the import check's interpreter
     run("compare", "--pipelines", "resident", "--modes", "loader", "--data-root", str(synthetic_root),
         "--max-samples", "256", "--batch-size", "32", "--steps", "2", "--warmup", "0", "--repeats", "1",
         "--processes", "1", "--out", str(tmp_path / "run"))
     assert (tmp_path / "run" / "results.csv").is_file()
-    imported = subprocess.run([python, "-c", "import bench.cli, pipelines; print(pipelines.__file__)"], cwd=outside,
-                              env=environ, capture_output=True, text=True, check=True).stdout
+    code = "import sys, bench.cli, pipelines; print(pipelines.__file__); sys.exit(bench.cli.main(['list']))"
+    imported, listed = subprocess.run([python, "-c", code], cwd=outside, env=environ, capture_output=True, text=True,
+                                      check=True).stdout.split("\n", 1)
     assert str(env_dir) in imported   # the wheel's copy, not the source tree
+    assert "prefetch" in listed
 
 
 PINNED = re.compile(r"^# runs at commit [0-9a-f]{12,40}$", re.M)   # a probe that runs only at its own commit

@@ -264,10 +264,12 @@ def test_synthetic_is_deterministic_balanced_and_natural():
     assert 800 < np.mean(sizes) < 2500
 
 
-def test_synthetic_is_learnable_within_one_epoch():
+def test_synthetic_is_learnable_within_one_epoch(synthetic_root):
+    """The synthetic set as generated for the benchmark (the session's, not 7000 images of its own)."""
     torch.manual_seed(0)
-    train_x, train_y = sources.synthesize(6000, seed=0, stream=0)
-    test_x, test_y = sources.synthesize(1000, seed=0, stream=1)
+    folder = sources.ensure_synthetic(synthetic_root, seed=0)
+    train_x, train_y = (a[:6000] for a in sources.load_split(folder, "train", limit=6000))
+    test_x, test_y = (a[:1000] for a in sources.load_split(folder, "test", limit=1000))
 
     def tensor(x):
         return torch.from_numpy(x).permute(0, 3, 1, 2).float().div(255).sub(0.5)
