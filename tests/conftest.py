@@ -8,7 +8,7 @@ Label of image i: (7 * i + 3) % 10.
 
 Every test that skips without a CUDA device (a `skipif` whose reason names CUDA) is also marked
 `gpu` (not one that needs a machine *without* CUDA), so the GPU machine runs exactly those:
-`python -m pytest -m gpu`.
+`python -m pytest -m gpu` (in one process: their timings would not hold beside other tests).
 """
 from __future__ import annotations
 
