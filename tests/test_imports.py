@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -187,6 +188,7 @@ else:
 
 
 PEERS_ON_DEMAND = """
+import json
 import sys
 import pipelines
 pipelines.declared_options()   # every pipeline module imported: what PipelineConfig reads
@@ -198,7 +200,7 @@ early = [name for name in peers if name in sys.modules]
 assert early == [], f"imported asking whether resident can be built: {early}"
 reasons = pipelines.available()   # asking imports them
 assert reasons["ffcv"] is None or reasons["ffcv"].startswith(("FFCV", "FFCV normalizes")), reasons["ffcv"]
-print(sorted(name for name in peers if name in sys.modules))
+print(json.dumps(sorted(name for name in peers if name in sys.modules)))
 """
 
 
@@ -209,7 +211,7 @@ def test_the_pipelines_knobs_are_read_without_importing_their_peers():
     done = subprocess.run([sys.executable, "-c", PEERS_ON_DEMAND], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     installed = [name for name in ("nvidia.dali", "ffcv", "timm", "spdl") if importlib.util.find_spec(name.split(".")[0])]
-    assert set(installed) <= set(eval(done.stdout.strip().splitlines()[-1]))
+    assert set(installed) <= set(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def test_pipelines_import_without_dali():
