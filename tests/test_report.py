@@ -566,6 +566,10 @@ def test_prediction_only_writes_prediction_md_from_the_one_gpu_rows_alone_and_th
     def predicted(markdown):
         return re.findall(r"^\| `p` .*?\|\s+(\d+) \|\s+(\d+) \|.*?\|\s+([\d,]+) \|\s+([\d,]+) \|", markdown, re.M)
     assert len(predicted(text)) == 3 and predicted(text) == predicted(section)
+    moved = folder.rename(tmp_path / "clean" / "2026-01-01-run")   # committed under results/ after the sweep
+    section = report.write([moved / "results.csv"], moved).read_text().split("### More GPUs per host, predicted")[1]
+    assert "the same one-GPU rows give it today" in section
+    folder = moved.rename(folder)
     (folder / "PREDICTION.md").write_text(text.replace("22,500", "22,501"))
     again = report.write([folder / "results.csv"], tmp_path / "elsewhere").read_text()
     assert "holds [PREDICTION.md](../clean/run/PREDICTION.md)" in again and "it differs from what" in again
@@ -660,6 +664,11 @@ def test_the_several_gpu_block_says_what_photographs_reach_per_cores_per_gpu_at_
             "over model-only's at 4 GPUs): at 16 cores per GPU the best pipeline, `gpu-dec`, reaches 96.4% of "
             "model-only.") in lines
     assert sum("Photographs" in line for line in lines) == 1   # the synthetic 224-px rows make none
+    assert any(line.endswith("At 4 GPUs the step sets the pace of `gpu-dec` (e2e at least 95% of model-only); the "
+                             "input holds back `cpu-dec`, `dataloader`.") for line in lines)
+    unfed = block([r for r in rows if r["pipeline"] != "gpu-dec"], "unfed")   # no pipeline near the step: none named
+    assert any(line.endswith("At 4 GPUs the input holds back `cpu-dec`, `dataloader` (e2e below 95% of model-only).")
+               for line in unfed)
     assert any(line.startswith("- With 16 cores per GPU, `m` (compile step, 32 px, batch 512) per GPU at 1 / 4 GPUs")
                for line in lines)
     fewer = [dict(r, cpus=8, world_img_per_s=r["world_img_per_s"] * (0.9 if r["pipeline"] == "cpu-dec" else 0.3))
@@ -978,7 +987,7 @@ def test_cpu_seconds_per_1000_images_show_floating_point_residue_as_0():
 
 
 @pytest.mark.parametrize("run", ["results/2026-11-27-h100-photos-best", "results/2026-11-27-h100-ladder",
-                                 "results/2026-11-26-h100x2-multi-gpu-2"])
+                                 "results/2026-11-26-h100x2-multi-gpu-2", "results/2026-11-28-h100x4-photos"])
 def test_the_readme_s_blocks_are_their_committed_runs(tmp_path, run):
     """Each generated block of the README (summary, photo answer, several GPUs) regenerates byte for
     byte from the committed run it names."""

@@ -15,19 +15,12 @@
 # Each rank on 16 cores (64 / 4) at every rank count, 3 processes per cell, compiled steps; with
 # --share-process the model-only and e2e configurations of one rank count (and the copies of one
 # setting) run in one process per rank and round, so a process's start, its process group and the
-# compile from inductor's cache are paid once per cell. hosts-4-photos (25,000 photographs,
-# ResNet-50 bf16 batch 256; now 21 configuration processes) was cut at 2 processes per cell on its first
-# lease (results/2026-11-27-h100x4-photos/README.md): 10 minutes before the sweep (the photo set made
-# on threads in 2 minutes, the warm compiles on one thread each ~7) and rounds of 8.5 minutes
-# (copies 75 s; the 1-rank cell ~100 s; the 2- and 4-rank cells 110-120 s each, a DDP process compiling
-# 20-30 s even from the cache; loader-only ~50 s at 16 cores and ~45 s at 8). Now: the photo set on a
-# forked process per core (spawned ones took 3.4 minutes: results/2026-11-27-h100x4-photos-lost/),
-# the warm compiles on inductor's workers, loader-only with one whole-epoch window
-# per process (at 8 cores in one process), and the copies moved to hosts-4-32px: rounds of ~6.5
-# minutes, ~20 for the sweep, ~5 before it, estimated. hosts-4-32px (resnet9-w0.25 and vit-s4: a fast
-# and a slow rung; the bus at 32 and 224 px) needs a lease of its own.
-# (How: the per-process durations are the gaps between the row timestamps of consecutive configuration
-# processes, rank 0's rows, in results/2026-11-27-h100x4-photos/results.csv.)
+# compile from inductor's cache are paid once per cell. hosts-4-photos (25,000 photographs, ResNet-50
+# bf16 batch 256, 48 configuration processes) ran whole on one lease in 27 minutes of device time, three
+# calls after DALI's parts (results/2026-11-28-h100x4-photos/README.md): 6 minutes before the sweep (DALI
+# unpacked, the photo set on a forked process per core in 16 s, the warm compiles) and 19 for the sweep.
+# hosts-4-32px (resnet9-w0.25 and vit-s4: a fast and a slow rung; the bus at 32 and 224 px) needs a lease
+# of its own.
 set -u
 plan=${1:?"usage: bash bench/plans/hosts-4.sh hosts-4-photos|hosts-4-32px [predict]"}
 runs=runs/$plan

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import urllib.parse
 from pathlib import Path
 
@@ -304,13 +305,16 @@ def prediction_file(name: str, one: pd.DataFrame) -> str:
 
 def prediction_note(name: str, group: pd.DataFrame, out: Path) -> list[str]:
     """Where the run's folder holds PREDICTION.md: a line linking it (relative to `out`) and saying
-    whether it is what the run's one-GPU rows give now (`prediction_file`)."""
+    whether it is what the run's one-GPU rows give now (`prediction_file`, under the name it was written
+    with: a run folder moved after its prediction holds the same prediction)."""
     written = Path(group.results_folder.iloc[0]) / "PREDICTION.md"
     if not written.is_file():
         return []
     link = urllib.parse.quote(Path(os.path.relpath(written, out)).as_posix(), safe="/._-~")
+    text = written.read_text()
+    then = re.search(r"^From `([^`]*)`, written by", text, re.M)   # the folder may have moved since
     try:
-        same = written.read_text() == prediction_file(name, one_gpu_rows(group))
+        same = text == prediction_file(then.group(1) if then else name, one_gpu_rows(group))
     except ValueError:
         same = False
     return [f"The run's folder holds [PREDICTION.md]({link}), written by `pipebench report --prediction-only` "
@@ -384,12 +388,18 @@ def measured(df: pd.DataFrame) -> list[str]:
             lines.append(f"With {int(cores)} cores per GPU, {code(model)} ({escape(step)} step, {size} px, batch {batch}) per "
                          f"GPU at {' / '.join(str(n) for n in counts)} GPUs (img/s, medians): model-only "
                          f"{' / '.join(f'{alone[n]:,.0f}' for n in counts)}; " + "; ".join(listed)
-                         + f". At {plural(int(most), 'GPU')} the step sets the pace of " + (", ".join(fed) or "none")
-                         + f" (e2e at least {FED:.0%} of model-only); the input holds back "
-                         + (", ".join(bound) or "none")
-                         + (f"; too few processes to judge (fewer than {MIN_PROCESSES}): {', '.join(thin)}" if thin else "")
-                         + ".")
+                         + f". At {plural(int(most), 'GPU')} " + "; ".join(_verdicts(fed, bound, thin)) + ".")
     return lines
+
+
+def _verdicts(fed: list[str], bound: list[str], thin: list[str]) -> list[str]:
+    """`measured`'s verdicts at the most GPUs, each named only where it holds a pipeline."""
+    said = [f"the step sets the pace of {', '.join(fed)} (e2e at least {FED:.0%} of model-only)"] if fed else []
+    if bound:
+        said.append(f"the input holds back {', '.join(bound)}" + ("" if fed else f" (e2e below {FED:.0%} of model-only)"))
+    if thin:
+        said.append(f"too few processes to judge (fewer than {MIN_PROCESSES}): {', '.join(thin)}")
+    return said
 
 
 def photographs(df: pd.DataFrame) -> list[str]:
