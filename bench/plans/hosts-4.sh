@@ -5,7 +5,8 @@
 #   Make each later call at once: a machine idle for its release time (30 s) goes back, and the sweep
 #   with it (results/2026-11-27-h100x4-copies/README.md and results/2026-11-27-h100x4-photos-lost/README.md:
 #   two photo sweeps lost so, the second with the next call made as soon as the first returned).
-#   (PLAN: hosts-4-photos or hosts-4-32px; PIPEBENCH_GIT_COMMIT: the tree's commit where it has no .git)
+#   (PLAN: hosts-4-photos, hosts-4-32px or hosts-4-bus; PIPEBENCH_GIT_COMMIT: the tree's commit where it has
+#   no .git; hosts-4-bus, the copies alone, needs no DALI and writes no prediction)
 # The plan runs through on-gpu.sh, which the 10-minute calls resume; right after the sweep ends, in the
 # sweep's own session and before any call copies its rows, `pipebench report --prediction-only` writes
 # runs/PLAN/sweep/PREDICTION.md from the run's one-GPU rows (a pipebench without that flag: one line
@@ -19,12 +20,17 @@
 # bf16 batch 256, 48 configuration processes) ran whole on one lease in 27 minutes of device time, three
 # calls after DALI's parts (results/2026-11-28-h100x4-photos/README.md): 6 minutes before the sweep (DALI
 # unpacked, the photo set on a forked process per core in 16 s, the warm compiles) and 19 for the sweep.
-# hosts-4-32px (resnet9-w0.25 and vit-s4: a fast and a slow rung; the bus at 32 and 224 px) needs a lease
-# of its own.
+# hosts-4-32px (resnet9-w0.25 and vit-s4: a fast and a slow rung) needs a lease of its own: about 17
+# minutes of sweep, a prediction from the 32-px processes of results/2026-11-26-h100x2-multi-gpu-2 (a DDP
+# process of one configuration 13-15 s there, its compile ~3 s, so ~45 s for five members; a loader-only
+# process ~11 s). The copies (hosts-4-bus: every GPU copying at once, pinned and pageable, uint8 and
+# float32, 32 and 224 px) left it for a plan of their own: a copy process took ~60 s there, 9 more
+# minutes at 3 processes, past one lease's GPU time with the rest.
 set -u
-plan=${1:?"usage: bash bench/plans/hosts-4.sh hosts-4-photos|hosts-4-32px [predict]"}
+plan=${1:?"usage: bash bench/plans/hosts-4.sh hosts-4-photos|hosts-4-32px|hosts-4-bus [predict]"}
 runs=runs/$plan
-case "$plan" in hosts-4-photos|hosts-4-32px) ;; *) echo "hosts-4.sh: no plan $plan (hosts-4-photos or hosts-4-32px)" >&2; exit 2;; esac
+case "$plan" in hosts-4-photos|hosts-4-32px|hosts-4-bus) ;;
+  *) echo "hosts-4.sh: no plan $plan (hosts-4-photos, hosts-4-32px or hosts-4-bus)" >&2; exit 2;; esac
 if [ "${2:-}" = predict ]; then   # run by on-gpu.sh (AFTER) in the sweep's session, right after the sweep
   if python -m bench.cli report --help 2> /dev/null | grep -q -- --prediction-only; then
     python -m bench.cli report "$runs/sweep" --out "$runs/sweep" --prediction-only
@@ -33,9 +39,12 @@ if [ "${2:-}" = predict ]; then   # run by on-gpu.sh (AFTER) in the sweep's sess
   fi
   exit 0
 fi
-[ -e /tmp/dali/unpacked ] || { bash .devcarry/unpack.sh && touch /tmp/dali/unpacked; }
-. .devcarry/env.sh
-export PYTHONUNBUFFERED=1 PHOTOS=25000 AFTER="bash bench/plans/hosts-4.sh $plan predict"
+if grep -q '"dali' "bench/plans/$plan.json"; then
+  [ -e /tmp/dali/unpacked ] || { bash .devcarry/unpack.sh && touch /tmp/dali/unpacked; }
+  . .devcarry/env.sh
+fi
+export PYTHONUNBUFFERED=1 PHOTOS=25000
+grep -q '"e2e"' "bench/plans/$plan.json" && export AFTER="bash bench/plans/hosts-4.sh $plan predict"
 mkdir -p "$runs/calls"
 out=$OUT
 OUT=$runs/calls WAIT_S=${WAIT_S:-570} bash bench/plans/on-gpu.sh "$plan"
