@@ -328,20 +328,20 @@ def _short_of_the_input(ok: pd.DataFrame, checked: pd.DataFrame) -> list[str]:
     """Where the input binds and the measured job fell short of the prediction beyond its spread
     (the prediction above every process's median): whether the job's ranks fed their GPUs less than
     the same ranks delivered loader-only at once (below every such process's median: the DDP step
-    couples them), or the ranks slowed each other loader-only already."""
-    coupled, crowded = [], []
+    couples them), or the ranks slowed each other loader-only already, or no such rows ran."""
+    coupled, crowded, unmeasured = [], [], []
     for r in checked[checked.binds == "input"].itertuples():
         if r.predicted <= r.hi:
             continue
         cell = (ok.pipeline == r.pipeline) & (ok.image_size == r.size) & (ok.cpus == r.cores) & (ok.world_size == r.gpus)
         at_once = ok[cell & (ok["mode"] == "loader")]
         if at_once.empty:
-            crowded.append(f"{code(r.pipeline)} at {plural(int(r.gpus), 'GPU')} (no loader-only rows at that count)")
+            unmeasured.append(f"{code(r.pipeline)} at {plural(int(r.gpus), 'GPU')}")
             continue
         text = (f"{code(r.pipeline)} at {plural(int(r.gpus), 'GPU')}: e2e {r.measured:,.0f} per GPU, loader-only "
                 f"{at_once.per_gpu.median():,.0f} per GPU with its ranks at once, {r.feed:,.0f} alone")
         (coupled if r.measured < at_once.groupby("process").per_gpu.median().min() else crowded).append(text)
-    if not coupled and not crowded:
+    if not coupled and not crowded and not unmeasured:
         return []
     said = ["- Where the input binds, the measured job fell short of the prediction beyond the spread of its "
             "processes; the prediction takes each rank to feed its GPU as a rank alone does, so read its "
@@ -351,7 +351,10 @@ def _short_of_the_input(ok: pd.DataFrame, checked: pd.DataFrame) -> list[str]:
                     "rank's batch): " + "; ".join(coupled) + ".")
     if crowded:
         said.append("  - Not below what its ranks delivered loader-only at once (the ranks slowed each other "
-                    "without a step, or that was not measured): " + "; ".join(crowded) + ".")
+                    "without a step): " + "; ".join(crowded) + ".")
+    if unmeasured:
+        said.append("  - Whether the step or the ranks beside each other hold it back is not measured (no "
+                    "loader-only rows at that GPU count): " + "; ".join(unmeasured) + ".")
     return said
 
 
