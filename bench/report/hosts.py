@@ -410,7 +410,7 @@ def photographs(df: pd.DataFrame) -> list[str]:
     `imagefolder:` source) run on several GPUs, at the most GPUs it ran on: the best pipeline's
     per-GPU e2e median at each cores per GPU measured there, as a share of model-only's per-GPU
     median at that GPU count (at the same cores where measured), and the fewest cores per GPU at
-    which it reaches FED; with one cores value, only what it reaches there."""
+    which it reaches FED; with one cores value, what it reaches there and whether that is FED."""
     source = df["source"].astype("string").fillna("") if "source" in df else pd.Series("", index=df.index)
     ok = _lead_rows(df, (df.image_size == 224) & ((df["mode"] == "model") | (
         (df["mode"] == "e2e") & source.str.startswith(IMAGEFOLDER))))
@@ -431,7 +431,9 @@ def photographs(df: pd.DataFrame) -> list[str]:
         if len(shares) == 1:
             cores, pipeline, share = shares[0]
             lines.append(head + f"at {cores} cores per GPU the best pipeline, {code(pipeline)}, reaches {pct(share)} "
-                         "of model-only.")
+                         + (f"of model-only: enough to keep the model fed (at least {FED:.0%})." if share >= FED else
+                            f"of model-only: short of keeping the model fed ({FED:.0%}); no core count measured at "
+                            f"{plural(most, 'GPU')} does."))
             continue
         fed = [cores for cores, _, share in shares if share >= FED]
         lines.append(head + "the best pipeline " + "; ".join(
