@@ -24,8 +24,9 @@
 # minutes of sweep, a prediction from the 32-px processes of results/2026-11-26-h100x2-multi-gpu-2 (a DDP
 # process of one configuration 13-15 s there, its compile ~3 s, so ~45 s for five members; a loader-only
 # process ~11 s). The copies (hosts-4-bus: every GPU copying at once, pinned and pageable, uint8 and
-# float32, 32 and 224 px) left it for a plan of their own: a copy process took ~60 s there, 9 more
-# minutes at 3 processes, past one lease's GPU time with the rest.
+# float32, 32 and 224 px) left it for a plan of their own: a copy process took ~60 s there, so 9 more
+# minutes at 3 processes, past one lease's GPU time with the rest (hosts-4-bus runs 4, which balance
+# its 4 members' order: ~12 minutes).
 set -u
 plan=${1:?"usage: bash bench/plans/hosts-4.sh hosts-4-photos|hosts-4-32px|hosts-4-bus [predict]"}
 runs=runs/$plan
