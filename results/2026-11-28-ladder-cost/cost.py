@@ -7,8 +7,8 @@ Two numbers per plan, both labelled:
   trains faster than the step alone), no process start, setup, compile, warm-up or drain;
 - for the 32-px ladder, a prediction: each member at the e2e rate the 2026-11-27 ladder measured
   for its pipeline (a new one as `dataloader`, the slowest there), plus the time outside its window
-  that ladder's rows show for it (consecutive rows of one process), plus a process's fixed start;
-  checked against that ladder's own wall time.
+  that ladder's rows show for it (consecutive rows of one process), plus a process's start before its
+  first member (`process_start`); checked against that ladder's own wall time.
 A window is whole epochs of the plan's split lasting at least min_window_s x 1.2 (the harness's
 WINDOW_MARGIN), at least `epochs` epochs.
 """
@@ -20,7 +20,7 @@ import pandas as pd
 RESULTS = Path(__file__).resolve().parents[1]
 LADDER = RESULTS / "2026-11-27-h100-ladder" / "results.csv"
 PHOTOS = RESULTS / "2026-11-27-h100-photos-ladder" / "results.csv"
-MARGIN, MIN_WINDOW_S, FIXED_S = 1.2, 0.5, 9.0   # FIXED_S: the ladder's process (COST.md: 33 s) less its members' gaps
+MARGIN, MIN_WINDOW_S = 1.2, 0.5
 RUNGS = ["resnet9-w0.25", "resnet9", "resnet18", "vit-s4", "vit-b4"]
 
 
@@ -46,13 +46,28 @@ def outside_window(d: pd.DataFrame) -> pd.Series:
     return pd.DataFrame(gaps).groupby(["pipeline", "cpus"]).s.median()
 
 
+def process_start(d: pd.DataFrame, over: pd.Series) -> float:
+    """The median time a process takes before its first member (its start, CUDA, the first compile):
+    from the previous process's last row to its first row, less that member's window and its own time
+    outside it (processes run one after another)."""
+    rows = d.sort_values("t")
+    first = rows.groupby(["model", "cpus", "process"]).first()
+    last = rows.groupby(["model", "cpus", "process"]).t.max().sort_values()
+    start = (first.loc[last.index, "t"] - last.shift()).dt.total_seconds().iloc[1:]
+    member = first.loc[start.index]
+    own = [over[(p, c)] if (p, c) in over.index else 0.0
+           for p, c in zip(member.pipeline, member.index.get_level_values("cpus"))]
+    return float((start - member.seconds - own).median())
+
+
 def ladder_minutes(d, models, cores, members, processes, windows, samples, bound=False) -> float:
     rate = d.groupby(["model", "cpus", "pipeline"]).img_per_s.median()
     over = outside_window(d)
+    fixed = 0.0 if bound else process_start(d, over)
     total = 0.0
     for model in models:
         for c in cores:
-            t = 0.0 if bound else FIXED_S
+            t = fixed
             for like in members:
                 r = rate[(model, c, "none" if bound else like)]
                 t += windows * window_s(samples, r) + (0.0 if bound else over[(like, c)])
@@ -78,6 +93,10 @@ def main() -> None:
           "16 / 4 / 2 cores, 5 members, 3 processes, 1 window of 25,000 images): predicted "
           f"{ladder_minutes(d, RUNGS, [16, 4, 2], main4, 3, 1, 25_000):.1f} min, measured {measured:.1f} min "
           "from its first row to its last.\n")
+    over = outside_window(d)
+    print(f"From those rows, a process's start before its first member: {process_start(d, over):.1f} s (median); "
+          "each member's time outside its window (s, median per pipeline and cores):\n")
+    print(over.unstack("cpus").round(1).to_markdown() + "\n")
     print("| 32-px plan (whole 50,000-image split, 2 windows, 3 processes) | lower bound, min | prediction, min |")
     print("|---|---:|---:|")
     for name, models, cores, members in [
@@ -103,8 +122,9 @@ def main() -> None:
             ("compiled ResNet-50 alone, 16 / 8 / 4 cores, 7 members", ["torchvision:resnet50"], ["compile"],
              [16, 8, 4], 7)]:
         print(f"| {name} | {photo_bound(models, steps, cores, members, 3, 2, 2, 25_000):.0f} |")
-    print("\nA lease holds a machine 30 minutes at most, its start, the data and the warm compiles included "
-          "(about 5 of them): a sweep has about 24.")
+    print("\nA lease holds a machine 30 minutes at most, its start, the data and the warm compiles included: the "
+          "4-GPU photo lease of 2026-11-28 spent 6 of them before its sweep (results/2026-11-28-h100x4-photos), "
+          "which leaves a sweep about 24.")
 
 
 if __name__ == "__main__":
