@@ -446,20 +446,26 @@ def test_several_gpus_get_a_scaling_section_and_a_summary_line_saying_where_the_
     assert "it binds for uint8 pageable at 32 px from 4 GPUs." in (tmp_path / "out2" / "SUMMARY.md").read_text()
 
 
-def test_the_scaling_table_keeps_a_pipeline_s_variants_apart(tmp_path):
-    """DALI with each decoder at 1 and 2 GPUs: two lines per GPU count, each its own rate, not one
-    line pooling both decoders' windows."""
+def test_the_scaling_table_keeps_a_pipeline_s_variants_and_models_apart(tmp_path):
+    """DALI with each decoder feeding two models at 1 and 2 GPUs: a line per decoder, model and GPU
+    count, each its own rate and named by both, not one line pooling decoders' or models' windows."""
     rows = []
-    for decoder, one in (("mixed", 4_000), ("cpu", 5_000)):
-        for gpus, share in ((1, 1.0), (2, 0.8)):
-            rows += [row("e2e", "dali", one * share, model="m", step="compile", dali_decoder=decoder, world_size=gpus,
-                         rank=r, world_img_per_s=one * share * gpus, parallel="none" if gpus == 1 else "ddp", repeat=w)
-                     for r in range(gpus) for w in range(2)]
-    view = hosts.scaling(report.load([write(tmp_path, rows)]))[0]
+    for model, speed in (("m", 1), ("n", 10)):
+        for decoder, one in (("mixed", 4_000), ("cpu", 5_000)):
+            for gpus, share in ((1, 1.0), (2, 0.8)):
+                rows += [row("e2e", "dali", one * share * speed, model=model, step="compile", dali_decoder=decoder,
+                             world_size=gpus, rank=r, world_img_per_s=one * share * speed * gpus,
+                             parallel="none" if gpus == 1 else "ddp", repeat=w)
+                         for r in range(gpus) for w in range(2)]
+    view, said = hosts.scaling(report.load([write(tmp_path, rows)]))
     got = {(r["what"], r["GPUs"]): (r["per GPU"], r["vs 1 GPU"]) for r in view.to_dict("records")}
-    assert got == {("`dali (dali_decoder=cpu)`", 1): ("5,000", "100%"), ("`dali (dali_decoder=cpu)`", 2): ("4,000", "80%"),
-                   ("`dali (dali_decoder=mixed)`", 1): ("4,000", "100%"),
-                   ("`dali (dali_decoder=mixed)`", 2): ("3,200", "80%")}
+    cpu, mixed = "`dali (dali_decoder=cpu)` feeding", "`dali (dali_decoder=mixed)` feeding"
+    assert got == {(f"{cpu} `m`", 1): ("5,000", "100%"), (f"{cpu} `m`", 2): ("4,000", "80%"),
+                   (f"{mixed} `m`", 1): ("4,000", "100%"), (f"{mixed} `m`", 2): ("3,200", "80%"),
+                   (f"{cpu} `n`", 1): ("50,000", "100%"), (f"{cpu} `n`", 2): ("40,000", "80%"),
+                   (f"{mixed} `n`", 1): ("40,000", "100%"), (f"{mixed} `n`", 2): ("32,000", "80%")}
+    assert said == ["- 2 GPUs: per-GPU rate from 80% (e2e dali (dali_decoder=cpu) feeding m, 16 cores per GPU) to 80% of "
+                    "one GPU's."]
 
 
 def prediction_rows(four_gpus=40_000) -> list[dict]:
@@ -495,8 +501,12 @@ def test_more_gpus_per_host_are_predicted_from_one_gpu_rows_with_the_error_where
     assert got[8]["predicted job"] == "180,000"
     assert "  - `p` with `m`: input-bound already at 2 GPUs per host, the fewest predicted (100,000 img/s per GPU " \
            "on 16 cores, the step 300,000)." in said
-    assert ("- Error on the GPU counts measured (predicted / measured - 1, per-GPU e2e medians): `p` 2 GPUs +12% (beyond "
-            "the spread of its processes), `p` 4 GPUs +12% (beyond the spread of its processes).") in said
+    errors = said.index("- Error on the GPU counts measured (predicted / measured - 1, per-GPU e2e medians; beyond "
+                        "the spread of the processes' medians unless marked):")
+    # the step measured at 2 GPUs only (200k): input-bound, so the same error with it
+    assert said[errors + 1] == "  - `p` with `m`: 2 GPUs +12%, 4 GPUs +12%; with the step measured there: 2 GPUs +12%."
+    assert said[errors - 1] == ("- The step under DDP, model-only per GPU over one GPU's (the prediction takes 100%): "
+                                "`m` 67% at 2 GPUs.")
     assert said[said.index("- 8 GPUs per host, predicted, with the error seen at the most GPUs measured:") + 1] == (
         "  - `p` with `m`: 22,500 img/s per GPU (job 180,000), input binds; at 4 GPUs, the most measured, its error "
         "was +12% (beyond the spread of its processes).")
@@ -519,8 +529,7 @@ def test_more_gpus_per_host_are_predicted_from_one_gpu_rows_with_the_error_where
     within = prediction_rows(four_gpus=44_000)   # processes at 41,800 and 46,200 about 45,000
     view, said = hosts.prediction(report.load([write(tmp_path, within, name="within")]))
     assert view.set_index("GPUs / host").loc[4, ["error", "beyond spread"]].tolist() == ["+2%", "no"]
-    assert "`p` 4 GPUs +2% (within the spread of its processes)" in said[said.index(next(
-        s for s in said if s.startswith("- Error on")))]
+    assert "4 GPUs +2% (within the spread);" in said[said.index(next(s for s in said if s.startswith("- Error on"))) + 1]
     even = prediction_rows(four_gpus=45_020)
     view = hosts.prediction(report.load([write(tmp_path, even, name="even")]))[0]
     assert view.set_index("GPUs / host").loc[4, "error"] == "±0%"   # -0.04%: no sign to read into
@@ -596,7 +605,8 @@ def test_the_report_s_error_column_is_predicted_over_measured_minus_one(tmp_path
 
 def test_the_readme_s_several_gpu_block_says_what_each_gpu_count_measured_and_predicts_more(tmp_path):
     """The hosts block (`--readme`): per-GPU model-only and e2e at 1 and 2 GPUs, which pipelines
-    the step sets the pace of at 2 GPUs, then the prediction; a one-GPU run has no such answer."""
+    the step sets the pace of at 2 GPUs, then the prediction: the step under DDP, the errors with and
+    without it; a one-GPU run has no such answer."""
     def job(mode, pipeline, per_gpu, gpus, cpus=16, processes=3, **extra):
         return [row(mode, pipeline, per_gpu, world_size=gpus, rank=r, world_img_per_s=per_gpu * gpus, cpus=cpus,
                     cpu_count=32, gpu="H", parallel="ddp" if gpus > 1 and mode != "loader" else "none", process=p,
@@ -622,9 +632,12 @@ def test_the_readme_s_several_gpu_block_says_what_each_gpu_count_measured_and_pr
                         "`near` 290,000 / 184,000; `slow` 90,000 / 80,000. At 2 GPUs the step sets the pace of `fast` "
                         "(e2e at least 95% of model-only); the input holds back `near`, `slow`; too few processes to "
                         "judge (fewer than 3): `lone`.")
-    assert ("- Host of 32 cores, each GPU's rank on the one-GPU e2e's cores or its even share where fewer (a prediction "
-            "from the one-GPU rows, the all-reduce left out):") in block
-    assert "  - `fast` with `m`: the step binds up to 8 GPUs per host; the input keeps up." in block
+    assert ("- The step under DDP, model-only per GPU over one GPU's (the prediction takes 100%): `m` 67% at 2 GPUs."
+            in block)
+    # `fast`: predicted 299,000 per GPU (its one-GPU e2e), measured 195,000; with the step measured at 2 GPUs,
+    # 299/300 x 200,000 = 199,333: the error left is the input's
+    assert "  - `fast` with `m`: 2 GPUs +53%; with the step measured there: 2 GPUs +2%." in block
+    assert not any(line.startswith("- Host of") for line in block)   # the per-pipeline bounds: in the report only
     assert readme.read_text().endswith(f"{end}\nrest\n")
     one = [r for r in rows if r["world_size"] == 1]
     report.write([write(tmp_path, one, name="one")], tmp_path / "out", readme=readme)
@@ -991,7 +1004,7 @@ def test_cpu_seconds_per_1000_images_show_floating_point_residue_as_0():
 
 
 @pytest.mark.parametrize("run", ["results/2026-11-27-h100-photos-best", "results/2026-11-27-h100-ladder",
-                                 "results/2026-11-26-h100x2-multi-gpu-2", "results/2026-11-28-h100x4-photos"])
+                                 "results/2026-11-28-h100x4-32px", "results/2026-11-28-h100x4-photos"])
 def test_the_readme_s_blocks_are_their_committed_runs(tmp_path, run):
     """Each generated block of the README (summary, photo answer, several GPUs) regenerates byte for
     byte from the committed run it names."""

@@ -20,10 +20,10 @@
 # bf16 batch 256, 48 configuration processes) ran whole on one lease in 27 minutes of device time, three
 # calls after DALI's parts (results/2026-11-28-h100x4-photos/README.md): 6 minutes before the sweep (DALI
 # unpacked, the photo set on a forked process per core in 16 s, the warm compiles) and 19 for the sweep.
-# hosts-4-32px (resnet9-w0.25 and vit-s4: a fast and a slow rung) needs a lease of its own: about 17
-# minutes of sweep, a prediction from the 32-px processes of results/2026-11-26-h100x2-multi-gpu-2 (an
-# e2e process of one configuration 13 s at 1 rank and 15 s at 2 there, its compile 2-3 s, so ~45 s for
-# five members; a loader-only process 11-12 s). The copies (hosts-4-bus: every GPU copying at once,
+# hosts-4-32px (resnet9-w0.25 and vit-s4: a fast and a slow rung) ran whole on a lease of its own in
+# 23 minutes of device time, three calls after DALI's parts (results/2026-11-28-h100x4-32px/README.md):
+# 4 minutes before the sweep and 16 for it (estimated at 17 from the 32-px processes of
+# results/2026-11-26-h100x2-multi-gpu-2). The copies (hosts-4-bus: every GPU copying at once,
 # pinned and pageable, uint8 and float32, 32 and 224 px) left it for a plan of their own: a copy process
 # took 69 s there (3 windows of 1 s per copy; hosts-4-bus times 2 of 0.5 s), so up to 10 more minutes
 # at 3 processes, past one lease's GPU time with the rest; hosts-4-bus runs 4, which balance its 4

@@ -53,13 +53,23 @@ bus shared): an upper bound. The bus is not in it."""
 
 CHECKED = """\
 Where the run measured N GPUs, "error" is predicted / measured - 1 (per-GPU e2e medians) and "beyond
-spread" says whether the prediction lies outside the range of the processes' medians there; the
-scaling table's loader rows show how much a rank lost beside the others, and its copy rows what each
-GPU's share of the bus moves."""
+spread" says whether the prediction lies outside the range of the processes' medians there; "with
+the step measured there" is the same prediction made with model-only's per-GPU rate at that GPU count
+(the all-reduce and DDP's hooks in it): what error is left is the input's. The scaling table's loader
+rows show how much a rank lost beside the others, and its copy rows what each GPU's share of the bus
+moves."""
 
 
 def _gpus_used(rows: pd.DataFrame) -> pd.Series:
     return rows.gpus.where(rows.parallel == "dp", rows.world_size).fillna(1).astype(int)
+
+
+def _what(r, mode: str, name) -> str:
+    """What a scaling row of `mode` timed, each name through `name` (`code` or `str`): a copy's
+    payload and stage, the model alone, a pipeline alone, or a pipeline feeding its model (e2e)."""
+    if r.pipeline == "none":
+        return escape(f"{r.payload} {r.stage}") if r.payload else name(r.model)
+    return f"{name(r.pipeline)} feeding {name(r.model)}" if mode == "e2e" else name(r.pipeline)
 
 
 def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
@@ -90,8 +100,7 @@ def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     table["vs_one"] = [r.per_gpu / one.get(tuple(getattr(r, k) for k in SCALE_KEY), math.nan)
                        for r in table.itertuples()]
     view = pd.DataFrame({
-        "mode": table["mode"], "what": [code(r.pipeline) if r.pipeline != "none" else (escape(f"{r.payload} {r.stage}") if r.payload
-                                                                                      else code(r.model)) for r in table.itertuples()],
+        "mode": table["mode"], "what": [_what(r, r.mode, code) for r in table.itertuples()],
         "px": table.image_size, "cores / GPU": table.cpus.fillna(0).astype(int), "GPUs": table.gpus_used,
         "job img/s": [f"{r.job:,.0f} [{r.lo:,.0f}–{r.hi:,.0f}] n={r.n}/{r.count}" for r in table.itertuples()],
         "per GPU": table.per_gpu.map("{:,.0f}".format),
@@ -104,18 +113,17 @@ def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         if len(rows):
             worst = rows.iloc[0]
             sentences.append(f"- {n} GPUs: per-GPU rate from {worst.vs_one:.0%} ({worst['mode']} "
-                             f"{worst.pipeline if worst.pipeline != 'none' else worst.payload or worst.model}, "
-                             f"{int(worst.cpus)} cores per GPU) to {rows.vs_one.max():.0%} of one GPU's.")
+                             f"{_what(worst, worst['mode'], str)}, {int(worst.cpus)} cores per GPU) to {rows.vs_one.max():.0%} of one GPU's.")
     return view.sort_values(["mode", "what", "px", "cores / GPU", "GPUs"]), sentences
 
 
 def answer(df: pd.DataFrame, bus: str | None) -> list[str]:
     """The several-GPU answer of one run (Markdown lines, for the README's hosts block): what it
     measured at each GPU count (`measured`), where the shared bus binds (`bus`: the summary's
-    sentence), what photographs need per GPU (`photographs`) and the prediction's sentences; none
-    without them."""
+    sentence), what photographs need per GPU (`photographs`) and the prediction's sentences but the
+    per-pipeline bounds (the most GPUs' line says what binds); none without them."""
     found = measured(df)
-    said = prediction(df)[1]
+    said = prediction(df, bound=False)[1]
     return [*(f"- {line}" for line in found), *([f"- {bus}"] if bus else []),
             *(f"- {line}" for line in photographs(df)), *said]
 
@@ -226,20 +234,53 @@ def _signed(v: float) -> str:
 
 def _checked(frame: pd.DataFrame, lead: pd.DataFrame) -> pd.DataFrame:
     """`frame` (`predict`) with the measured per-GPU e2e median at each GPU count and share of the
-    host, the range of the processes' medians (lo, hi) and whether the prediction lies beyond it."""
+    host, the range of the processes' medians (lo, hi), whether the prediction lies beyond it, the
+    model-only per-GPU median measured there (step_there) and the prediction made with it (stepped)."""
     keys = [*CELL, "cpus", "world_size"]
     e2e = lead[lead["mode"] == "e2e"]
     found = e2e.groupby(keys).per_gpu.median().rename("measured").to_frame().join(
         e2e.groupby([*keys, "process"]).per_gpu.median().groupby(keys).agg(lo="min", hi="max"))
     at = [(r.pipeline, r.model, r.step, r.size, r.batch, r.dtype, r.cores, r.gpus) for r in frame.itertuples()]
     found = found.reindex(pd.MultiIndex.from_tuples(at, names=keys))
-    frame = frame.assign(measured=found.measured.to_numpy(), lo=found.lo.to_numpy(), hi=found.hi.to_numpy())
-    return frame.assign(beyond=(frame.predicted > frame.hi) | (frame.predicted < frame.lo))
+    model = lead[lead["mode"] == "model"].groupby([*SETTING, "cpus", "world_size"]).per_gpu.median()
+    step_there = model.reindex(pd.MultiIndex.from_tuples([(r.model, r.step, r.size, r.batch, r.dtype, r.cores, r.gpus)
+                                                          for r in frame.itertuples()], names=model.index.names))
+    frame = frame.assign(measured=found.measured.to_numpy(), lo=found.lo.to_numpy(), hi=found.hi.to_numpy(),
+                         step_there=step_there.to_numpy())
+    return frame.assign(beyond=(frame.predicted > frame.hi) | (frame.predicted < frame.lo),
+                        stepped=frame.efficiency * frame[["step_there", "feed"]].min(axis=1, skipna=False))
 
 
 def _error_text(r) -> str:
     return (f"{_signed(r.predicted / r.measured - 1)} ({'beyond' if r.beyond else 'within'} the spread of its "
             "processes)")
+
+
+def _step_line(checked: pd.DataFrame) -> list[str]:
+    """Per model, its model-only per-GPU median at each GPU count checked over its one-GPU rate:
+    what the prediction, which takes 100%, leaves out (the all-reduce and DDP's hooks)."""
+    steps = checked.dropna(subset=["step_there"]).drop_duplicates(["model", "step", "size", "gpus"])
+    said = ["; ".join(f"{code(model)} " + ", ".join(f"{r.step_there / r.step_rate:.0%} at {plural(int(r.gpus), 'GPU')}"
+                                                    for r in rows.sort_values("gpus").itertuples())
+                      for model, rows in steps.groupby("model", sort=True))]
+    return [f"- The step under DDP, model-only per GPU over one GPU's (the prediction takes 100%): {said[0]}."] if len(steps) else []
+
+
+def _error_lines(checked: pd.DataFrame) -> list[str]:
+    """Per pipeline and model, the prediction's error at each GPU count checked (`_error_text`), and
+    with the step as model-only measured it there (the prediction's own efficiency and input)."""
+    lines = []
+    for (pipeline, model), rows in checked.groupby(["pipeline", "model"], sort=True):
+        rows = rows.sort_values("gpus")
+        said = ", ".join(f"{plural(int(r.gpus), 'GPU')} {_signed(r.predicted / r.measured - 1)}"
+                         + ("" if r.beyond else " (within the spread)") for r in rows.itertuples())
+        stepped = rows.dropna(subset=["stepped"])
+        if len(stepped):
+            said += "; with the step measured there: " + ", ".join(
+                f"{plural(int(r.gpus), 'GPU')} {_signed(r.stepped / r.measured - 1)}" for r in stepped.itertuples())
+        lines.append(f"  - {code(pipeline)} with {code(model)}: {said}.")
+    return ["- Error on the GPU counts measured (predicted / measured - 1, per-GPU e2e medians; beyond the spread of "
+            "the processes' medians unless marked):", *lines] if lines else []
 
 
 def _most_gpus_line(frame: pd.DataFrame) -> list[str]:
@@ -261,12 +302,13 @@ def _most_gpus_line(frame: pd.DataFrame) -> list[str]:
     return [f"- {most} GPUs per host, predicted, with the error seen at the most GPUs measured:", *lines]
 
 
-def prediction(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+def prediction(df: pd.DataFrame, bound: bool = True) -> tuple[pd.DataFrame, list[str]]:
     """PREDICTION, from the run's one-GPU rows alone (`predict`, as PREDICTION.md has it), for
     PREDICTED_GPUS and every GPU count the run measured, with the error where it measured that count
-    at the cores per GPU predicted; sentences: per pipeline the fewest GPUs per host at which it is predicted
-    input-bound, the errors, the most GPUs predicted with the error at the most measured, and where
-    the input binds and the job fell short beyond its spread (`_short_of_the_input`)."""
+    at the cores per GPU predicted; sentences: per pipeline the fewest GPUs per host at which it is
+    predicted input-bound (unless not `bound`), the step under DDP (`_step_line`), the errors
+    (`_error_lines`), the most GPUs predicted with the error at the most measured, and where the
+    input binds and the job fell short beyond its spread (`_short_of_the_input`)."""
     lead = _lead_rows(df, df["mode"].isin(["model", "e2e"]) | ((df["mode"] == "loader") & (df.busy_ms == 0)))
     if lead.empty or lead.world_size.max() <= 1:
         return pd.DataFrame(), []
@@ -275,11 +317,9 @@ def prediction(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     if frame.empty:
         return pd.DataFrame(), []
     frame = _checked(frame, lead)
-    sentences = _bound_sentences(frame, host)
+    sentences = _bound_sentences(frame, host) if bound else []
     checked = frame.dropna(subset=["predicted", "measured"])
-    if len(checked):
-        sentences.append("- Error on the GPU counts measured (predicted / measured - 1, per-GPU e2e medians): " + ", ".join(
-            f"{code(r.pipeline)} {r.gpus} GPUs {_error_text(r)}" for r in checked.itertuples()) + ".")
+    sentences += _step_line(checked) + _error_lines(checked)
     sentences += _most_gpus_line(frame)
     sentences += _short_of_the_input(lead, checked)
     return _prediction_view(frame), sentences
