@@ -53,6 +53,9 @@ from .options import NUM_WORKERS, WORKER_START
 from .peers import Peer
 
 
+PRELOAD = [__name__, "timm.data"]   # what the forkserver imports once: the workers' transforms come from timm
+
+
 def _import_timm() -> SimpleNamespace:
     """timm's parts this pipeline uses (timm imports much of torchvision: seconds)."""
     from timm.data.loader import PrefetchLoader, fast_collate
@@ -128,7 +131,7 @@ class TimmPrefetchPipeline(Pipeline):
         workers = config.num_workers
         loader = torch.utils.data.DataLoader(
             self.samples, batch_sampler=EpochKeys(self), num_workers=workers, collate_fn=TIMM.get().fast_collate,
-            pin_memory=cuda, persistent_workers=workers > 0, **worker_options(config, __name__, workers),
+            pin_memory=cuda, persistent_workers=workers > 0, **worker_options(config, PRELOAD, workers),
             generator=torch.Generator().manual_seed(int(rank_seeds(config, 3)[0])))
         self.loader = TIMM.get().PrefetchLoader(loader, mean=MEAN, std=STD, device=self.device,
                                      img_dtype=getattr(torch, config.dtype))

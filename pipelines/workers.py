@@ -20,8 +20,9 @@ import torch
 from .config import PipelineConfig
 from .contract import Pipeline
 
-def worker_options(config: PipelineConfig, preload: str, workers: int) -> dict[str, object]:
-    """DataLoader arguments for `workers` workers: how they start (`worker_context`) and an init
+def worker_options(config: PipelineConfig, preload: list[str], workers: int) -> dict[str, object]:
+    """DataLoader arguments for `workers` workers: how they start (`worker_context`, the forkserver
+    importing the modules in `preload`: the dataset's and those its work imports) and an init
     function (`_init_worker`) that puts each worker on the cores of the process building the loader
     (a forkserver started earlier, under another CPU budget, would otherwise pass on its own) and
     ends it when that process is gone (a worker watches only its own parent, the forkserver, which
@@ -50,19 +51,19 @@ def _init_worker(cores: list[int] | None, owner: int, worker_id: int) -> None:
     threading.Thread(target=watch, name="owner-watch", daemon=True).start()
 
 
-def worker_context(config: PipelineConfig, preload: str, workers: int):
+def worker_context(config: PipelineConfig, preload: list[str], workers: int):
     """The multiprocessing context `workers` DataLoader workers start with (config.worker_start), or
     None for none. "forkserver" (the default; Python 3.14's default on Linux) and "spawn" start
     workers from a clean process, which is safe in a process that already runs threads (CUDA's, a
     pipeline's, a progress bar's), where `fork()` can copy a lock another thread holds and deadlock
-    the worker. The forkserver imports `preload` (the dataset's module) once, so every worker starts
-    with torch already imported. Datasets that workers receive by pickling keep their arrays in
+    the worker. The forkserver imports `preload` (the dataset's module, and any its workers would
+    otherwise import each) once, so every worker starts with them, and torch, already imported. Datasets that workers receive by pickling keep their arrays in
     shared memory (`SharedArrays`)."""
     if workers == 0:
         return None
     context = multiprocessing.get_context(config.worker_start)
     if config.worker_start == "forkserver":
-        start_forkserver([preload])
+        start_forkserver(preload)
     return context
 
 

@@ -24,7 +24,7 @@ import torch
 from PIL import Image
 
 import pipelines
-from pipelines import contract, kernels, sources
+from pipelines import contract, kernels, sources, workers
 from pipelines.config import MEAN, PAD, STD, PipelineConfig
 
 from conftest import COL0, COL_STEP, DIGIT, LEVEL, indexed_images
@@ -264,6 +264,18 @@ def test_set_epoch_rejects_bad_values_and_close_is_idempotent(variant, indexed_r
         p.set_epoch(-1)
     p.close()
     p.close()
+
+
+@pytest.mark.parametrize("name, preload", [("dataloader", ["pipelines.dataloader"]),
+                                           ("timm", ["pipelines.timm", "timm.data"])])
+def test_the_forkserver_imports_once_what_every_worker_would_import(name, preload, monkeypatch, indexed_root):
+    """DataLoader workers started by the forkserver begin with what it imported: the dataset's
+    module, and for `timm` timm's data package, whose transforms every worker runs (its module
+    imports timm lazily, so preloading the module alone left each worker importing timm)."""
+    started = []
+    monkeypatch.setattr(workers, "start_forkserver", started.append)
+    make((name, {}), indexed_root, max_samples=64, worker_start="forkserver").close()
+    assert started == [preload]
 
 
 @pytest.mark.parametrize("variant", LIGHT_VARIANTS, ids=LIGHT_IDS)

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from bench import cli, report, results
-from bench.report import formatting, hosts, summary as report_summary
+from bench.report import formatting, hosts, scaling, summary as report_summary
 
 RUN = {"run_id": "run@1", "git_commit": "abc123", "boot_id": "boot-1", "gpu": "Test GPU", "batch_size": 512,
        "dtype": "bfloat16", "image_size": 32, "cpus": 16, "num_workers": 15, "status": "ok", "error": "",
@@ -457,7 +457,7 @@ def test_the_scaling_table_keeps_a_pipeline_s_variants_and_models_apart(tmp_path
                              world_size=gpus, rank=r, world_img_per_s=one * share * speed * gpus,
                              parallel="none" if gpus == 1 else "ddp", repeat=w)
                          for r in range(gpus) for w in range(2)]
-    view, said = hosts.scaling(report.load([write(tmp_path, rows)]))
+    view, said = scaling.scaling(report.load([write(tmp_path, rows)]))
     got = {(r["what"], r["GPUs"]): (r["per GPU"], r["vs 1 GPU"]) for r in view.to_dict("records")}
     cpu, mixed = "`dali (dali_decoder=cpu)` feeding", "`dali (dali_decoder=mixed)` feeding"
     assert got == {(f"{cpu} `m`", 1): ("5,000", "100%"), (f"{cpu} `m`", 2): ("4,000", "80%"),

@@ -9,7 +9,8 @@ boot id; the host name for rows that have none). Each run gets its own sections,
 One module per concern: `analysis` (rows to numbers and verdicts; its RULES say how, in every
 REPORT.md), `formatting` (numbers as text), `answers` (one line per situation), `plots`,
 `sections` (REPORT.md's per-run sections), `summary` (SUMMARY.md and the README block's text),
-`hosts` (several GPUs of one host: scaling, prediction, the several-GPU answer), `readme` (finding
+`scaling` (several GPUs of one host, as measured), `hosts` (the prediction per host and the
+several-GPU answer), `readme` (finding
 and replacing the README's blocks), `files` (writing REPORT.md, SUMMARY.md,
 ANSWER.md and PREDICTION.md) and `docs` (docs/' knob and column lists, made from the code). What the command line and the tests use is imported here.
 

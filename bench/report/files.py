@@ -11,7 +11,8 @@ from .. import results
 from .analysis import RULES, load, runs, view_of
 from .answers import answers
 from .formatting import code, epoch_text
-from .hosts import answer as hosts_answer, most_gpus, one_gpu_rows, prediction_file
+from .hosts import answer as hosts_answer, prediction_file
+from .scaling import most_gpus, one_gpu_rows
 from .readme import readme_blocks, update_readme
 from .sections import TIMERS, run_sections
 from .summary import gpus_sentence, summary

@@ -1,6 +1,6 @@
 """Numbers as text: rates with their ranges, shares, plurals, code spans, Markdown tables, a
-run's epoch length (`epoch_text`), and words that depend on the rows: " per GPU" or nothing on a
-CPU (`per_gpu`).
+run's epoch length (`epoch_text`), a row's GPU, torch and commit (`machine_text`), and words that
+depend on the rows: " per GPU" or nothing on a CPU (`per_gpu`).
 """
 from __future__ import annotations
 
@@ -21,6 +21,11 @@ def rate(row) -> str:
 
 def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
+def machine_text(row) -> str:
+    """What a study's report names its rows by: their GPU, torch version and commit."""
+    return f"{row.get('gpu', '')}, torch {row.get('torch', '')}, commit {row.get('git_commit', '')}"
 
 
 def per_gpu(devices) -> str:

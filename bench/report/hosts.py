@@ -1,8 +1,8 @@
-"""Several GPUs of one host: what one run measured at each GPU count (`scaling`), and a prediction
-for 2, 4 and 8 GPUs per host made from the run's one-GPU rows alone (`predict`; PREDICTION says how),
-written before the multi-GPU rows are read (`prediction_file`: PREDICTION.md) and checked against
-every GPU count measured (`prediction`, CHECKED); for photographs, the share of model-only the best
-pipeline reaches per cores per GPU at the most GPUs measured (`photographs`).
+"""Several GPUs of one host: a prediction for 2, 4 and 8 GPUs per host made from a run's one-GPU
+rows alone (`predict`; PREDICTION says how), written before the multi-GPU rows are read
+(`prediction_file`: PREDICTION.md) and checked against every GPU count measured (`prediction`,
+CHECKED), and the README's several-GPU answer (`answer`: what `bench.report.scaling` found, then the
+prediction's sentences).
 """
 from __future__ import annotations
 
@@ -14,26 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipelines.config import IMAGEFOLDER
+from .formatting import code, plural, table
+from .scaling import SETTING, gpus_used, lead_rows, measured, one_gpu_rows, photographs
 
-from ..results import settings
-from ..running.plan import MIN_PROCESSES
-from .analysis import FED, label_variants
-from .formatting import code, escape, pct, plural, table
-
-SCALE_KEY = settings.report_key()   # a cell of the scaling table: the report's cell key, at every GPU count
 CELL = ["pipeline", "model", "step", "image_size", "batch_size", "dtype"]
-SETTING = ["model", "step", "image_size", "batch_size", "dtype"]
 PREDICTED_GPUS = (2, 4, 8)   # GPUs per host the prediction is made for (besides every count measured)
-
-SCALING = """\
-DDP: one process per GPU (`--ranks N`, or under torchrun), each with its 1/N shard of every epoch,
-its own workers and its own CPU cores ("cores / GPU", `--cpus`), gradients all-reduced in the step;
-img/s is the job's (all ranks' images over the slowest rank's window: median [range of the
-processes' medians; of the windows with one process] n=windows/processes) and per GPU. "vs 1 GPU":
-per-GPU img/s over the same configuration's one-GPU img/s at the same cores in the same run. "CPU
-busy / rank": CPU seconds of a rank's process tree over its window and cores. Copy rows: every rank
-copies at once."""
 
 PREDICTION = """\
 A prediction, not a measurement (`bench/report/hosts.py`), made from the run's one-GPU rows alone
@@ -60,63 +45,6 @@ rows show how much a rank lost beside the others, and its copy rows what each GP
 moves."""
 
 
-def _gpus_used(rows: pd.DataFrame) -> pd.Series:
-    return rows.gpus.where(rows.parallel == "dp", rows.world_size).fillna(1).astype(int)
-
-
-def _what(r, mode: str, name) -> str:
-    """What a scaling row of `mode` timed, each name through `name` (`code` or `str`): a copy's
-    payload and stage, the model alone, a pipeline alone, or a pipeline feeding its model (e2e)."""
-    if r.pipeline == "none":
-        return escape(f"{r.payload} {r.stage}") if r.payload else name(r.model)
-    return f"{name(r.pipeline)} feeding {name(r.model)}" if mode == "e2e" else name(r.pipeline)
-
-
-def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """Copies, loader-only, model-only and e2e over several GPUs of one run: per configuration, cores
-    per GPU and GPU count, the job's img/s (median over windows [range of the processes' medians; of
-    the windows with one process] n=windows/processes), per GPU, against one GPU at the same cores,
-    the share of its cores a rank kept busy (median over ranks and windows) and the largest peak GPU
-    memory of any rank; one sentence per GPU count. Pipeline variants apart (`label_variants`)."""
-    ok = df[(df.status == "ok") & df["mode"].isin(["copy", "loader", "model", "e2e"]) & (df.busy_ms == df.groupby(
-        ["mode", "pipeline"]).busy_ms.transform("max"))]
-    ok = label_variants(ok)   # a pipeline's variants (DALI's decoders) apart
-    if ok.empty:
-        return pd.DataFrame(), []
-    ok["gpus_used"] = _gpus_used(ok)
-    if ok.gpus_used.max() <= 1:
-        return pd.DataFrame(), []
-    ok["busy"] = ok.cpu_s / (ok.seconds * ok.cpus)
-    keys = [*SCALE_KEY, "parallel", "gpus_used"]
-    lead = ok[ok["rank"] == 0]
-    spans = lead.groupby([*keys, "process"]).world_img_per_s.median().groupby(keys).agg(["count", "min", "max"])
-    table = lead.groupby(keys).agg(job=("world_img_per_s", "median"), wlo=("world_img_per_s", "min"),
-                                   whi=("world_img_per_s", "max"), n=("world_img_per_s", "count")).join(spans)
-    table = table.join(ok.groupby(keys).agg(memory=("peak_gpu_mem_mb", "max"), busy=("busy", "median"))).reset_index()
-    several = table["count"] > 1
-    table["lo"], table["hi"] = table["min"].where(several, table.wlo), table["max"].where(several, table.whi)
-    table["per_gpu"] = table.job / table.gpus_used
-    one = table[table.gpus_used == 1].set_index(SCALE_KEY).per_gpu
-    table["vs_one"] = [r.per_gpu / one.get(tuple(getattr(r, k) for k in SCALE_KEY), math.nan)
-                       for r in table.itertuples()]
-    view = pd.DataFrame({
-        "mode": table["mode"], "what": [_what(r, r.mode, code) for r in table.itertuples()],
-        "px": table.image_size, "cores / GPU": table.cpus.fillna(0).astype(int), "GPUs": table.gpus_used,
-        "job img/s": [f"{r.job:,.0f} [{r.lo:,.0f}–{r.hi:,.0f}] n={r.n}/{r.count}" for r in table.itertuples()],
-        "per GPU": table.per_gpu.map("{:,.0f}".format),
-        "vs 1 GPU": table.vs_one.map(lambda v: "—" if pd.isna(v) else f"{v:.0%}"),
-        "CPU busy / rank": table.busy.map(lambda v: "—" if pd.isna(v) else f"{v:.0%}"),
-        "peak MB / GPU": table.memory.map(lambda v: "—" if pd.isna(v) else f"{v:,.0f}")})
-    sentences = []
-    for n, rows in table[table.gpus_used > 1].groupby("gpus_used"):
-        rows = rows.dropna(subset=["vs_one"]).sort_values("vs_one")
-        if len(rows):
-            worst = rows.iloc[0]
-            sentences.append(f"- {n} GPUs: per-GPU rate from {worst.vs_one:.0%} ({worst['mode']} "
-                             f"{_what(worst, worst['mode'], str)}, {int(worst.cpus)} cores per GPU) to {rows.vs_one.max():.0%} of one GPU's.")
-    return view.sort_values(["mode", "what", "px", "cores / GPU", "GPUs"]), sentences
-
-
 def answer(df: pd.DataFrame, bus: str | None) -> list[str]:
     """The several-GPU answer of one run (Markdown lines, for the README's hosts block): what it
     measured at each GPU count (`measured`), where the shared bus binds (`bus`: the summary's
@@ -128,31 +56,12 @@ def answer(df: pd.DataFrame, bus: str | None) -> list[str]:
             *(f"- {line}" for line in photographs(df)), *said]
 
 
-def most_gpus(df: pd.DataFrame) -> int:
-    """The most GPUs any ok row of the run used (DDP ranks or DataParallel's devices)."""
-    ok = df[df.status == "ok"]
-    return int(_gpus_used(ok).max()) if len(ok) else 1
-
-
-def one_gpu_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows of one GPU (one rank, not DataParallel over several): all a prediction may read."""
-    return df[_gpus_used(df) == 1]
-
-
-def _lead_rows(df: pd.DataFrame, keep: pd.Series) -> pd.DataFrame:
-    """Rank 0's ok rows of DDP and one-GPU runs that `keep` selects, loss never read, pipeline
-    variants labelled (`label_variants`), with each row's per-GPU rate (`per_gpu`)."""
-    ok = df[(df.status == "ok") & (df["rank"] == 0) & (df.parallel != "dp") & (df.sync_every.fillna(0) == 0) & keep]
-    ok = label_variants(ok)
-    return ok.assign(per_gpu=ok.world_img_per_s / ok.world_size)
-
-
 def _prediction_inputs(one: pd.DataFrame) -> pd.DataFrame:
     """The rows a prediction reads from one-GPU rows (`one_gpu_rows`): model-only, e2e and idle
-    loader-only (`_lead_rows`); ValueError for a row of several GPUs, which it must never read."""
-    if (_gpus_used(one) != 1).any():
+    loader-only (`lead_rows`); ValueError for a row of several GPUs, which it must never read."""
+    if (gpus_used(one) != 1).any():
         raise ValueError("a prediction reads one-GPU rows only; these hold rows of several GPUs")
-    ok = _lead_rows(one, one["mode"].isin(["model", "e2e"]) | ((one["mode"] == "loader") & (one.busy_ms == 0)))
+    ok = lead_rows(one, one["mode"].isin(["model", "e2e"]) | ((one["mode"] == "loader") & (one.busy_ms == 0)))
     return ok.assign(step=ok.step.fillna(""))   # loader rows have none
 
 
@@ -309,7 +218,7 @@ def prediction(df: pd.DataFrame, bound: bool = True) -> tuple[pd.DataFrame, list
     predicted input-bound (unless not `bound`), the step under DDP (`_step_line`), the errors
     (`_error_lines`), the most GPUs predicted with the error at the most measured, and where the
     input binds and the job fell short beyond its spread (`_short_of_the_input`)."""
-    lead = _lead_rows(df, df["mode"].isin(["model", "e2e"]) | ((df["mode"] == "loader") & (df.busy_ms == 0)))
+    lead = lead_rows(df, df["mode"].isin(["model", "e2e"]) | ((df["mode"] == "loader") & (df.busy_ms == 0)))
     if lead.empty or lead.world_size.max() <= 1:
         return pd.DataFrame(), []
     counts = sorted({*PREDICTED_GPUS, *lead.world_size.astype(int).unique()} - {1})
@@ -398,86 +307,3 @@ def _short_of_the_input(ok: pd.DataFrame, checked: pd.DataFrame) -> list[str]:
     return said
 
 
-def measured(df: pd.DataFrame) -> list[str]:
-    """Per model, step kind, image size and cores per GPU run on several GPU counts: the per-GPU
-    model-only and e2e img/s (medians) at each count where both ran (two counts at least), and at
-    the most GPUs which pipelines the step sets the pace of (e2e at least FED of model-only there)
-    and which the input holds back. Loss never read; pipeline variants apart."""
-    ok = _lead_rows(df, df["mode"].isin(["model", "e2e"]))
-    keys = [*SETTING, "cpus", "mode", "pipeline", "world_size"]
-    rates = ok.groupby(keys).per_gpu.median()
-    processes = ok.groupby(keys).process.nunique()
-    lines = []
-    for (model, step, size, batch, dtype, cores), cell in rates.groupby(level=[*SETTING, "cpus"]):
-        enough = processes.xs((model, step, size, batch, dtype, cores), level=[*SETTING, "cpus"]) >= MIN_PROCESSES
-        cell = cell.droplevel([*SETTING, "cpus"])
-        modes = cell.index.get_level_values("mode")
-        if "model" not in modes or "e2e" not in modes:
-            continue
-        alone = cell.loc["model"].droplevel("pipeline")
-        by_counts: dict[tuple, list] = {}   # the GPU counts where model-only and a pipeline's e2e both ran
-        for pipeline, runs in cell.loc["e2e"].groupby(level="pipeline", sort=False):
-            runs = runs.droplevel("pipeline")
-            both = tuple(sorted(set(runs.index) & set(alone.index)))
-            if len(both) >= 2:
-                by_counts.setdefault(both, []).append((pipeline, runs))
-        for counts, found in by_counts.items():
-            most = counts[-1]
-            judged = [(p, runs) for p, runs in found if enough["model", "none", most] and enough["e2e", p, most]]
-            fed = [code(p) for p, runs in judged if runs[most] >= FED * alone[most]]
-            bound = [code(p) for p, runs in judged if runs[most] < FED * alone[most]]
-            thin = [code(p) for p, _ in found if p not in {q for q, _ in judged}]
-            listed = [f"{code(p)} {' / '.join(f'{runs[n]:,.0f}' for n in counts)}" for p, runs in found]
-            lines.append(f"With {int(cores)} cores per GPU, {code(model)} ({escape(step)} step, {size} px, batch {batch}) per "
-                         f"GPU at {' / '.join(str(n) for n in counts)} GPUs (img/s, medians): model-only "
-                         f"{' / '.join(f'{alone[n]:,.0f}' for n in counts)}; " + "; ".join(listed)
-                         + f". At {plural(int(most), 'GPU')} " + "; ".join(_verdicts(fed, bound, thin)) + ".")
-    return lines
-
-
-def _verdicts(fed: list[str], bound: list[str], thin: list[str]) -> list[str]:
-    """`measured`'s verdicts at the most GPUs, each named only where it holds a pipeline."""
-    said = [f"the step sets the pace of {', '.join(fed)} (e2e at least {FED:.0%} of model-only)"] if fed else []
-    if bound:
-        said.append(f"the input holds back {', '.join(bound)}" + ("" if fed else f" (e2e below {FED:.0%} of model-only)"))
-    if thin:
-        said.append(f"too few processes to judge (fewer than {MIN_PROCESSES}): {', '.join(thin)}")
-    return said
-
-
-def photographs(df: pd.DataFrame) -> list[str]:
-    """Per photo setting (model, step, size, batch, dtype of e2e rows at 224 px read from an
-    `imagefolder:` source) run on several GPUs, at the most GPUs it ran on: the best pipeline's
-    per-GPU e2e median at each cores per GPU measured there, as a share of model-only's per-GPU
-    median at that GPU count (at the same cores where measured), and the fewest cores per GPU at
-    which it reaches FED; with one cores value, what it reaches there and whether that is FED."""
-    source = df["source"].astype("string").fillna("") if "source" in df else pd.Series("", index=df.index)
-    ok = _lead_rows(df, (df.image_size == 224) & ((df["mode"] == "model") | (
-        (df["mode"] == "e2e") & source.str.startswith(IMAGEFOLDER))))
-    lines = []
-    for (model, step, size, batch, dtype), rows in ok[ok["mode"] == "e2e"].groupby(SETTING, sort=True):
-        most = int(rows.world_size.max())
-        alone = ok[(ok["mode"] == "model") & (ok.model == model) & (ok.step == step) & (ok.batch_size == batch)
-                   & (ok.dtype == dtype) & (ok.world_size == most)]
-        if most <= 1 or alone.empty:
-            continue
-        shares = []
-        for cores, here in rows[rows.world_size == most].groupby("cpus", sort=True):
-            model_rate = alone[alone.cpus == cores].per_gpu.median() if (alone.cpus == cores).any() else alone.per_gpu.median()
-            best = here.groupby("pipeline").per_gpu.median().sort_index().sort_values(ascending=False, kind="stable")
-            shares.append((int(cores), best.index[0], best.iloc[0] / model_rate))
-        head = (f"Photographs, {code(model)} ({escape(step)} step, {size} px, batch {batch}), {most} GPUs sharing "
-                f"the host (per-GPU e2e medians over model-only's at {plural(most, 'GPU')}): ")
-        if len(shares) == 1:
-            cores, pipeline, share = shares[0]
-            lines.append(head + f"at {cores} cores per GPU the best pipeline, {code(pipeline)}, reaches {pct(share)} "
-                         + (f"of model-only: enough to keep the model fed (at least {FED:.0%})." if share >= FED else
-                            f"of model-only: short of keeping the model fed ({FED:.0%}); no core count measured at "
-                            f"{plural(most, 'GPU')} does."))
-            continue
-        fed = [cores for cores, _, share in shares if share >= FED]
-        lines.append(head + "the best pipeline " + "; ".join(
-            f"at {cores} cores per GPU {code(pipeline)} {pct(share)}" for cores, pipeline, share in shares) + "; "
-            + (f"it needs {fed[0]} cores per GPU to keep the model fed (at least {FED:.0%} of model-only)." if fed else
-               f"none reaches {FED:.0%} of model-only at the cores per GPU measured."))
-    return lines

@@ -15,7 +15,8 @@ import pandas as pd
 from .analysis import DRIFT, RunView, SETTING, at_setting, ceiling_text, label_variants
 from .answers import answer, reads_text, share_text
 from .formatting import code, epoch_text, escape, pct, per_gpu, plural, rate, table
-from .hosts import CHECKED, PREDICTION, SCALING, prediction, prediction_note, scaling
+from .hosts import CHECKED, PREDICTION, prediction, prediction_note
+from .scaling import SCALING, scaling
 from .plots import cores_plot, headspace_plot, share_plot
 
 TIMERS = """\
