@@ -535,6 +535,25 @@ def test_more_gpus_per_host_are_predicted_from_one_gpu_rows_with_the_error_where
     assert view.set_index("GPUs / host").loc[4, "error"] == "±0%"   # -0.04%: no sign to read into
 
 
+def test_a_model_under_two_step_kinds_gets_a_prediction_line_per_step_kind(tmp_path):
+    """The same pipeline and model, compiled and eager, on 1 and 2 GPUs: the step, the errors and the
+    8-GPU prediction each say which step kind they are of, never one line pooling both."""
+    compiled = prediction_rows()
+    eager = [dict(r, step="eager", images=r["images"] / 10, img_per_s=r["img_per_s"] / 10,
+                  world_img_per_s=r["world_img_per_s"] / 10) for r in compiled if r["mode"] in ("model", "e2e")]
+    said = hosts.prediction(report.load([write(tmp_path, compiled + eager)]))[1]
+    named = {kind: f"`m` ({kind} step, 32 px, batch 512, bfloat16, e2e on 16 cores)" for kind in ("compile", "eager")}
+    assert (f"- The step under DDP, model-only per GPU over one GPU's (the prediction takes 100%): {named['compile']} "
+            f"67% at 2 GPUs; {named['eager']} 67% at 2 GPUs.") in said
+    # eager: the step 30k alone, 20k at 2 GPUs; e2e 9k alone (efficiency 0.3: the step binds), 8k at 2 GPUs:
+    # predicted 9k (+12%), with the step measured 0.3 x 20k = 6k (-25%); 4 GPUs at 8 cores: 0.3 x 30k over 4k (+125%)
+    assert f"  - `p` with {named['eager']}: 2 GPUs +12%, 4 GPUs +125%; with the step measured there: 2 GPUs -25%." in said
+    assert f"  - `p` with {named['compile']}: 2 GPUs +12%, 4 GPUs +12%; with the step measured there: 2 GPUs +12%." in said
+    assert sum(line.startswith("  - `p` with `m`") for line in said) == 6   # bounds, errors, 8 GPUs: two each
+    short = next(line for line in said if line.startswith("  - Below what the same ranks"))
+    assert f"`p` with {named['compile']} at 2 GPUs: e2e 80,000 per GPU" in short and "`p` at" not in short
+
+
 def test_on_a_host_with_cores_to_spare_each_rank_is_predicted_on_the_one_gpu_e2e_s_cores(tmp_path):
     """A 64-core host whose ranks each ran on 16 cores (the one-GPU e2e's): 2 and 4 GPUs are predicted
     and checked at 16 cores per GPU, not at 32 for two; 8 GPUs at the host's even share, 8."""

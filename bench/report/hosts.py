@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .formatting import code, plural, table
+from .formatting import code, escape, plural, table
 from .scaling import SETTING, gpus_used, lead_rows, measured, one_gpu_rows, photographs
 
 CELL = ["pipeline", "model", "step", "image_size", "batch_size", "dtype"]
+GROUP = ["pipeline", "model", "step", "size", "batch", "dtype", "e2e_cores"]   # one prediction per GPU count
 PREDICTED_GPUS = (2, 4, 8)   # GPUs per host the prediction is made for (besides every count measured)
 
 PREDICTION = """\
@@ -87,8 +88,8 @@ def predict(ok: pd.DataFrame, counts: list[int]) -> tuple[pd.DataFrame, int]:
             share = min(host // n, cores)   # the one-GPU e2e's cores where the host has them for every rank
             feed = loader.get((pipeline, share), math.nan)
             predicted = efficiency * min(step_rate, feed) if not math.isnan(feed) else math.nan
-            found.append(dict(pipeline=pipeline, model=model, step=step, size=size, batch=batch, dtype=dtype, gpus=n,
-                              cores=share, step_rate=step_rate, feed=feed, efficiency=efficiency,
+            found.append(dict(pipeline=pipeline, model=model, step=step, size=size, batch=batch, dtype=dtype,
+                              e2e_cores=int(cores), gpus=n, cores=share, step_rate=step_rate, feed=feed, efficiency=efficiency,
                               predicted=predicted,
                               binds="" if math.isnan(predicted) else "input" if feed < step_rate else "step"))
     return pd.DataFrame(found), host
@@ -116,21 +117,37 @@ def _prediction_view(frame: pd.DataFrame) -> pd.DataFrame:
     return view
 
 
+def _names(frame: pd.DataFrame, pair: list[str]) -> dict[tuple, str]:
+    """Per group of `frame` (GROUP), its name: its `pair` columns in code ("`pipeline` with `model`",
+    or the model alone), and where the frame holds that pair in several settings, the setting."""
+    keys = frame[GROUP].drop_duplicates()
+    several = keys.drop_duplicates([*pair, "step", "size", "batch", "dtype", "e2e_cores"]).groupby(pair).size()
+    names = {}
+    for k in keys.itertuples(index=False):
+        name = " with ".join(code(getattr(k, c)) for c in pair)
+        if several[tuple(getattr(k, c) for c in pair) if len(pair) > 1 else k.model] > 1:
+            name += f" ({escape(k.step)} step, {k.size} px, batch {k.batch}, {k.dtype}, e2e on {k.e2e_cores} cores)"
+        names[tuple(k)] = name
+    return names
+
+
 def _bound_sentences(frame: pd.DataFrame, host: int) -> list[str]:
-    """Per pipeline and model, the fewest GPUs per host at which it is predicted input-bound."""
+    """Per pipeline and model (and setting, `_names`), the fewest GPUs per host at which it is
+    predicted input-bound."""
     sentences = [f"- Host of {host} cores, each GPU's rank on the one-GPU e2e's cores or its even share where "
                  "fewer (a prediction from the one-GPU rows, "
                  "the all-reduce left out):"]
-    for (pipeline, model), rows in frame.dropna(subset=["predicted"]).groupby(["pipeline", "model"], sort=True):
+    names = _names(frame, ["pipeline", "model"])
+    for key, rows in frame.dropna(subset=["predicted"]).groupby(GROUP, sort=True):
         bound = rows[rows.binds == "input"]
         if len(bound):
             first = bound.iloc[0]
             when = (f"already at {plural(int(first.gpus), 'GPU')} per host, the fewest predicted"
                     if first.gpus == rows.gpus.min() else f"from {plural(int(first.gpus), 'GPU')} per host")
-            sentences.append(f"  - {code(pipeline)} with {code(model)}: input-bound {when} ({first.feed:,.0f} img/s "
+            sentences.append(f"  - {names[key]}: input-bound {when} ({first.feed:,.0f} img/s "
                              f"per GPU on {int(first.cores)} cores, the step {first.step_rate:,.0f}).")
         else:
-            sentences.append(f"  - {code(pipeline)} with {code(model)}: the step binds up to "
+            sentences.append(f"  - {names[key]}: the step binds up to "
                              f"{plural(int(rows.gpus.max()), 'GPU')} per host; the input keeps up.")
     return sentences
 
@@ -166,20 +183,26 @@ def _error_text(r) -> str:
 
 
 def _step_line(checked: pd.DataFrame) -> list[str]:
-    """Per model, its model-only per-GPU median at each GPU count checked over its one-GPU rate:
-    what the prediction, which takes 100%, leaves out (the all-reduce and DDP's hooks)."""
-    steps = checked.dropna(subset=["step_there"]).drop_duplicates(["model", "step", "size", "gpus"])
-    said = ["; ".join(f"{code(model)} " + ", ".join(f"{r.step_there / r.step_rate:.0%} at {plural(int(r.gpus), 'GPU')}"
-                                                    for r in rows.sort_values("gpus").itertuples())
-                      for model, rows in steps.groupby("model", sort=True))]
-    return [f"- The step under DDP, model-only per GPU over one GPU's (the prediction takes 100%): {said[0]}."] if len(steps) else []
+    """Per model (and setting, `_names`), its model-only per-GPU median at each GPU count checked
+    over its one-GPU rate: what the prediction, which takes 100%, leaves out (the all-reduce and
+    DDP's hooks)."""
+    steps = checked.dropna(subset=["step_there"]).assign(pipeline="")   # the step's, whichever pipeline fed it
+    if steps.empty:
+        return []
+    names = _names(steps, ["model"])
+    said = "; ".join(f"{names[key]} " + ", ".join(f"{r.step_there / r.step_rate:.0%} at {plural(int(r.gpus), 'GPU')}"
+                                                  for r in rows.drop_duplicates("gpus").sort_values("gpus").itertuples())
+                     for key, rows in steps.groupby(GROUP, sort=True))
+    return [f"- The step under DDP, model-only per GPU over one GPU's (the prediction takes 100%): {said}."]
 
 
 def _error_lines(checked: pd.DataFrame) -> list[str]:
-    """Per pipeline and model, the prediction's error at each GPU count checked (`_error_text`), and
-    with the step as model-only measured it there (the prediction's own efficiency and input)."""
+    """Per pipeline and model (and setting, `_names`), the prediction's error at each GPU count
+    checked, and with the step as model-only measured it there (the prediction's own efficiency and
+    input)."""
     lines = []
-    for (pipeline, model), rows in checked.groupby(["pipeline", "model"], sort=True):
+    names = _names(checked, ["pipeline", "model"])
+    for key, rows in checked.groupby(GROUP, sort=True):
         rows = rows.sort_values("gpus")
         said = ", ".join(f"{plural(int(r.gpus), 'GPU')} {_signed(r.predicted / r.measured - 1)}"
                          + ("" if r.beyond else " (within the spread)") for r in rows.itertuples())
@@ -187,17 +210,18 @@ def _error_lines(checked: pd.DataFrame) -> list[str]:
         if len(stepped):
             said += "; with the step measured there: " + ", ".join(
                 f"{plural(int(r.gpus), 'GPU')} {_signed(r.stepped / r.measured - 1)}" for r in stepped.itertuples())
-        lines.append(f"  - {code(pipeline)} with {code(model)}: {said}.")
+        lines.append(f"  - {names[key]}: {said}.")
     return ["- Error on the GPU counts measured (predicted / measured - 1, per-GPU e2e medians; beyond the spread of "
             "the processes' medians unless marked):", *lines] if lines else []
 
 
 def _most_gpus_line(frame: pd.DataFrame) -> list[str]:
-    """The prediction at the most GPUs predicted, per pipeline and model, with its error at the most
-    GPUs the run measured it on."""
+    """The prediction at the most GPUs predicted, per pipeline and model (and setting, `_names`),
+    with its error at the most GPUs the run measured it on."""
     most = max(PREDICTED_GPUS)
     lines = []
-    for (pipeline, model), rows in frame.groupby(["pipeline", "model"], sort=True):
+    names = _names(frame, ["pipeline", "model"])
+    for key, rows in frame.groupby(GROUP, sort=True):
         top = rows[rows.gpus == most].iloc[0]
         said = (f"{top.predicted:,.0f} img/s per GPU (job {top.predicted * most:,.0f}), {top.binds} binds"
                 if pd.notna(top.predicted) else f"not predicted (no one-GPU loader-only rows at {int(top.cores)} cores)")
@@ -207,7 +231,7 @@ def _most_gpus_line(frame: pd.DataFrame) -> list[str]:
             said += f"; at {plural(int(last.gpus), 'GPU')}, the most measured, its error was {_error_text(last)}"
         else:
             said += "; no GPU count measured to check it"
-        lines.append(f"  - {code(pipeline)} with {code(model)}: {said}.")
+        lines.append(f"  - {names[key]}: {said}.")
     return [f"- {most} GPUs per host, predicted, with the error seen at the most GPUs measured:", *lines]
 
 
@@ -279,15 +303,18 @@ def _short_of_the_input(ok: pd.DataFrame, checked: pd.DataFrame) -> list[str]:
     the same ranks delivered loader-only at once (below every such process's median: the DDP step
     couples them), or the ranks slowed each other loader-only already, or no such rows ran."""
     coupled, crowded, unmeasured = [], [], []
+    names = _names(checked, ["pipeline", "model"]) if len(checked) else {}
+    keys = checked[GROUP].drop_duplicates().pipeline.value_counts()
     for r in checked[checked.binds == "input"].itertuples():
+        who = code(r.pipeline) if keys[r.pipeline] == 1 else names[tuple(getattr(r, c) for c in GROUP)]
         if r.predicted <= r.hi:
             continue
         cell = (ok.pipeline == r.pipeline) & (ok.image_size == r.size) & (ok.cpus == r.cores) & (ok.world_size == r.gpus)
         at_once = ok[cell & (ok["mode"] == "loader")]
         if at_once.empty:
-            unmeasured.append(f"{code(r.pipeline)} at {plural(int(r.gpus), 'GPU')}")
+            unmeasured.append(f"{who} at {plural(int(r.gpus), 'GPU')}")
             continue
-        text = (f"{code(r.pipeline)} at {plural(int(r.gpus), 'GPU')}: e2e {r.measured:,.0f} per GPU, loader-only "
+        text = (f"{who} at {plural(int(r.gpus), 'GPU')}: e2e {r.measured:,.0f} per GPU, loader-only "
                 f"{at_once.per_gpu.median():,.0f} per GPU with its ranks at once, {r.feed:,.0f} alone")
         (coupled if r.measured < at_once.groupby("process").per_gpu.median().min() else crowded).append(text)
     if not coupled and not crowded and not unmeasured:
