@@ -543,8 +543,9 @@ def test_a_model_under_two_step_kinds_gets_a_prediction_line_per_step_kind(tmp_p
                   world_img_per_s=r["world_img_per_s"] / 10) for r in compiled if r["mode"] in ("model", "e2e")]
     said = hosts.prediction(report.load([write(tmp_path, compiled + eager)]))[1]
     named = {kind: f"`m` ({kind} step, 32 px, batch 512, bfloat16, e2e on 16 cores)" for kind in ("compile", "eager")}
-    assert (f"- The step under DDP, model-only per GPU over one GPU's (the prediction takes 100%): {named['compile']} "
-            f"67% at 2 GPUs; {named['eager']} 67% at 2 GPUs.") in said
+    assert ("- The step under DDP, model-only per GPU over one GPU's (the prediction takes 100%): `m` (compile step, "
+            "32 px, batch 512, bfloat16, 16 cores per GPU) 67% at 2 GPUs; `m` (eager step, 32 px, batch 512, bfloat16, "
+            "16 cores per GPU) 67% at 2 GPUs.") in said
     # eager: the step 30k alone, 20k at 2 GPUs; e2e 9k alone (efficiency 0.3: the step binds), 8k at 2 GPUs:
     # predicted 9k (+12%), with the step measured 0.3 x 20k = 6k (-25%); 4 GPUs at 8 cores: 0.3 x 30k over 4k (+125%)
     assert f"  - `p` with {named['eager']}: 2 GPUs +12%, 4 GPUs +125%; with the step measured there: 2 GPUs -25%." in said
@@ -552,6 +553,40 @@ def test_a_model_under_two_step_kinds_gets_a_prediction_line_per_step_kind(tmp_p
     assert sum(line.startswith("  - `p` with `m`") for line in said) == 6   # bounds, errors, 8 GPUs: two each
     short = next(line for line in said if line.startswith("  - Below what the same ranks"))
     assert f"`p` with {named['compile']} at 2 GPUs: e2e 80,000 per GPU" in short and "`p` at" not in short
+    one_gpu_compiled = [r for r in compiled if r["world_size"] == 1 or r["mode"] == "loader"]   # compiled: 1 GPU only
+    said = hosts.prediction(report.load([write(tmp_path, one_gpu_compiled + eager, name="one")]))[1]
+    assert f"  - `p` with {named['eager']}: 2 GPUs +12%, 4 GPUs +125%; with the step measured there: 2 GPUs -25%." in said
+    assert not any(line.startswith("  - `p` with `m`:") for line in said)   # every line of a group under one name
+
+
+def test_an_error_with_the_step_measured_is_marked_where_it_lies_within_the_spread(tmp_path):
+    """The step at 2 GPUs measured at 88,889 per GPU and e2e there in two processes (78k, 82k): the
+    prediction made with the step (0.9 x 88,889 = 80,000) lies inside their range and says so; the
+    prediction without it (90,000, +12%) beyond."""
+    def at(r, rate, **extra):
+        return dict(r, images=rate, img_per_s=rate, world_img_per_s=2 * rate, **extra)
+    rows = []
+    for r in prediction_rows():
+        if r["world_size"] == 2 and r["mode"] == "model":
+            rows.append(at(r, 88_889))
+        elif r["world_size"] == 2 and r["mode"] == "e2e":
+            rows += [at(r, 78_000), at(r, 82_000, process=1)]
+        else:
+            rows.append(r)
+    said = hosts.prediction(report.load([write(tmp_path, rows)]))[1]
+    assert "  - `p` with `m`: 2 GPUs +12%, 4 GPUs +12%; with the step measured there: 2 GPUs ±0% (within the spread)." in said
+
+
+def test_the_one_gpu_step_is_read_at_the_e2e_s_cores_and_the_loader_at_once_at_its_batch(tmp_path):
+    """One GPU's model-only at 16 cores (300k) and at 8 (200k): the prediction for the 16-core e2e reads
+    300k, not their median; loader-only at once at another batch size is not the e2e's."""
+    rows = prediction_rows()
+    rows += [dict(r, cpus=8, images=200_000, img_per_s=200_000, world_img_per_s=200_000)
+             for r in rows if r["mode"] == "model" and r["world_size"] == 1]
+    rows = [dict(r, batch_size=256) if r["mode"] == "loader" and r["world_size"] == 2 else r for r in rows]
+    view, said = hosts.prediction(report.load([write(tmp_path, rows)]))
+    assert set(view["model per GPU (1 GPU, no all-reduce)"]) == {"300,000"}
+    assert not any("with its ranks at once" in line for line in said)   # no loader-only at once at batch 512
 
 
 def test_on_a_host_with_cores_to_spare_each_rank_is_predicted_on_the_one_gpu_e2e_s_cores(tmp_path):

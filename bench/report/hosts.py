@@ -68,7 +68,8 @@ def _prediction_inputs(one: pd.DataFrame) -> pd.DataFrame:
 
 def predict(ok: pd.DataFrame, counts: list[int]) -> tuple[pd.DataFrame, int]:
     """PREDICTION's numbers from `_prediction_inputs`' rows, per one-GPU e2e cell and GPU count in
-    `counts` (the model's one-GPU rate, the loader's at the share of the host, the efficiency, the
+    `counts` (the model's one-GPU rate at the e2e's cores, or its median over the cores it ran at
+    where it did not run at those, the loader's at the share of the host, the efficiency, the
     prediction and what binds), and the host's cores; empty without them."""
     if ok.empty or ok.cpu_count.isna().all() or not (ok["mode"] == "e2e").any():
         return pd.DataFrame(), 0
@@ -77,12 +78,13 @@ def predict(ok: pd.DataFrame, counts: list[int]) -> tuple[pd.DataFrame, int]:
     found = []
     for (pipeline, model, step, size, batch, dtype, cores), e2e in rates.loc["e2e"].items():
         try:
-            step_rate = rates.loc["model"].xs((model, step, size, batch, dtype), level=SETTING).median()
+            alone = rates.loc["model"].xs((model, step, size, batch, dtype), level=SETTING).droplevel("pipeline")
             loader = rates.loc["loader"].xs(("none", "", size, batch, dtype), level=SETTING)
         except KeyError:   # no model-only or no loader-only rows for this e2e cell
             continue
         if (pipeline, cores) not in loader.index:
             continue
+        step_rate = alone.get(cores, alone.median())
         efficiency = min(1.0, e2e / min(step_rate, loader[(pipeline, cores)]))
         for n in counts:
             share = min(host // n, cores)   # the one-GPU e2e's cores where the host has them for every rank
@@ -132,8 +134,8 @@ def _names(frame: pd.DataFrame, pair: list[str]) -> dict[tuple, str]:
 
 
 def _bound_sentences(frame: pd.DataFrame, host: int) -> list[str]:
-    """Per pipeline and model (and setting, `_names`), the fewest GPUs per host at which it is
-    predicted input-bound."""
+    """Per pipeline and model (and setting, `_names` over `frame`), the fewest GPUs per host at which
+    it is predicted input-bound."""
     sentences = [f"- Host of {host} cores, each GPU's rank on the one-GPU e2e's cores or its even share where "
                  "fewer (a prediction from the one-GPU rows, "
                  "the all-reduce left out):"]
@@ -182,26 +184,27 @@ def _error_text(r) -> str:
             "processes)")
 
 
-def _step_line(checked: pd.DataFrame) -> list[str]:
-    """Per model (and setting, `_names`), its model-only per-GPU median at each GPU count checked
-    over its one-GPU rate: what the prediction, which takes 100%, leaves out (the all-reduce and
-    DDP's hooks)."""
-    steps = checked.dropna(subset=["step_there"]).assign(pipeline="")   # the step's, whichever pipeline fed it
-    if steps.empty:
-        return []
-    names = _names(steps, ["model"])
-    said = "; ".join(f"{names[key]} " + ", ".join(f"{r.step_there / r.step_rate:.0%} at {plural(int(r.gpus), 'GPU')}"
-                                                  for r in rows.drop_duplicates("gpus").sort_values("gpus").itertuples())
-                     for key, rows in steps.groupby(GROUP, sort=True))
-    return [f"- The step under DDP, model-only per GPU over one GPU's (the prediction takes 100%): {said}."]
+def _step_line(lead: pd.DataFrame) -> list[str]:
+    """Per model setting and cores per GPU (named apart where a model ran under several), its
+    model-only per-GPU median at each GPU count over one GPU's at the same cores: what the
+    prediction, which takes 100%, leaves out (the all-reduce and DDP's hooks)."""
+    rates = lead[lead["mode"] == "model"].groupby([*SETTING, "cpus", "world_size"]).per_gpu.median()
+    found = []
+    for (model, step, size, batch, dtype, cores), counts in rates.groupby(level=[*SETTING, "cpus"], sort=True):
+        counts = counts.droplevel([*SETTING, "cpus"])
+        if 1 in counts.index and len(counts) > 1:
+            found.append((model, f" ({escape(step)} step, {size} px, batch {batch}, {dtype}, {int(cores)} cores per GPU)",
+                          ", ".join(f"{counts[n] / counts[1]:.0%} at {plural(int(n), 'GPU')}" for n in counts.index if n > 1)))
+    several = pd.Series([model for model, _, _ in found]).value_counts()
+    said = "; ".join(f"{code(model)}{setting if several[model] > 1 else ''} {ratios}" for model, setting, ratios in found)
+    return [f"- The step under DDP, model-only per GPU over one GPU's (the prediction takes 100%): {said}."] if found else []
 
 
-def _error_lines(checked: pd.DataFrame) -> list[str]:
-    """Per pipeline and model (and setting, `_names`), the prediction's error at each GPU count
-    checked, and with the step as model-only measured it there (the prediction's own efficiency and
-    input)."""
+def _error_lines(checked: pd.DataFrame, names: dict[tuple, str]) -> list[str]:
+    """Per pipeline and model (and setting: `names`, `_names`), the prediction's error at each GPU
+    count checked, and with the step as model-only measured it there (the prediction's own efficiency
+    and input); each marked where it lies within the spread of the processes' medians."""
     lines = []
-    names = _names(checked, ["pipeline", "model"])
     for key, rows in checked.groupby(GROUP, sort=True):
         rows = rows.sort_values("gpus")
         said = ", ".join(f"{plural(int(r.gpus), 'GPU')} {_signed(r.predicted / r.measured - 1)}"
@@ -209,18 +212,18 @@ def _error_lines(checked: pd.DataFrame) -> list[str]:
         stepped = rows.dropna(subset=["stepped"])
         if len(stepped):
             said += "; with the step measured there: " + ", ".join(
-                f"{plural(int(r.gpus), 'GPU')} {_signed(r.stepped / r.measured - 1)}" for r in stepped.itertuples())
+                f"{plural(int(r.gpus), 'GPU')} {_signed(r.stepped / r.measured - 1)}"
+                + ("" if r.stepped > r.hi or r.stepped < r.lo else " (within the spread)") for r in stepped.itertuples())
         lines.append(f"  - {names[key]}: {said}.")
     return ["- Error on the GPU counts measured (predicted / measured - 1, per-GPU e2e medians; beyond the spread of "
             "the processes' medians unless marked):", *lines] if lines else []
 
 
-def _most_gpus_line(frame: pd.DataFrame) -> list[str]:
-    """The prediction at the most GPUs predicted, per pipeline and model (and setting, `_names`),
-    with its error at the most GPUs the run measured it on."""
+def _most_gpus_line(frame: pd.DataFrame, names: dict[tuple, str]) -> list[str]:
+    """The prediction at the most GPUs predicted, per pipeline and model (and setting: `names`), with
+    its error at the most GPUs the run measured it on."""
     most = max(PREDICTED_GPUS)
     lines = []
-    names = _names(frame, ["pipeline", "model"])
     for key, rows in frame.groupby(GROUP, sort=True):
         top = rows[rows.gpus == most].iloc[0]
         said = (f"{top.predicted:,.0f} img/s per GPU (job {top.predicted * most:,.0f}), {top.binds} binds"
@@ -252,9 +255,10 @@ def prediction(df: pd.DataFrame, bound: bool = True) -> tuple[pd.DataFrame, list
     frame = _checked(frame, lead)
     sentences = _bound_sentences(frame, host) if bound else []
     checked = frame.dropna(subset=["predicted", "measured"])
-    sentences += _step_line(checked) + _error_lines(checked)
-    sentences += _most_gpus_line(frame)
-    sentences += _short_of_the_input(lead, checked)
+    names = _names(frame, ["pipeline", "model"])   # every line of a group under one name
+    sentences += _step_line(lead) + _error_lines(checked, names)
+    sentences += _most_gpus_line(frame, names)
+    sentences += _short_of_the_input(lead, checked, frame, names)
     return _prediction_view(frame), sentences
 
 
@@ -297,19 +301,20 @@ def prediction_note(name: str, group: pd.DataFrame, out: Path) -> list[str]:
              "another version of the report): the table below is today's."), ""]
 
 
-def _short_of_the_input(ok: pd.DataFrame, checked: pd.DataFrame) -> list[str]:
+def _short_of_the_input(ok: pd.DataFrame, checked: pd.DataFrame, frame: pd.DataFrame, names: dict[tuple, str]) -> list[str]:
     """Where the input binds and the measured job fell short of the prediction beyond its spread
     (the prediction above every process's median): whether the job's ranks fed their GPUs less than
     the same ranks delivered loader-only at once (below every such process's median: the DDP step
-    couples them), or the ranks slowed each other loader-only already, or no such rows ran."""
+    couples them), or the ranks slowed each other loader-only already, or no such rows ran. A pipeline
+    is named alone where the prediction (`frame`) holds it in one group, else by `names`."""
     coupled, crowded, unmeasured = [], [], []
-    names = _names(checked, ["pipeline", "model"]) if len(checked) else {}
-    keys = checked[GROUP].drop_duplicates().pipeline.value_counts()
+    keys = frame[GROUP].drop_duplicates().pipeline.value_counts()
     for r in checked[checked.binds == "input"].itertuples():
         who = code(r.pipeline) if keys[r.pipeline] == 1 else names[tuple(getattr(r, c) for c in GROUP)]
         if r.predicted <= r.hi:
             continue
-        cell = (ok.pipeline == r.pipeline) & (ok.image_size == r.size) & (ok.cpus == r.cores) & (ok.world_size == r.gpus)
+        cell = ((ok.pipeline == r.pipeline) & (ok.image_size == r.size) & (ok.batch_size == r.batch)
+                & (ok.dtype == r.dtype) & (ok.cpus == r.cores) & (ok.world_size == r.gpus))
         at_once = ok[cell & (ok["mode"] == "loader")]
         if at_once.empty:
             unmeasured.append(f"{who} at {plural(int(r.gpus), 'GPU')}")
