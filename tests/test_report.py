@@ -468,6 +468,16 @@ def test_the_scaling_table_keeps_a_pipeline_s_variants_and_models_apart(tmp_path
                     "one GPU's."]
 
 
+def test_the_scaling_table_compares_loader_only_on_an_idle_gpu_at_every_gpu_count(tmp_path):
+    """Loader-only on one GPU idle (100k) and beside a 5-ms busy step (60k), on two GPUs idle only
+    (90k each): both GPU counts in the table, each at its idle rate, 90% of one GPU's."""
+    rows = [row("loader", "p", 100_000, busy_ms=0), row("loader", "p", 60_000, busy_ms=5, repeat=1)]
+    rows += [row("loader", "p", 90_000, busy_ms=0, world_size=2, rank=r, world_img_per_s=180_000) for r in range(2)]
+    view = scaling.scaling(report.load([write(tmp_path, rows)]))[0]
+    got = {r["GPUs"]: (r["per GPU"], r["vs 1 GPU"]) for r in view.to_dict("records")}
+    assert got == {1: ("100,000", "100%"), 2: ("90,000", "90%")}
+
+
 def prediction_rows(four_gpus=40_000) -> list[dict]:
     """A 32-core host: the step at 300k img/s on one GPU, 200k per GPU on two (all-reduce); the
     pipeline at 100k / 50k / 25k img/s on 16 / 8 / 4 cores of one GPU, e2e 90k there (efficiency

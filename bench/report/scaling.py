@@ -27,7 +27,7 @@ img/s is the job's (all ranks' images over the slowest rank's window: median [ra
 processes' medians; of the windows with one process] n=windows/processes) and per GPU. "vs 1 GPU":
 per-GPU img/s over the same configuration's one-GPU img/s at the same cores in the same run. "CPU
 busy / rank": CPU seconds of a rank's process tree over its window and cores. Copy rows: every rank
-copies at once."""
+copies at once; loader rows on an idle GPU (no busy step)."""
 
 def gpus_used(rows: pd.DataFrame) -> pd.Series:
     return rows.gpus.where(rows.parallel == "dp", rows.world_size).fillna(1).astype(int)
@@ -42,13 +42,12 @@ def _what(r, mode: str, name) -> str:
 
 
 def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """Copies, loader-only, model-only and e2e over several GPUs of one run: per configuration, cores
+    """Copies, loader-only (on an idle GPU), model-only and e2e over several GPUs of one run: per configuration, cores
     per GPU and GPU count, the job's img/s (median over windows [range of the processes' medians; of
     the windows with one process] n=windows/processes), per GPU, against one GPU at the same cores,
     the share of its cores a rank kept busy (median over ranks and windows) and the largest peak GPU
     memory of any rank; one sentence per GPU count. Pipeline variants apart (`label_variants`)."""
-    ok = df[(df.status == "ok") & df["mode"].isin(["copy", "loader", "model", "e2e"]) & (df.busy_ms == df.groupby(
-        ["mode", "pipeline"]).busy_ms.transform("max"))]
+    ok = df[(df.status == "ok") & df["mode"].isin(["copy", "loader", "model", "e2e"]) & (df.busy_ms.fillna(0) == 0)]
     ok = label_variants(ok)   # a pipeline's variants (DALI's decoders) apart
     if ok.empty:
         return pd.DataFrame(), []
