@@ -701,6 +701,9 @@ def test_the_readme_s_several_gpu_block_says_what_each_gpu_count_measured_and_pr
     # `fast`: predicted 299,000 per GPU (its one-GPU e2e), measured 195,000; with the step measured at 2 GPUs,
     # 299/300 x 200,000 = 199,333: the error left is the input's
     assert "  - `fast` with `m`: 2 GPUs +53%; with the step measured there: 2 GPUs +2%." in block
+    assert ("  - `fast` with `m`: 299,000 img/s per GPU (job 2,392,000), step binds; at 2 GPUs, the most measured, its "
+            "error was +53% (beyond the spread of its processes); with the step as model-only measured at 2 GPUs, "
+            "199,333 img/s per GPU (its error there +2%).") in block
     assert not any(line.startswith("- Host of") for line in block)   # the per-pipeline bounds: in the report only
     assert readme.read_text().endswith(f"{end}\nrest\n")
     one = [r for r in rows if r["world_size"] == 1]

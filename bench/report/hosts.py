@@ -184,6 +184,12 @@ def _error_text(r) -> str:
             "processes)")
 
 
+def _stepped_error(r) -> str:
+    """The error of the prediction made with the step measured there (`stepped`), marked where it
+    lies within the spread of the processes' medians."""
+    return _signed(r.stepped / r.measured - 1) + ("" if r.stepped > r.hi or r.stepped < r.lo else " (within the spread)")
+
+
 def _step_line(lead: pd.DataFrame) -> list[str]:
     """Per model setting and cores per GPU (named apart where a model ran under several), its
     model-only per-GPU median at each GPU count over one GPU's at the same cores: what the
@@ -212,8 +218,7 @@ def _error_lines(checked: pd.DataFrame, names: dict[tuple, str]) -> list[str]:
         stepped = rows.dropna(subset=["stepped"])
         if len(stepped):
             said += "; with the step measured there: " + ", ".join(
-                f"{plural(int(r.gpus), 'GPU')} {_signed(r.stepped / r.measured - 1)}"
-                + ("" if r.stepped > r.hi or r.stepped < r.lo else " (within the spread)") for r in stepped.itertuples())
+                f"{plural(int(r.gpus), 'GPU')} {_stepped_error(r)}" for r in stepped.itertuples())
         lines.append(f"  - {names[key]}: {said}.")
     return ["- Error on the GPU counts measured (predicted / measured - 1, per-GPU e2e medians; beyond the spread of "
             "the processes' medians unless marked):", *lines] if lines else []
@@ -221,7 +226,9 @@ def _error_lines(checked: pd.DataFrame, names: dict[tuple, str]) -> list[str]:
 
 def _most_gpus_line(frame: pd.DataFrame, names: dict[tuple, str]) -> list[str]:
     """The prediction at the most GPUs predicted, per pipeline and model (and setting: `names`), with
-    its error at the most GPUs the run measured it on."""
+    its error at the most GPUs the run measured it on; where model-only ran there too, the same
+    prediction made with that step (the all-reduce of that many GPUs in it, more GPUs' left out)
+    and its error there."""
     most = max(PREDICTED_GPUS)
     lines = []
     for key, rows in frame.groupby(GROUP, sort=True):
@@ -232,6 +239,10 @@ def _most_gpus_line(frame: pd.DataFrame, names: dict[tuple, str]) -> list[str]:
         if len(seen):
             last = seen.loc[seen.gpus.idxmax()]
             said += f"; at {plural(int(last.gpus), 'GPU')}, the most measured, its error was {_error_text(last)}"
+            if pd.notna(top.predicted) and pd.notna(last.step_there):
+                again = top.efficiency * min(last.step_there, top.feed)
+                said += (f"; with the step as model-only measured at {plural(int(last.gpus), 'GPU')}, {again:,.0f} img/s "
+                         f"per GPU (its error there {_stepped_error(last)})")
         else:
             said += "; no GPU count measured to check it"
         lines.append(f"  - {names[key]}: {said}.")
