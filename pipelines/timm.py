@@ -93,8 +93,9 @@ class _Photos(SharedArrays, torch.utils.data.Dataset):
     def __init__(self, data, size: int, split: str):
         self.jpeg, self.offsets, self.labels, self.split = data.jpeg.data, data.jpeg.offsets, data.labels, split
         self.paths = data.jpeg.paths
-        self.crop = TIMM.get().RandomResizedCropAndInterpolation(size, interpolation=INTERPOLATION)   # its size and mode
-        self.to_uint8 = TIMM.get().MaybePILToTensor()
+        timm = TIMM.get()
+        self.crop = timm.RandomResizedCropAndInterpolation(size, interpolation=INTERPOLATION)   # its size and mode
+        self.to_uint8 = timm.MaybePILToTensor()
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -127,14 +128,13 @@ class TimmPrefetchPipeline(Pipeline):
             pad = config.pad if config.augment else 0
             padded = np.pad(self.data.images, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
             self.samples = _Crops(padded, self.data.labels, config.image_size)
-        cuda = self.device.type == "cuda"
-        workers = config.num_workers
+        cuda, workers, timm = self.device.type == "cuda", config.num_workers, TIMM.get()
         loader = torch.utils.data.DataLoader(
-            self.samples, batch_sampler=EpochKeys(self), num_workers=workers, collate_fn=TIMM.get().fast_collate,
+            self.samples, batch_sampler=EpochKeys(self), num_workers=workers, collate_fn=timm.fast_collate,
             pin_memory=cuda, persistent_workers=workers > 0, **worker_options(config, PRELOAD, workers),
             generator=torch.Generator().manual_seed(int(rank_seeds(config, 3)[0])))
-        self.loader = TIMM.get().PrefetchLoader(loader, mean=MEAN, std=STD, device=self.device,
-                                     img_dtype=getattr(torch, config.dtype))
+        self.loader = timm.PrefetchLoader(loader, mean=MEAN, std=STD, device=self.device,
+                                          img_dtype=getattr(torch, config.dtype))
         self.memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
 
     @property

@@ -57,8 +57,8 @@ def worker_context(config: PipelineConfig, preload: list[str], workers: int):
     workers from a clean process, which is safe in a process that already runs threads (CUDA's, a
     pipeline's, a progress bar's), where `fork()` can copy a lock another thread holds and deadlock
     the worker. The forkserver imports `preload` (the dataset's module, and any its workers would
-    otherwise import each) once, so every worker starts with them, and torch, already imported. Datasets that workers receive by pickling keep their arrays in
-    shared memory (`SharedArrays`)."""
+    otherwise import each) once, so every worker starts with them, and torch, already imported.
+    Datasets that workers receive by pickling keep their arrays in shared memory (`SharedArrays`)."""
     if workers == 0:
         return None
     context = multiprocessing.get_context(config.worker_start)

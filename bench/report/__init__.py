@@ -10,9 +10,9 @@ One module per concern: `analysis` (rows to numbers and verdicts; its RULES say 
 REPORT.md), `formatting` (numbers as text), `answers` (one line per situation), `plots`,
 `sections` (REPORT.md's per-run sections), `summary` (SUMMARY.md and the README block's text),
 `scaling` (several GPUs of one host, as measured), `hosts` (the prediction per host and the
-several-GPU answer), `readme` (finding
-and replacing the README's blocks), `files` (writing REPORT.md, SUMMARY.md,
-ANSWER.md and PREDICTION.md) and `docs` (docs/' knob and column lists, made from the code). What the command line and the tests use is imported here.
+several-GPU answer), `readme` (finding and replacing the README's blocks), `files` (writing
+REPORT.md, SUMMARY.md, ANSWER.md and PREDICTION.md) and `docs` (docs/' knob and column lists, made
+from the code). What the command line and the tests use is imported here.
 
 `index` writes results/README.md, the table of the committed runs (`python -m bench.report.index
 results`); nothing here imports it.

@@ -119,18 +119,18 @@ def _prediction_view(frame: pd.DataFrame) -> pd.DataFrame:
     return view
 
 
-def _names(frame: pd.DataFrame, pair: list[str]) -> dict[tuple, str]:
-    """Per group of `frame` (GROUP), its name: its `pair` columns in code ("`pipeline` with `model`",
-    or the model alone), and where the frame holds that pair in several settings, the setting."""
+def _setting_text(step: str, size: int, batch: int, dtype: str, cores: str) -> str:
+    return f" ({escape(step)} step, {size} px, batch {batch}, {dtype}, {cores})"
+
+
+def _names(frame: pd.DataFrame) -> dict[tuple, str]:
+    """Per group of `frame` (GROUP), its name: "`pipeline` with `model`", and where the frame holds
+    that pair in several settings, the setting."""
     keys = frame[GROUP].drop_duplicates()
-    several = keys.drop_duplicates([*pair, "step", "size", "batch", "dtype", "e2e_cores"]).groupby(pair).size()
-    names = {}
-    for k in keys.itertuples(index=False):
-        name = " with ".join(code(getattr(k, c)) for c in pair)
-        if several[tuple(getattr(k, c) for c in pair) if len(pair) > 1 else k.model] > 1:
-            name += f" ({escape(k.step)} step, {k.size} px, batch {k.batch}, {k.dtype}, e2e on {k.e2e_cores} cores)"
-        names[tuple(k)] = name
-    return names
+    several = keys.groupby(["pipeline", "model"]).size()
+    return {tuple(k): f"{code(k.pipeline)} with {code(k.model)}" + (_setting_text(
+                k.step, k.size, k.batch, k.dtype, f"e2e on {k.e2e_cores} cores") if several[k.pipeline, k.model] > 1 else "")
+            for k in keys.itertuples(index=False)}
 
 
 def _bound_sentences(frame: pd.DataFrame, host: int) -> list[str]:
@@ -139,7 +139,7 @@ def _bound_sentences(frame: pd.DataFrame, host: int) -> list[str]:
     sentences = [f"- Host of {host} cores, each GPU's rank on the one-GPU e2e's cores or its even share where "
                  "fewer (a prediction from the one-GPU rows, "
                  "the all-reduce left out):"]
-    names = _names(frame, ["pipeline", "model"])
+    names = _names(frame)
     for key, rows in frame.dropna(subset=["predicted"]).groupby(GROUP, sort=True):
         bound = rows[rows.binds == "input"]
         if len(bound):
@@ -160,23 +160,30 @@ def _signed(v: float) -> str:
     return "±0%" if text in ("+0%", "-0%") else text
 
 
+def _model_rates(lead: pd.DataFrame) -> pd.Series:
+    """Model-only per-GPU medians per setting, cores per GPU and GPU count."""
+    return lead[lead["mode"] == "model"].groupby([*SETTING, "cpus", "world_size"]).per_gpu.median()
+
+
 def _checked(frame: pd.DataFrame, lead: pd.DataFrame) -> pd.DataFrame:
     """`frame` (`predict`) with the measured per-GPU e2e median at each GPU count and share of the
     host, the range of the processes' medians (lo, hi), whether the prediction lies beyond it, the
-    model-only per-GPU median measured there (step_there) and the prediction made with it (stepped)."""
+    model-only per-GPU median measured there (step_there), the prediction made with it (stepped) and
+    whether that lies beyond the range (stepped_beyond)."""
     keys = [*CELL, "cpus", "world_size"]
     e2e = lead[lead["mode"] == "e2e"]
     found = e2e.groupby(keys).per_gpu.median().rename("measured").to_frame().join(
         e2e.groupby([*keys, "process"]).per_gpu.median().groupby(keys).agg(lo="min", hi="max"))
     at = [(r.pipeline, r.model, r.step, r.size, r.batch, r.dtype, r.cores, r.gpus) for r in frame.itertuples()]
     found = found.reindex(pd.MultiIndex.from_tuples(at, names=keys))
-    model = lead[lead["mode"] == "model"].groupby([*SETTING, "cpus", "world_size"]).per_gpu.median()
+    model = _model_rates(lead)
     step_there = model.reindex(pd.MultiIndex.from_tuples([(r.model, r.step, r.size, r.batch, r.dtype, r.cores, r.gpus)
                                                           for r in frame.itertuples()], names=model.index.names))
     frame = frame.assign(measured=found.measured.to_numpy(), lo=found.lo.to_numpy(), hi=found.hi.to_numpy(),
                          step_there=step_there.to_numpy())
-    return frame.assign(beyond=(frame.predicted > frame.hi) | (frame.predicted < frame.lo),
-                        stepped=frame.efficiency * frame[["step_there", "feed"]].min(axis=1, skipna=False))
+    stepped = frame.efficiency * frame[["step_there", "feed"]].min(axis=1, skipna=False)
+    return frame.assign(beyond=(frame.predicted > frame.hi) | (frame.predicted < frame.lo), stepped=stepped,
+                        stepped_beyond=(stepped > frame.hi) | (stepped < frame.lo))
 
 
 def _error_text(r) -> str:
@@ -184,22 +191,21 @@ def _error_text(r) -> str:
             "processes)")
 
 
-def _stepped_error(r) -> str:
-    """The error of the prediction made with the step measured there (`stepped`), marked where it
-    lies within the spread of the processes' medians."""
-    return _signed(r.stepped / r.measured - 1) + ("" if r.stepped > r.hi or r.stepped < r.lo else " (within the spread)")
+def _marked(predicted: float, r, beyond: bool) -> str:
+    """`predicted`'s error against row `r`'s measured rate, marked where it lies within the spread."""
+    return _signed(predicted / r.measured - 1) + ("" if beyond else " (within the spread)")
 
 
 def _step_line(lead: pd.DataFrame) -> list[str]:
     """Per model setting and cores per GPU (named apart where a model ran under several), its
     model-only per-GPU median at each GPU count over one GPU's at the same cores: what the
     prediction, which takes 100%, leaves out (the all-reduce and DDP's hooks)."""
-    rates = lead[lead["mode"] == "model"].groupby([*SETTING, "cpus", "world_size"]).per_gpu.median()
+    rates = _model_rates(lead)
     found = []
     for (model, step, size, batch, dtype, cores), counts in rates.groupby(level=[*SETTING, "cpus"], sort=True):
         counts = counts.droplevel([*SETTING, "cpus"])
         if 1 in counts.index and len(counts) > 1:
-            found.append((model, f" ({escape(step)} step, {size} px, batch {batch}, {dtype}, {int(cores)} cores per GPU)",
+            found.append((model, _setting_text(step, size, batch, dtype, f"{int(cores)} cores per GPU"),
                           ", ".join(f"{counts[n] / counts[1]:.0%} at {plural(int(n), 'GPU')}" for n in counts.index if n > 1)))
     several = pd.Series([model for model, _, _ in found]).value_counts()
     said = "; ".join(f"{code(model)}{setting if several[model] > 1 else ''} {ratios}" for model, setting, ratios in found)
@@ -207,18 +213,17 @@ def _step_line(lead: pd.DataFrame) -> list[str]:
 
 
 def _error_lines(checked: pd.DataFrame, names: dict[tuple, str]) -> list[str]:
-    """Per pipeline and model (and setting: `names`, `_names`), the prediction's error at each GPU
+    """Per pipeline and model (and setting: `names`), the prediction's error at each GPU
     count checked, and with the step as model-only measured it there (the prediction's own efficiency
     and input); each marked where it lies within the spread of the processes' medians."""
     lines = []
     for key, rows in checked.groupby(GROUP, sort=True):
         rows = rows.sort_values("gpus")
-        said = ", ".join(f"{plural(int(r.gpus), 'GPU')} {_signed(r.predicted / r.measured - 1)}"
-                         + ("" if r.beyond else " (within the spread)") for r in rows.itertuples())
+        said = ", ".join(f"{plural(int(r.gpus), 'GPU')} {_marked(r.predicted, r, r.beyond)}" for r in rows.itertuples())
         stepped = rows.dropna(subset=["stepped"])
         if len(stepped):
             said += "; with the step measured there: " + ", ".join(
-                f"{plural(int(r.gpus), 'GPU')} {_stepped_error(r)}" for r in stepped.itertuples())
+                f"{plural(int(r.gpus), 'GPU')} {_marked(r.stepped, r, r.stepped_beyond)}" for r in stepped.itertuples())
         lines.append(f"  - {names[key]}: {said}.")
     return ["- Error on the GPU counts measured (predicted / measured - 1, per-GPU e2e medians; beyond the spread of "
             "the processes' medians unless marked):", *lines] if lines else []
@@ -242,7 +247,7 @@ def _most_gpus_line(frame: pd.DataFrame, names: dict[tuple, str]) -> list[str]:
             if pd.notna(top.predicted) and pd.notna(last.step_there):
                 again = top.efficiency * min(last.step_there, top.feed)
                 said += (f"; with the step as model-only measured at {plural(int(last.gpus), 'GPU')}, {again:,.0f} img/s "
-                         f"per GPU (its error there {_stepped_error(last)})")
+                         f"per GPU (its error there {_marked(last.stepped, last, last.stepped_beyond)})")
         else:
             said += "; no GPU count measured to check it"
         lines.append(f"  - {names[key]}: {said}.")
@@ -266,7 +271,7 @@ def prediction(df: pd.DataFrame, bound: bool = True) -> tuple[pd.DataFrame, list
     frame = _checked(frame, lead)
     sentences = _bound_sentences(frame, host) if bound else []
     checked = frame.dropna(subset=["predicted", "measured"])
-    names = _names(frame, ["pipeline", "model"])   # every line of a group under one name
+    names = _names(frame)   # every line of a group under one name
     sentences += _step_line(lead) + _error_lines(checked, names)
     sentences += _most_gpus_line(frame, names)
     sentences += _short_of_the_input(lead, checked, frame, names)

@@ -29,7 +29,9 @@ per-GPU img/s over the same configuration's one-GPU img/s at the same cores in t
 busy / rank": CPU seconds of a rank's process tree over its window and cores. Copy rows: every rank
 copies at once; loader rows on an idle GPU (no busy step)."""
 
+
 def gpus_used(rows: pd.DataFrame) -> pd.Series:
+    """Per row, the GPUs it used: DataParallel's devices, else its DDP ranks (1 without)."""
     return rows.gpus.where(rows.parallel == "dp", rows.world_size).fillna(1).astype(int)
 
 
@@ -42,8 +44,8 @@ def _what(r, mode: str, name) -> str:
 
 
 def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """Copies, loader-only (on an idle GPU), model-only and e2e over several GPUs of one run: per configuration, cores
-    per GPU and GPU count, the job's img/s (median over windows [range of the processes' medians; of
+    """Copies, loader-only (on an idle GPU), model-only and e2e over several GPUs of one run: per
+    configuration, cores per GPU and GPU count, the job's img/s (median over windows [range of the processes' medians; of
     the windows with one process] n=windows/processes), per GPU, against one GPU at the same cores,
     the share of its cores a rank kept busy (median over ranks and windows) and the largest peak GPU
     memory of any rank; one sentence per GPU count. Pipeline variants apart (`label_variants`)."""
@@ -81,7 +83,8 @@ def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         if len(rows):
             worst = rows.iloc[0]
             sentences.append(f"- {n} GPUs: per-GPU rate from {worst.vs_one:.0%} ({worst['mode']} "
-                             f"{_what(worst, worst['mode'], str)}, {int(worst.cpus)} cores per GPU) to {rows.vs_one.max():.0%} of one GPU's.")
+                             f"{_what(worst, worst['mode'], str)}, {int(worst.cpus)} cores per GPU) to "
+                             f"{rows.vs_one.max():.0%} of one GPU's.")
     return view.sort_values(["mode", "what", "px", "cores / GPU", "GPUs"]), sentences
 
 
