@@ -435,7 +435,7 @@ def test_several_gpus_get_a_scaling_section_and_a_summary_line_saying_where_the_
     pinned4 = next(line for line in section.splitlines() if "h2d-pinned" in line and "|      4 |" in line)
     assert "33,600,000" in pinned4 and "8,400,000" in pinned4 and "60%" in pinned4   # job, per GPU, vs 1 GPU
     assert pinned4.rstrip(" |").endswith("130")   # the largest peak memory of any rank
-    assert "- 4 GPUs: per-GPU rate from 60%" in section
+    assert "- 4 GPUs: per-GPU rate from 60% (copy uint8 h2d-pageable at 32 px, 16 cores per GPU)" in section
     summary = (tmp_path / "out" / "SUMMARY.md").read_text()
     assert ("**Several GPUs of one host** copying at once, per GPU (img/s): uint8 pageable 32 px 2M (1 GPU), "
             "1.8M (2 GPUs), 1.2M (4 GPUs); uint8 pinned 32 px 14M (1 GPU), 12.6M (2 GPUs), 8.4M (4 GPUs) — "
@@ -464,7 +464,7 @@ def test_the_scaling_table_keeps_a_pipeline_s_variants_and_models_apart(tmp_path
                    (f"{mixed} `m`", 1): ("4,000", "100%"), (f"{mixed} `m`", 2): ("3,200", "80%"),
                    (f"{cpu} `n`", 1): ("50,000", "100%"), (f"{cpu} `n`", 2): ("40,000", "80%"),
                    (f"{mixed} `n`", 1): ("40,000", "100%"), (f"{mixed} `n`", 2): ("32,000", "80%")}
-    assert said == ["- 2 GPUs: per-GPU rate from 80% (e2e dali (dali_decoder=cpu) feeding m, 16 cores per GPU) to 80% of "
+    assert said == ["- 2 GPUs: per-GPU rate from 80% (e2e dali (dali_decoder=cpu) feeding m at 32 px, 16 cores per GPU) to 80% of "
                     "one GPU's."]
 
 
@@ -1071,7 +1071,8 @@ def test_cpu_seconds_per_1000_images_show_floating_point_residue_as_0():
 
 
 @pytest.mark.parametrize("run", ["results/2026-11-27-h100-photos-best", "results/2026-11-27-h100-ladder",
-                                 "results/2026-11-28-h100x4-32px", "results/2026-11-28-h100x4-photos"])
+                                 "results/2026-11-28-h100x4-32px", "results/2026-11-28-h100x4-photos",
+                                 "results/2026-11-28-h100x4-bus"])
 def test_the_readme_s_blocks_are_their_committed_runs(tmp_path, run):
     """Each generated block of the README (summary, photo answer, several GPUs) regenerates byte for
     byte from the committed run it names."""
@@ -1438,6 +1439,24 @@ def test_an_answer_setting_pipelines_aside_as_above_model_only_says_model_only_s
     report.write([write(tmp_path, cpu_rows())], tmp_path / "out")
     summary_text = (tmp_path / "out" / "SUMMARY.md").read_text()
     assert "(`fast` e2e above model-only, whose processes read 110 to 146 img/s: the machine was noisy)" in summary_text
+
+
+def test_the_printed_copies_name_their_payload_and_size_and_point_at_the_several_gpu_rows(tmp_path):
+    """Copies differing only in payload and image size print one line each, told apart; the rows of
+    several GPUs are not in the one-GPU table, and the print says where they are."""
+    from bench.cli import measure
+    rows = [row("copy", "none", rate / gpus, payload=payload, stage="h2d-pinned", image_size=px, world_size=gpus,
+                rank=r, world_img_per_s=rate, parallel="none" if gpus == 1 else "ddp", repeat=w)
+            for payload, px, rate in (("uint8", 32, 14e6), ("float32", 32, 4e6), ("uint8", 224, 3.5e5))
+            for gpus in (1, 2, 4) for r in range(gpus) for w in range(2)]
+    write(tmp_path, rows)
+    printed = measure.summary(tmp_path / "run").splitlines()
+    header = next(line for line in printed if line.startswith("mode"))
+    assert " px " in header
+    copies = [line.split() for line in printed if line.startswith("copy")]
+    assert sorted((c[1], c[2], c[5]) for c in copies) == [   # mode, stage, pipeline, model, (no step), px
+        ("float32", "h2d-pinned", "32"), ("uint8", "h2d-pinned", "224"), ("uint8", "h2d-pinned", "32")]
+    assert f"(one GPU's cells; those of 2 and 4 GPUs: `pipebench report {tmp_path / 'run'} --out " in "\n".join(printed)
 
 
 def test_the_printed_rates_show_only_columns_that_hold_something_and_say_what_reads_means(tmp_path):

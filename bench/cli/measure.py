@@ -294,9 +294,10 @@ def _run_processes(args, world, out: Path, processes: list, progress: _Progress)
 
 
 RATE_COLUMNS = [   # the printed table's columns: header, width, a row's text, what it means where not plain
-    ("mode", -7, lambda r: r.mode, ""), ("stage", -12, lambda r: r.stage or r.payload or "", ""),
+    ("mode", -7, lambda r: r.mode, ""),
+    ("stage", -20, lambda r: " ".join(t for t in (r.payload, r.stage) if isinstance(t, str) and t), ""),
     ("pipeline", -28, lambda r: r.pipeline, ""), ("model", -22, lambda r: r.model, ""),
-    ("step", -8, lambda r: r.step or "", ""),
+    ("step", -8, lambda r: r.step or "", ""), ("px", 4, lambda r: f"{r.image_size:.0f}", ""),
     ("reads", 5, lambda r: f"{r.sync_every:g}", "reads: the step reads the loss every N steps (0: never)"),
     ("cores", 5, lambda r: f"{r.cpus:.0f}", ""),
     ("busy ms", 7, lambda r: f"{r.busy_ms:g}", "busy ms: the synthetic GPU step per batch a loader row ran beside")]
@@ -307,7 +308,8 @@ def rates_table(c) -> list[str]:
     does not say; a column no cell fills (no stage, loss never read, no busy step: a CPU run) is left out."""
     from ..report import rate
     filled = {"stage": (c.stage.fillna("") + c.payload.fillna("")).ne("").any(),
-              "reads": c.sync_every.fillna(0).ne(0).any(), "busy ms": c.busy_ms.fillna(0).ne(0).any()}
+              "reads": c.sync_every.fillna(0).ne(0).any(), "busy ms": c.busy_ms.fillna(0).ne(0).any(),
+              "px": c.image_size.nunique() > 1}
     shown = [col for col in RATE_COLUMNS if filled.get(col[0], True)]
 
     def line(cells: list[str]) -> str:
@@ -331,6 +333,10 @@ def summary(out: Path, run_id: str | None = None) -> str:
     seen = report.view_of(group)
     c = seen.cells
     lines = [f"\n{out}/results.csv", *rates_table(c)] if len(c) else [f"\n{out}/results.csv", "no successful configuration"]
+    if (group.world_size > 1).any():
+        counts = " and ".join(map(str, sorted(set(group.world_size) - {1})))
+        lines.append(f"(one GPU's cells; those of {counts} GPUs: "
+                     f"`pipebench report {out} --out {out}`, section \"Several GPUs\")")
     for _, row in group[~group.status.isin(["ok", "not-applicable"])].iterrows():
         lines.append(f"{row.status}: {row.pipeline} {row['mode']} {row.model}: {row.error}")
     answers = report.answers(c, seen.situations)
