@@ -3,7 +3,7 @@
 #   bash bench/plans/hosts-4.sh PLAN                the first call: data, warm compiles, the sweep started
 #   CONTINUE=1 bash bench/plans/hosts-4.sh PLAN     every later call, until it prints the sweep's exit code
 #   Make each later call at once: a machine idle for its release time (30 s) goes back, and the sweep
-#   with it (results/2026-11-27-h100x4-copies/README.md and results/2026-11-27-h100x4-photos-lost/README.md:
+#   with it (results/archive/2026-11-27-h100x4-copies/README.md and results/2026-11-27-h100x4-photos-lost/README.md:
 #   two photo sweeps lost so, the second with the next call made as soon as the first returned).
 #   (PLAN: hosts-4-photos, hosts-4-32px or hosts-4-bus; PIPEBENCH_GIT_COMMIT: the tree's commit where it has
 #   no .git; hosts-4-bus, the copies alone, needs no DALI and writes no prediction)
@@ -27,7 +27,8 @@
 # pinned and pageable, uint8 and float32, 32 and 224 px) left it for a plan of their own: a copy process
 # took 69 s there (3 windows of 1 s per copy; hosts-4-bus times 2 of 0.5 s), so up to 10 more minutes
 # at 3 processes, past one lease's GPU time with the rest; hosts-4-bus runs 4, which balance its 4
-# members' order: up to 14 minutes.
+# members' order: up to 14 minutes. It ran whole in its first call, the sweep in 6 minutes of 7
+# (results/2026-11-28-h100x4-bus/README.md).
 # (How: medians of the gaps between the last rank-0 rows of consecutive configuration processes in
 # that run's results.csv, which ran one process at a time.)
 set -u
