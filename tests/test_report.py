@@ -1465,6 +1465,7 @@ def test_the_printed_rates_show_only_columns_that_hold_something_and_say_what_re
     printed = measure.summary(tmp_path / "run")
     header = next(line for line in printed.splitlines() if line.startswith("mode"))
     assert "stage" not in header and "reads" not in header and "busy ms" not in header and "cores" in header
+    assert " px " not in header and "Several GPUs" not in printed   # one size, one GPU
     write(tmp_path, [*cpu_rows(), *processes("loader", "slow", windows(900, 900, 900), busy=5.0),
                      *processes("model", "none", windows(90, 90, 90), model="m", step="eager", sync_every=1)])
     printed = measure.summary(tmp_path / "run")

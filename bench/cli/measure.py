@@ -1,6 +1,7 @@
 """`pipebench compare` and `pipebench sweep`: the grids' configurations measured into OUT/results.csv
 (`run_grid`), resumable, and the run's rates and answer printed at the end (`summary`; its table,
-`rates_table`, leaves out the columns no row fills: stage, loss reads and busy step on a CPU run).
+`rates_table`, leaves out the columns no row fills: stage, loss reads and busy step on a CPU run, the
+image size where all share one; the cells of several GPUs are the report's, and the print says so).
 The plan's size (configuration processes, windows) is printed before anything runs, and a plan
 listing more than --max-configurations is refused before its configurations are built (`check_size`).
 Every photograph a run reads (`imagefolder:PATH`) is checked once before anything runs: the first that
@@ -325,6 +326,7 @@ def summary(out: Path, run_id: str | None = None) -> str:
     its failures, and the answer per situation (also written to OUT/ANSWER.md). The run is the one
     `run_id` belongs to (rows of one commit and machine), else the last in the file."""
     from .. import report
+    from ..report.scaling import gpus_used
     try:
         found = report.runs(report.load([out / "results.csv"]))
     except (OSError, ValueError):
@@ -333,9 +335,9 @@ def summary(out: Path, run_id: str | None = None) -> str:
     seen = report.view_of(group)
     c = seen.cells
     lines = [f"\n{out}/results.csv", *rates_table(c)] if len(c) else [f"\n{out}/results.csv", "no successful configuration"]
-    if (group.world_size > 1).any():
-        counts = " and ".join(map(str, sorted(set(group.world_size) - {1})))
-        lines.append(f"(one GPU's cells; those of {counts} GPUs: "
+    several = sorted(set(gpus_used(group[group.status == "ok"])) - {1})
+    if several:
+        lines.append(f"(one GPU's cells; those of {' and '.join(map(str, several))} GPUs: "
                      f"`pipebench report {out} --out {out}`, section \"Several GPUs\")")
     for _, row in group[~group.status.isin(["ok", "not-applicable"])].iterrows():
         lines.append(f"{row.status}: {row.pipeline} {row['mode']} {row.model}: {row.error}")

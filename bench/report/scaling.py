@@ -83,8 +83,8 @@ def scaling(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         if len(rows):
             worst = rows.iloc[0]
             sentences.append(f"- {n} GPUs: per-GPU rate from {worst.vs_one:.0%} ({worst['mode']} "
-                             f"{_what(worst, worst['mode'], str)} at {worst.image_size:.0f} px, {int(worst.cpus)} cores per GPU) to "
-                             f"{rows.vs_one.max():.0%} of one GPU's.")
+                             f"{_what(worst, worst['mode'], str)} at {worst.image_size:.0f} px, "
+                             f"{int(worst.cpus)} cores per GPU) to {rows.vs_one.max():.0%} of one GPU's.")
     return view.sort_values(["mode", "what", "px", "cores / GPU", "GPUs"]), sentences
 
 
