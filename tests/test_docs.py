@@ -1,5 +1,5 @@
-"""The README and docs/ (issue 55): every relative link points at a file of the repository, and at a
-heading of it where it names one; the README stays short; docs/' generated lists (the pipelines'
+"""The README, docs/ and the pages under results/ (issue 55): every relative link points at a file of the
+repository, and at a heading of it where it names one; the README stays short; docs/' generated lists (the pipelines'
 knobs, the results columns) are what the code makes now (`python -m bench.report.docs` rewrites them);
 the column descriptions name every column but the knobs, and nothing else. The README's blocks made
 from committed runs are checked in tests/test_report.py."""
@@ -16,8 +16,8 @@ from bench import results
 from bench.report import docs
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
-         *sorted((ROOT / "results").glob("**/*.md"))]   # the runs' READMEs and reports link each other
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+RUN_PAGES = sorted((ROOT / "results").glob("**/*.md"))   # the runs' READMEs and reports link each other
 README_MOST_LINES = 300
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.M | re.S)
@@ -52,6 +52,11 @@ def broken_links(page: Path) -> list[str]:
 @pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
 def test_every_relative_link_points_at_a_file_and_a_heading_of_it(page):
     assert broken_links(page) == []
+
+
+def test_every_relative_link_of_the_results_pages_points_at_a_file_and_a_heading_of_it():
+    broken = {page.relative_to(ROOT).as_posix(): links for page in RUN_PAGES if (links := broken_links(page))}
+    assert RUN_PAGES and broken == {}
 
 
 def test_the_link_check_finds_a_missing_file_and_a_missing_heading(tmp_path):
