@@ -1456,7 +1456,16 @@ def test_the_printed_copies_name_their_payload_and_size_and_point_at_the_several
     copies = [line.split() for line in printed if line.startswith("copy")]
     assert sorted((c[1], c[2], c[5]) for c in copies) == [   # mode, stage, pipeline, model, (no step), px
         ("float32", "h2d-pinned", "32"), ("uint8", "h2d-pinned", "224"), ("uint8", "h2d-pinned", "32")]
-    assert f"(one GPU's cells; those of 2 and 4 GPUs: `pipebench report {tmp_path / 'run'} --out " in "\n".join(printed)
+    assert f"(one GPU's cells; per GPU and per job at 2 and 4 GPUs: `pipebench report {tmp_path / 'run'} --out " in (
+        "\n".join(printed))
+    several = [r for r in rows if r["world_size"] > 1]
+    one = [r for r in rows if r["world_size"] == 1]
+    dp = one + [dict(r, parallel="dp", gpus=2, pipeline="dataparallel") for r in one]
+    failed = [dict(several[0], status="error", world_size=8)]
+    for kept, said in ((several, "(rank 0's cells (no row used one GPU); per GPU and per job at 2 and 4 GPUs"),
+                       (dp + failed, "(one GPU's cells; per GPU and per job at 2 GPUs:")):   # DataParallel's devices; failed rows not
+        write(tmp_path, kept)
+        assert said in measure.summary(tmp_path / "run"), kept[0]
 
 
 def test_the_printed_rates_show_only_columns_that_hold_something_and_say_what_reads_means(tmp_path):

@@ -1,7 +1,7 @@
 """`pipebench compare` and `pipebench sweep`: the grids' configurations measured into OUT/results.csv
 (`run_grid`), resumable, and the run's rates and answer printed at the end (`summary`; its table,
 `rates_table`, leaves out the columns no row fills: stage, loss reads and busy step on a CPU run, the
-image size where all share one; the cells of several GPUs are the report's, and the print says so).
+image size where all share one; the rates of several GPUs are the report's, and the print says so).
 The plan's size (configuration processes, windows) is printed before anything runs, and a plan
 listing more than --max-configurations is refused before its configurations are built (`check_size`).
 Every photograph a run reads (`imagefolder:PATH`) is checked once before anything runs: the first that
@@ -335,10 +335,11 @@ def summary(out: Path, run_id: str | None = None) -> str:
     seen = report.view_of(group)
     c = seen.cells
     lines = [f"\n{out}/results.csv", *rates_table(c)] if len(c) else [f"\n{out}/results.csv", "no successful configuration"]
-    several = sorted(set(gpus_used(group[group.status == "ok"])) - {1})
+    used = gpus_used(group[group.status == "ok"])
+    several = " and ".join(map(str, sorted(set(used) - {1})))
     if several:
-        lines.append(f"(one GPU's cells; those of {' and '.join(map(str, several))} GPUs: "
-                     f"`pipebench report {out} --out {out}`, section \"Several GPUs\")")
+        shown = "one GPU's cells" if (used == 1).any() else "rank 0's cells (no row used one GPU)"
+        lines.append(f"({shown}; per GPU and per job at {several} GPUs: `pipebench report {out} --out {out}`)")
     for _, row in group[~group.status.isin(["ok", "not-applicable"])].iterrows():
         lines.append(f"{row.status}: {row.pipeline} {row['mode']} {row.model}: {row.error}")
     answers = report.answers(c, seen.situations)

@@ -27,8 +27,8 @@
 # pinned and pageable, uint8 and float32, 32 and 224 px) left it for a plan of their own: a copy process
 # took 69 s there (3 windows of 1 s per copy; hosts-4-bus times 2 of 0.5 s), so up to 10 more minutes
 # at 3 processes, past one lease's GPU time with the rest; hosts-4-bus runs 4, which balance its 4
-# members' order: up to 14 minutes. It ran whole in its first call, the sweep in 6 minutes of 7
-# (results/2026-11-28-h100x4-bus/README.md).
+# members' order: up to 14 minutes. It ran whole in its first call, the sweep in about 6 minutes of a
+# 6.3-minute call (results/2026-11-28-h100x4-bus/README.md).
 # (How: medians of the gaps between the last rank-0 rows of consecutive configuration processes in
 # that run's results.csv, which ran one process at a time.)
 set -u
