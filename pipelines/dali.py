@@ -4,16 +4,16 @@ pipeline on raw uint8 pixels, no decode, so decode cost and DALI's own cost can 
 Bytes: the packed JPEG copy (`dali`) or the uint8 arrays (`dali-raw`) in host memory -> a batch-mode
 `fn.external_source` hands DALI `dali_batch_multiple` consecutive batches of the shared epoch plan at
 once (one DALI batch; its fixed per-batch cost is shared; photographs: one batch) -> DALI decodes them:
-`fn.decoders.image(device="mixed")` (nvJPEG: Huffman decoding on DALI's `dali_threads` CPU threads,
-the rest on the GPU; `dali_hw_decoder_load` of the files on the hardware JPEG engine; the threads
-follow `num_workers`, the CPU budget, unless `dali_threads` is set) or, with
-`dali_decoder="cpu"`, `device="cpu"` (libjpeg-turbo on DALI's threads) and the pixels copied to the
-GPU; `dali-raw` copies the pixels -> DALI's PyTorch iterator hands over the uint8 N x S x S x 3 batch
-without a copy -> split into the plan's batches, each cropped and flipped with one gather kernel over
-the zero-padded batch (the epoch's offsets and flips, `epochs.epoch_draws`, as every pipeline draws
-them) and normalized into the
-contract's dtype and memory format with one kernel. Labels live on the device; the epoch's order
-goes there once per epoch, pinned and asynchronous.
+`fn.decoders.image(device="mixed")` (nvJPEG: Huffman decoding on DALI's `dali_threads` CPU threads, the
+rest on the GPU; `dali_hw_decoder_load` of the files on the hardware JPEG engine; the threads follow
+`num_workers`, the CPU budget, unless `dali_threads` is set) or, with `dali_decoder="cpu"`,
+`device="cpu"` (libjpeg-turbo on DALI's threads) and the pixels copied to the GPU; `dali-raw` copies
+the pixels -> DALI's PyTorch iterator hands over the uint8 N x S x S x 3 batch without a copy (held
+until the copy that makes it torch's has run: `borrowed`) -> split into the plan's batches, each
+cropped and flipped with one gather kernel over the zero-padded batch (the epoch's offsets and flips,
+`epochs.epoch_draws`, as every pipeline draws them) and normalized into the contract's dtype and memory
+format with one kernel. Labels live on the device; the epoch's order goes there once per epoch, pinned
+and asynchronous.
 
 Epochs: the external source streams epoch after epoch on one DALI pipeline (when epoch e's plan runs
 out it goes on with epoch e+1's, the draws of (seed, e+1)), so DALI's prefetch queue
@@ -22,13 +22,12 @@ start waits for it to refill; each epoch still yields `len(pipeline)` batches. `
 another epoch than the next (a jump, a repeat) starts a new source there; an epoch left mid-way
 is run out first when the next one follows it.
 
-Why this structure (the probe and its measured output: results/2026-11-23-h100-peers/probe/):
-DALI's per-sample operators (`slice` with per-sample starts, `crop_mirror_normalize` with per-sample
-flips) cost more than the work they do at 32 px, so the graph augments in torch instead, and DALI
-batches several training batches at once to share its fixed cost. Decoding is then what limits
-`dali`: nvJPEG ("mixed") stops gaining threads early, the GPU Huffman decoder
-(`hybrid_huffman_threshold=0`) and the hardware engine are slower, and libjpeg-turbo on many
-threads is faster and leaves the GPU to the training step.
+Why this structure (the probe and its measured output: results/2026-11-23-h100-peers/probe/): DALI's
+per-sample operators (`slice` with per-sample starts, `crop_mirror_normalize` with per-sample flips) cost
+more than the work they do at 32 px, so the graph augments in torch instead, and DALI batches several
+training batches at once to share its fixed cost. Decoding is then what limits `dali`: nvJPEG ("mixed")
+stops gaining threads early, the GPU Huffman decoder (`hybrid_huffman_threshold=0`) and the hardware
+engine are slower, and libjpeg-turbo on many threads is faster and leaves the GPU to the training step.
 
 `dali_reader="parallel"` runs the external source in `num_workers` spawned processes (DALI's
 parallel external source). `dali_reader="file"` reads the folder-tree copy with `fn.readers.file`
@@ -45,24 +44,22 @@ Measured loader ceilings per CPU budget, for both decoders and `dali-raw`, and w
 reference run, results/2026-11-24-h100-reference/REPORT.md; on photographs (threads x
 `dali_hw_decoder_load` too): results/2026-11-26-h100-photos/ and results/2026-11-26-h100-photos-dali/.
 
-Photographs (`source="imagefolder:PATH"`), set up as NVIDIA's ResNet-50 example sets DALI up, with
-one training batch per DALI batch (`dali_batch_multiple` is not read): the external source hands
-DALI each file with its box and flip (`crops`: RandomResizedCrop, or eval's centre crop, the boxes
-every pipeline draws) -> `fn.decoders.image_slice` decodes the box only (region-of-interest
-decoding; "mixed": nvJPEG with the example's memory padding and preallocation for the set's largest
-photograph, `dali_hw_decoder_load` of it on the hardware JPEG engine; "cpu": libjpeg-turbo on
-DALI's threads, the box's pixels then copied to the GPU) -> `fn.resize` to S x S on the GPU
-(antialiased linear) -> `fn.crop_mirror_normalize` mirrors and normalizes into the contract's
-layout (HWC seen as channels_last, or CHW) as float32, or float16 for a bfloat16 contract (DALI has
-no bfloat16) -> the one copy that makes the batch torch's converts it to the contract's dtype.
-`dali_cpu_share` splits every batch between the two decoders: two DALI pipelines, one decoding
-round(share x B) files of each batch with libjpeg-turbo, the other the rest with nvJPEG, each fed
-its slice of the same plan (one graph cannot concatenate two batches), `dali_threads` shared in
-proportion; the copy that owns the batch concatenates the two.
+Photographs (`source="imagefolder:PATH"`), set up as NVIDIA's ResNet-50 example sets DALI up, with one
+training batch per DALI batch (`dali_batch_multiple` is not read): the external source hands DALI each
+file with its box and flip (`crops`: RandomResizedCrop, or eval's centre crop, the boxes every pipeline
+draws) -> `fn.decoders.image_slice` decodes the box only (region-of-interest decoding; "mixed": nvJPEG
+with the example's memory padding and preallocation for the set's largest photograph,
+`dali_hw_decoder_load` of it on the hardware JPEG engine; "cpu": libjpeg-turbo on DALI's threads, the
+box's pixels then copied to the GPU) -> `fn.resize` to S x S on the GPU (antialiased linear) ->
+`fn.crop_mirror_normalize` mirrors and normalizes into the contract's layout (HWC seen as channels_last,
+or CHW) as float32, or float16 for a bfloat16 contract (DALI has no bfloat16) -> the one copy that makes
+the batch torch's converts it to the contract's dtype. `dali_cpu_share` splits every batch between the
+two decoders: two DALI pipelines, one decoding round(share x B) files of each batch with libjpeg-turbo,
+the other the rest with nvJPEG, each fed its slice of the same plan (one graph cannot concatenate two
+batches), `dali_threads` shared in proportion; the copy that owns the batch concatenates the two.
 
 Without a GPU the same graphs run CPU-only (`device_id=None`, CPU decoder). The knobs are declared in
-`dali_options`, the external source's callbacks in `dali_sources`; neither needs DALI.
-"""
+`dali_options`, the external source's callbacks in `dali_sources`; neither needs DALI."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -72,6 +69,7 @@ import numpy as np
 import torch
 
 from . import sources
+from .borrowed import Borrowed
 from .config import MEAN, STD
 from .contract import Pipeline, Stages
 from .dali_options import (BATCH_MULTIPLE, CPU_SHARE, DECODER, HW_DECODER_LOAD, QUEUE_DEPTH, READER, THREADS,
@@ -135,6 +133,7 @@ class DaliPipeline(Pipeline):
         # the decoders each batch is split between (with a split, the CPU's part first)
         self.decoders = [self.config.dali_decoder] if share == 0 else ["cpu"] if share == 1 else ["cpu", "mixed"]
         self.pipes, self.iterators, self.fixed_pipes, self.fixed = [], [], [], []
+        self.borrowed = Borrowed(self.device, self.config.dali_queue_depth + 1)   # DALI's outputs, until copied
         self._start(first_epoch=0)
 
     def _start(self, first_epoch: int) -> None:
@@ -295,20 +294,22 @@ class DaliPipeline(Pipeline):
     def _own(self, outs: list) -> tuple[torch.Tensor, torch.Tensor | None]:
         """A DALI batch (the outputs of each of `self.pipes`) in memory torch owns, made at once: DALI
         hands its own buffers over without a copy, and a DALI error in a batch being prefetched can
-        free them: one copy per DALI batch. Photographs: the copy makes the contract's images (a
-        split's two parts concatenated, DALI's float16 converted to bfloat16, HWC seen as
-        channels_last)."""
+        free them: one copy per DALI batch, DALI's buffers held until it has run (`borrowed`).
+        Photographs: the copy makes the contract's images (a split's two parts concatenated, DALI's
+        float16 converted to bfloat16, HWC seen as channels_last)."""
         labels = outs[0][0].get("labels")   # readers.file only
         labels = None if labels is None else labels.long().view(-1)
         if self.data.sizes is None:
-            return outs[0][0]["images"].clone(), labels
-        c = self.config
-        parts = [out[0]["images"] for out in outs]
-        parts = [part.permute(0, 3, 1, 2) for part in parts] if c.channels_last else parts
-        images = torch.empty((sum(len(part) for part in parts), *parts[0].shape[1:]), dtype=getattr(torch, c.dtype),
-                             device=parts[0].device,
-                             memory_format=torch.channels_last if c.channels_last else torch.contiguous_format)
-        return torch.cat(parts, out=images), labels
+            images = outs[0][0]["images"].clone()
+        else:
+            c = self.config
+            parts = [out[0]["images"] for out in outs]
+            parts = [part.permute(0, 3, 1, 2) for part in parts] if c.channels_last else parts
+            images = torch.cat(parts, out=torch.empty(
+                (sum(len(part) for part in parts), *parts[0].shape[1:]), dtype=getattr(torch, c.dtype),
+                device=parts[0].device, memory_format=torch.channels_last if c.channels_last else torch.contiguous_format))
+        self.borrowed.hold(outs)   # DALI reuses them once dropped, whatever this stream has queued
+        return images, labels
 
     def _augment(self, images: torch.Tensor, draws, start: int) -> torch.Tensor:
         """uint8 N x S x S x 3 on the device -> contract images: crop + flip with the epoch's draws
@@ -319,16 +320,15 @@ class DaliPipeline(Pipeline):
         return crop_normalize(images, torch.arange(len(images), device=images.device), draws, self.config, start)
 
     def _next(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
-        """DALI's next batch of the epoch under way (epoch `next_epoch - 1`) in memory torch owns
-        (`_own`: nothing of DALI's is held while DALI runs on), None at its end (the external
-        source's: after `dali_batches` DALI batches, the stream itself running on). DALI
-        reports a file its decoder rejects as an error of the whole pipeline, a RuntimeError with
-        the graph's traceback and "nvImageCodec failure: '#4'" (a status: not a supported image) or
-        "Failed to decode sample #3" (a position in a batch it does not name), raised by the call
-        that fetches that batch: it becomes a one-line ValueError naming the sample. Limit: DALI
-        2.4 running CPU-only sometimes crashed the process on that error path when DALI batches of
-        several batches were in flight (tests/test_corrupt_jpeg.py); run in its own process (the
-        default), such a crash costs one error row."""
+        """DALI's next batch of the epoch under way (epoch `next_epoch - 1`) in memory torch owns (`_own`),
+        None at its end (the external source's: after `dali_batches` DALI batches, the stream itself running
+        on). DALI reports a file its decoder rejects as an error of the whole pipeline, a RuntimeError with
+        the graph's traceback and "nvImageCodec failure: '#4'" (a status: not a supported image) or "Failed
+        to decode sample #3" (a position in a batch it does not name), raised by the call that fetches that
+        batch: it becomes a one-line ValueError naming the sample. Limit: DALI 2.4 running CPU-only
+        sometimes crashed the process on that error path when DALI batches of several batches were in flight
+        (tests/test_corrupt_jpeg.py); run in its own process (the default), such a crash costs one error
+        row."""
         if self.fetched == self.dali_batches:
             return None
         try:
@@ -421,9 +421,10 @@ class DaliPipeline(Pipeline):
                 for decoder, (files, _, shapes, _) in zip(self.decoders, parts)]
 
     def _release(self) -> None:
-        """Shut the DALI pipelines down now: left to Python's cycle collector, a DALI pipeline is shut
-        down at a random later moment, and one that met a decoding error can crash the process
-        then (seen with DALI 2.4 on the CPU)."""
+        """Shut the DALI pipelines down now: left to Python's cycle collector, a DALI pipeline is shut down at a
+        random later moment, and one that met a decoding error can crash the process then (seen with DALI 2.4 on
+        the CPU)."""
+        self.borrowed.release()
         for pipe in self.pipes + self.fixed_pipes:
             pipe._shutdown()   # what DALI's own exit handler calls
         self.pipes, self.iterators, self.fixed_pipes, self.fixed = [], [], [], []

@@ -10,6 +10,15 @@ ahead. Its output is N x C x H x W contiguous: for `channels_last` one more copy
 stream converts it, counted as part of this pipeline's cost. Workers start with config.worker_start
 (see `workers.worker_options`).
 
+Hand-over: PrefetchLoader makes each batch on its side stream and makes the consumer's stream wait
+for it, but records no use of it on the consumer's stream, so once the batch is dropped the caching
+allocator may hand its memory to the side stream's next batch while the consumer's queued work still
+reads it. timm 1.0.31 makes its stream wait for the consumer's before each batch; timm 1.0.29 does
+not, and a training step captured in a CUDA graph, whose host runs far ahead of the GPU, then read
+other labels than those handed over (tests/test_own_loop.py, H200, 2026-12-02). So this pipeline
+`record_stream`s both tensors to the consumer's stream as it takes them: safe with either version,
+and no host wait.
+
 Photographs (`source="imagefolder:PATH"`): the CPU loader timm's `train.py` runs on ImageNet
 (`create_loader` with `use_prefetcher=True`: `transforms_imagenet_train`, `fast_collate`, batches
 pinned as with `--pin-mem`, persistent workers, `PrefetchLoader` normalizing on the GPU's side
@@ -143,7 +152,11 @@ class TimmPrefetchPipeline(Pipeline):
         return loader_capacity(self.loader.loader) + 1
 
     def _iterate(self):
+        consumer = torch.cuda.current_stream(self.device) if self.device.type == "cuda" else None
         for images, labels in self.loader:
+            if consumer is not None:   # made on PrefetchLoader's stream (module docstring: hand-over)
+                images.record_stream(consumer)
+                labels.record_stream(consumer)
             yield images.contiguous(memory_format=self.memory_format), labels
 
     def _stages(self) -> Stages:

@@ -1070,17 +1070,21 @@ def test_cpu_seconds_per_1000_images_show_floating_point_residue_as_0():
     assert seconds(1.9e-16) == "0" and seconds(-2e-17) == "0" and seconds(6.4e-05) == "6.4e-05" and seconds(5.94) == "5.9"
 
 
-@pytest.mark.parametrize("run", ["results/2026-11-27-h100-photos-best", "results/2026-11-27-h100-ladder",
-                                 "results/2026-11-28-h100x4-32px", "results/2026-11-28-h100x4-photos",
-                                 "results/2026-11-28-h100x4-bus"])
-def test_the_readme_s_blocks_are_their_committed_runs(tmp_path, run):
-    """Each generated block of the README (summary, photo answer, several GPUs) regenerates byte for
-    byte from the committed run it names."""
+@pytest.mark.parametrize("page,run", [("README.md", "results/2026-11-27-h100-photos-best"),
+                                      ("README.md", "results/2026-11-27-h100-ladder"),
+                                      ("docs/multi-gpu.md", "results/2026-11-28-h100x4-32px"),
+                                      ("docs/multi-gpu.md", "results/2026-11-28-h100x4-photos"),
+                                      ("docs/multi-gpu.md", "results/2026-11-28-h100x4-bus")])
+def test_the_pages_blocks_are_their_committed_runs(tmp_path, page, run):
+    """Each generated block of the README (summary, photo answer) and of docs/multi-gpu.md (several
+    GPUs) regenerates byte for byte from the committed run it names."""
     repo = Path(__file__).resolve().parents[1]
-    readme = tmp_path / "README.md"
-    readme.write_text((repo / "README.md").read_text())
-    report.write([repo / run / "results.csv"], tmp_path / run, readme=readme)
-    assert readme.read_text() == (repo / "README.md").read_text()
+    copy = tmp_path / page
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text((repo / page).read_text())
+    (tmp_path / run).parent.mkdir(parents=True, exist_ok=True)
+    report.write([repo / run / "results.csv"], tmp_path / run, readme=copy)
+    assert copy.read_text() == (repo / page).read_text()
 
 
 def by_process(rows: pd.DataFrame) -> pd.DataFrame:
