@@ -9,7 +9,7 @@ rest on the GPU; `dali_hw_decoder_load` of the files on the hardware JPEG engine
 `num_workers`, the CPU budget, unless `dali_threads` is set) or, with `dali_decoder="cpu"`,
 `device="cpu"` (libjpeg-turbo on DALI's threads) and the pixels copied to the GPU; `dali-raw` copies
 the pixels -> DALI's PyTorch iterator hands over the uint8 N x S x S x 3 batch without a copy (held
-until the copy that makes it torch's has run: `borrowed`) -> split into the plan's batches, each
+until the copy that makes it torch's has run: `streams.Borrowed`) -> split into the plan's batches, each
 cropped and flipped with one gather kernel over the zero-padded batch (the epoch's offsets and flips,
 `epochs.epoch_draws`, as every pipeline draws them) and normalized into the contract's dtype and memory
 format with one kernel. Labels live on the device; the epoch's order goes there once per epoch, pinned
@@ -69,7 +69,7 @@ import numpy as np
 import torch
 
 from . import sources
-from .borrowed import Borrowed
+from .streams import Borrowed
 from .config import MEAN, STD
 from .contract import Pipeline, Stages
 from .dali_options import (BATCH_MULTIPLE, CPU_SHARE, DECODER, HW_DECODER_LOAD, QUEUE_DEPTH, READER, THREADS,
@@ -294,7 +294,7 @@ class DaliPipeline(Pipeline):
     def _own(self, outs: list) -> tuple[torch.Tensor, torch.Tensor | None]:
         """A DALI batch (the outputs of each of `self.pipes`) in memory torch owns, made at once: DALI
         hands its own buffers over without a copy, and a DALI error in a batch being prefetched can
-        free them: one copy per DALI batch, DALI's buffers held until it has run (`borrowed`).
+        free them: one copy per DALI batch, DALI's buffers held until it has run (`streams.Borrowed`).
         Photographs: the copy makes the contract's images (a split's two parts concatenated, DALI's
         float16 converted to bfloat16, HWC seen as channels_last)."""
         labels = outs[0][0].get("labels")   # readers.file only

@@ -56,6 +56,7 @@ from .kernels import crop_normalize, crop_windows, normalize, warm_crop_normaliz
 from .options import BATCHES_PER_LAUNCH, NUM_WORKERS, PREFETCH_DEPTH, Option
 from .config import CHANNELS
 from .rounds import consumer_stream, hand_over, on_stream, round_batches
+from .streams import side_stream
 
 
 AUGMENT = Option("prefetch_augment", "device", "crop and flip on the GPU (the host only gathers whole images) or "
@@ -138,7 +139,7 @@ class PrefetchPipeline(Pipeline):
         if self.host_crops:   # windows[i, dy, dx] is the S x S x 3 crop at (dy, dx) of padded image i
             self.windows = crop_windows(self.data.images, size, pad)   # plain, mirrored
         self.cuda = self.device.type == "cuda"
-        self.stream = torch.cuda.Stream(self.device) if self.cuda else None
+        self.stream = side_stream(self.device)
         self.labels = torch.from_numpy(self.data.labels).to(self.device)
         self.device_crops = config.augment and not self.host_crops
         if self.device_crops:

@@ -34,6 +34,7 @@ from .epochs import EpochPlan, planned_ahead
 from .kernels import crop_normalize, warm_crop_normalize
 from .options import BATCHES_PER_LAUNCH, PREFETCH_DEPTH
 from .rounds import consumer_stream, hand_over, on_stream, round_batches
+from .streams import side_stream
 
 
 class ResidentPipeline(Pipeline):
@@ -53,7 +54,7 @@ class ResidentPipeline(Pipeline):
             torch.cuda.synchronize(self.device)
         self.info["upload_s"] = time.perf_counter() - start
         warm_crop_normalize(self.device, config)
-        self.stream = torch.cuda.Stream(self.device) if self.cuda else None
+        self.stream = side_stream(self.device)
         self.planner = ThreadPoolExecutor(1, thread_name_prefix="resident-plan")
         self.upcoming = None   # future of the next epoch's plan, made during this one
         if self.cuda:   # the side stream uses what the current stream made here

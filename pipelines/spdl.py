@@ -9,6 +9,13 @@ that thread's own CUDA stream, then a synchronize of that stream, so the batch i
 when handed over) -> SPDL's sink queue -> the consumer normalizes it on its own stream. Stage outputs keep the plan's
 order (`output_order="input"`).
 
+Hand-over: the transfer stage allocates each batch on its own stream and keeps the last four batches
+referenced (`num_caches`) so that the caching allocator does not give their memory to the next
+transfer while the consumer may still read them; a consumer further behind the transfer thread
+than that (a step captured in a CUDA graph lets the training thread run far ahead of the GPU) then
+read other labels than those handed over (tests/test_own_loop.py, H200, 2026-12-02). So
+this pipeline `record_stream`s each batch to the consumer's stream as it takes it.
+
 Measured loader ceilings per CPU budget and what they feed: the reference run,
 results/2026-11-24-h100-reference/REPORT.md.
 
@@ -107,8 +114,12 @@ class SpdlPipeline(Pipeline):
         return self._epoch(pipeline)
 
     def _epoch(self, pipeline):
+        consumer = torch.cuda.current_stream(self.device) if self.cuda else None
         with pipeline.auto_stop():
             for images, labels in pipeline.get_iterator():
+                if consumer is not None:   # made on SPDL's transfer stream (module docstring: hand-over)
+                    images.record_stream(consumer)
+                    labels.record_stream(consumer)
                 yield normalize(images, self.config), labels
 
     def _stages(self) -> Stages:

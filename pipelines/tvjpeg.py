@@ -26,7 +26,9 @@ current stream (here the side stream) and makes the current stream wait for it, 
 wait for the current stream (torchcodec's is taken to be alike); so before each decode the producer waits (a blocking event, off the CPU)
 for the side stream's previous batch, whose freed memory the decode's outputs may reuse. Batches
 are made on the side stream and `record_stream`-ed to the consumer's stream at hand-over, so the
-caching allocator never reuses them while the consumer may read them. (The hand-over is the
+caching allocator never reuses them while the consumer may read them. The side stream is one of the
+high-priority pool (`streams.side_stream`): never the stream a training step is being captured on
+while the producer runs. (The hand-over is the
 three lines `prefetch` and `resident` write too: kept here, as small as theirs.)
 
 Without a GPU the same thread decodes on the CPU (libjpeg-turbo) and resizes there: the same
@@ -49,6 +51,7 @@ from torchvision.io import ImageReadMode, decode_jpeg
 from .contract import Pipeline, Stages
 from .jpeg_errors import undecodable_jpeg, undecodable_sample
 from .kernels import crop_normalize, normalize, resized_crops, warm_crop_normalize, warm_padded
+from .streams import side_stream
 
 DEPTH = 3   # batches made ahead of the consumer (a batch of photographs varies in decode time)
 
@@ -122,7 +125,7 @@ class TorchvisionJpegPipeline(Pipeline):
         else:
             warm_crop_normalize(self.device, self.config, planar=True)
         self.cuda = self.device.type == "cuda"
-        self.stream = torch.cuda.Stream(self.device) if self.cuda else None
+        self.stream = side_stream(self.device)
         self.finished: torch.cuda.Event | None = None   # the side stream's last batch (blocking)
 
     @property

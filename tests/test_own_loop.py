@@ -234,6 +234,15 @@ def test_a_captured_resnet50_step_at_224px_batch_256_reads_the_batches_handed_ov
     check(name, config, mode, model=lambda: torchvision.models.resnet50(num_classes=10))
 
 
+@pytest.mark.parametrize("name", ["prefetch", "resident", "tvjpeg"])
+def test_a_side_stream_is_never_the_stream_a_step_is_captured_on(name, sets):
+    """torch hands out its default-priority streams (a capture's among them) from a pool of 32 in
+    turn: cycling through it twice never gives the stream the pipeline's thread launches on, so
+    none of its work can be captured into a step's graph (`pipelines.streams`)."""
+    with pipelines.build(name, config_for(sets, photos=False)) as p:
+        assert all(torch.cuda.Stream().cuda_stream != p.stream.cuda_stream for _ in range(64))
+
+
 def check(name: str, config: PipelineConfig, mode: str, model=None) -> None:
     want, planned = reference(name, config)
     got = run_loop(name, config, mode, model=model)
