@@ -1,6 +1,8 @@
 """The README's own-loop script (issue 66), as a user pastes it into train.py: it runs with every
 name in `pipelines.names()` on the CPU, says which data it trained on and prints a line per epoch;
-a pipeline that cannot run here ends it with one line saying why."""
+a pipeline that cannot run here ends it with one line saying why. (It replaces a test that ran the
+snippet's body in this process with a patched config: the script's main guard, which `dataloader`
+and `timm` need, is exercised only in a process of its own.)"""
 from __future__ import annotations
 
 import os

@@ -17,8 +17,8 @@ from the code). What the command line and the tests use is imported here.
 `index` writes results/README.md, the table of the committed runs (`python -m bench.report.index
 results`); nothing here imports it.
 """
-from .analysis import (TOO_FEW, cells, ceilings, label_variants, levels, load, runs, situations, ties, verdict,
-                       view_of)
+from .analysis import cells, ceilings, label_variants, levels, load, runs, situations, ties, view_of
+from .verdicts import TOO_FEW, verdict
 from .answers import answers
 from .files import write, write_answers, write_prediction
 from .formatting import pct, plural, rate

@@ -1,6 +1,6 @@
-"""Numbers and verdicts from result rows: reading them (`load`, `runs`, `label_variants`), cells
-(`cells`), loader ceilings (`ceilings`) and verdicts (`verdict`, `situations`); several GPUs of one
-host: `hosts`. RULES states how, as every REPORT.md does.
+"""Numbers from result rows: reading them (`load`, `runs`, `label_variants`), cells (`cells`),
+loader ceilings (`ceilings`, `loader_at`) and each e2e cell's situation (`situations`), judged by the
+one verdict rule (`bench.report.verdicts`). RULES states how, as every REPORT.md does.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import pipelines
 
 from .. import results
 from ..results import settings
-from ..running.plan import MIN_PROCESSES, MIN_WINDOWS
-from .formatting import pct, per_gpu, plural, rate
+from .formatting import per_gpu, rate
+from .verdicts import FED, thin, verdict
 
 RULES = """\
 How numbers are read (`cells`): a configuration ran in one or more independent processes, each
@@ -30,8 +30,12 @@ within one process are listed.
 Verdicts (`verdict`), per pipeline, model, step kind, loss reads, image size and CPU budget, on
 medians, each from at least MIN_PROCESSES processes of at least MIN_WINDOWS windows each, e2e and
 model-only (else "too few measurements", and the table names the pipeline thin, with what it had):
-  - inconclusive (e2e above model-only): any e2e process above model-only's highest: the two
-    timings disagree, and nothing is called fed;
+  - inconclusive (e2e above model-only): e2e's lowest process above model-only's highest: the two
+    timings disagree beyond both their spreads, and nothing is called fed (a pipeline as fast as
+    model-only, its processes among model-only's, is fed);
+  - inconclusive (noisy): the windows of one process, e2e or model-only, moved by more than DRIFT
+    (last against first), and e2e's share is within that move of FED (between FED / (1 + move) and
+    FED x (1 + move)): the rates are not steady enough to put it on either side;
   - fed: e2e is at least FED of model-only, and its lowest process at least FLOOR of it;
   - inconclusive: below that, but the e2e and model-only process ranges overlap, or e2e is above
     what the pipeline delivered loader-only at the model's step time (`loader_at`; then the loader
@@ -40,7 +44,8 @@ model-only (else "too few measurements", and the table names the pipeline thin, 
     within what it delivered there (its range between processes, less AT below);
   - slower than both: not fed and e2e below that (the pipeline's work slows the step, or loader-only
     kept up there);
-  - not fed, cause not measured: no loader rows at the model's step time.
+  - not fed, cause not measured: no loader rows at the model's step time (on a GPU, rows of an idle
+    GPU alone do not say what the pipeline delivers beside the step).
 A pipeline's headspace curve is its delivered rate against the busy step's time t per batch on an
 idle GPU (loader mode, `busy_ms`: a fixed amount of work, its idle time `busy_idle_ms`; rows from
 before the step kept its work read its measured time, to which it was refit); the step alone allows
@@ -51,16 +56,11 @@ level, linear from the idle-GPU rate). Its loader ceiling (`ceilings`) is the ra
 keeping up: where its share of batch / t crosses FED between the slowest level at which it fell
 behind and the next (interpolated, so a point more or less at one level moves it a little, never
 past another level); "≥" the rate at the fastest level where it kept up at every level; where it
-fell behind at the slowest, its rate there. Rows with no busy level (a CPU run) read the idle rate.
+fell behind at the slowest, its rate there. On a CPU run (no busy level) the idle rate is read.
 Two pipelines tie when their medians differ by less than the larger of their between-process ranges."""
 
-FED = 0.95    # e2e / model-only at or above this: the model is kept fed
-FLOOR = 0.93  # and e2e's lowest process / model-only at or above this
-AT = 0.95     # e2e at least this share of what loader-only delivered (its range's low end): e2e is at it
-DRIFT = 0.05  # a process whose windows moved more than this (last vs first) is listed
 DRAIN = 0.5   # a loader window shorter than this share of the run's minimum window is rejected
-TOO_FEW = "too few measurements"
-ABOVE = "inconclusive (e2e above model-only)"
+READY = 0.1   # windows that began with at least this share of their steps' batches ready are listed
 SETTING = ["image_size", "batch_size", "dtype"]
 STEP_ORDER = ["eager", "graph", "compile"]
 NUMERIC = {"process": 0, "busy_ms": 0.0, "busy_step_ms": math.nan, "busy_idle_ms": math.nan, "busy_stretch": math.nan,
@@ -70,7 +70,7 @@ NUMERIC = {"process": 0, "busy_ms": 0.0, "busy_step_ms": math.nan, "busy_idle_ms
            "test_accuracy": math.nan, "compile_s": math.nan, "restart_ms": math.nan, "image_size": 32, "world_size": 1,
            "rank": 0, "gpus": math.nan, "peak_gpu_mem_mb_others": math.nan, "world_img_per_s": math.nan,
            "batch_bytes": math.nan, "sm_mhz": math.nan, "wait_frac": math.nan, "train_epochs": math.nan, "seed": 0,
-           "slot": math.nan}
+           "slot": math.nan, "ready_at_start": math.nan}
 TEXT = {"stage": "", "step": "", "payload": "", "copy": "", "device": "", "parallel": "none", "git_commit": "", "boot_id": "",
         "hostname": "", "run_id": "", "error": "", "gpu": "", "cpu_model": "", "peers": "", "dali": "",
         "next_syncs": ""}
@@ -194,6 +194,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
         compile_first=lambda d: d.compile_s.where(d.slot.isna() | (d.slot == 0)))
     if ok.empty:
         return pd.DataFrame(columns=[*key(), "img_per_s", "lo", "hi", "n", "p", "w", "w_hi", "dropped", "drift", "steady",
+                                     "ready", "steps",
                                      "restart", "cpu", "cpu_pipe", "cpu_train", "busy_step", "busy_idle", "stretch",
                                      "wait", "syncs", "seconds", "compile", "accuracy", "sm_mhz", "bytes_per_image",
                                      "copy", "device"])
@@ -213,7 +214,8 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
         busy_idle=("busy_idle_ms", "median"), stretch=("busy_stretch", "median"),
         wait=("wait_frac", "median"), syncs=("syncs", "any"), seconds=("seconds", "median"), device=("device", "first"),
         compile=("compile_first", "median"), accuracy=("test_accuracy", "median"), sm_mhz=("sm_mhz", "median"),
-        bytes_per_image=("bytes_per_image", "median"), copy=("copy", "first")).join(spans).join(drifts)
+        bytes_per_image=("bytes_per_image", "median"), copy=("copy", "first"), ready=("ready_at_start", "median"),
+        steps=("steps", "median")).join(spans).join(drifts)
     table["dropped"] = dropped.reindex(table.index, fill_value=0)
     several = table.p > 1
     table["lo"] = table.plo.where(several, table.wlo)
@@ -227,10 +229,6 @@ def short_windows(ok: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
     many each cell (`key`) lost."""
     short = ok["mode"].isin(["model", "e2e"]) & (ok.seconds < ok.min_window_s)
     return ok[~short], ok[short].groupby(key()).size()
-
-
-def overlaps(a, b) -> bool:
-    return a.lo <= b.hi and b.lo <= a.hi
 
 
 def at_setting(frame: pd.DataFrame, setting: tuple) -> pd.DataFrame:
@@ -304,8 +302,8 @@ def loader_at(group: pd.DataFrame, step_ms: float) -> SimpleNamespace | None:
     `kept_up` (at least FED of batch / step_ms); None where the levels do not reach that step time."""
     busy, idle = levels(group), group[group.busy_ms == 0]
     batch = group.batch_size.iloc[0]
-    if busy.empty:   # no busy level (a CPU run): the rate alone
-        if idle.empty:
+    if busy.empty:   # no busy level: on a CPU run the rate alone; on a GPU, not beside a step: not measured
+        if idle.empty or per_gpu(group.device):
             return None
         a = idle.iloc[0]
         return SimpleNamespace(img_per_s=a.img_per_s, lo=a.lo, hi=a.hi, step_ms=math.nan,
@@ -329,67 +327,6 @@ def loader_at(group: pd.DataFrame, step_ms: float) -> SimpleNamespace | None:
     value = mix(a.img_per_s, b.img_per_s)
     return SimpleNamespace(img_per_s=value, lo=mix(a.lo, b.lo), hi=mix(a.hi, b.hi), step_ms=step_ms,
                            kept_up=value >= FED * batch / (step_ms / 1e3))
-
-
-def thin(e2e, model) -> str:
-    """What two cells (e2e and its model-only) had too little of for a verdict ('' where enough): per
-    shortfall (processes, then windows) said once where both fell short alike ("2 processes, 1 window
-    per process"), else for the cell that did ("e2e 2 processes, model-only a process of 1 window")."""
-    found = []
-    for mine, theirs in zip(shortfall(e2e), shortfall(model)):
-        if mine == theirs:
-            found += [mine] if mine else []
-        else:
-            found += [f"{who} {text}" for who, text in (("e2e", mine), ("model-only", theirs)) if text]
-    return ", ".join(found)
-
-
-def shortfall(cell) -> tuple[str, str]:
-    """A cell's processes under MIN_PROCESSES and windows of a process under MIN_WINDOWS, as text
-    ('' where enough)."""
-    windows = plural(int(cell.w), "window")
-    return (plural(int(cell.p), "process", "processes") if cell.p < MIN_PROCESSES else "",
-            "" if cell.w >= MIN_WINDOWS else f"{windows} per process" if cell.w_hi == cell.w else
-            f"a process of {windows}")
-
-
-def verdict(e2e, model, loader) -> tuple[str, str]:
-    """(label, reason) for one pipeline and model (module docstring); `loader`: `loader_at` the
-    model's step time, None where not measured. The reason says how many short windows were left out."""
-    label, why = judge(e2e, model, loader)
-    dropped = int(e2e.dropped + model.dropped)
-    return label, why + (f" ({plural(dropped, 'window')} shorter than the run's minimum left out)" if dropped else "")
-
-
-def judge(e2e, model, loader) -> tuple[str, str]:
-    """`verdict`'s label and reason from the cells' numbers."""
-    share = e2e.img_per_s / model.img_per_s
-    few = thin(e2e, model)
-    if few:
-        return TOO_FEW, (f"thin: {few}; a verdict needs {MIN_PROCESSES} processes of {MIN_WINDOWS} windows each, "
-                         "e2e and model-only")
-    if e2e.hi > model.hi:
-        return ABOVE, (f"e2e is {pct(share)} of model-only, its highest process ({e2e.hi:,.0f}) above model-only's "
-                       f"highest ({model.hi:,.0f}): the two timings disagree")
-    lowest = e2e.lo / model.img_per_s
-    if share >= FED and lowest >= FLOOR:
-        return "fed", f"e2e is {pct(share)} of model-only, its lowest process {pct(lowest)}"
-    if share >= FED:
-        return "inconclusive", (f"e2e is {pct(share)} of model-only, but its lowest process {pct(lowest)}, "
-                                f"under {FLOOR:.0%}")
-    if overlaps(e2e, model):
-        return "inconclusive", f"e2e is {pct(share)} of model-only, but their process ranges overlap"
-    if loader is None:
-        return "not fed, cause not measured", (f"e2e is {pct(share)} of model-only; loader-only not measured at its "
-                                               "step time")
-    at = (f"what loader-only delivered alone ({loader.img_per_s:,.0f})" if math.isnan(loader.step_ms) else
-          f"what loader-only delivered at the model's step time ({loader.step_ms:.3g} ms: {loader.img_per_s:,.0f})")
-    if e2e.img_per_s > loader.hi:
-        return "inconclusive", f"e2e ({e2e.img_per_s:,.0f}) is above {at}: the loader-only rows do not hold"
-    if not loader.kept_up and e2e.img_per_s >= AT * loader.lo:
-        return "input-bound", f"e2e ({e2e.img_per_s:,.0f}) is at {at}, below model-only ({model.img_per_s:,.0f})"
-    return "slower than both", (f"e2e ({e2e.img_per_s:,.0f}) is below {at} and model-only ({model.img_per_s:,.0f}): "
-                                "the pipeline's work slows the step")
 
 
 def situations(c: pd.DataFrame) -> pd.DataFrame:

@@ -14,7 +14,8 @@ import pandas as pd
 import pipelines
 
 from ..running.plan import MIN_PROCESSES, MIN_WINDOWS
-from .analysis import ABOVE, FED, STEP_ORDER, TOO_FEW, knob, situations, ties
+from .analysis import STEP_ORDER, knob, situations, ties
+from .verdicts import ABOVE, FED, NO_VERDICT, NOISY, TOO_FEW
 from .formatting import code, escape, pct, per_gpu, plural
 
 
@@ -38,9 +39,9 @@ def share_text(r) -> str:
 
 
 def fed_only_restart_free(rows: pd.DataFrame) -> pd.DataFrame:
-    """The situations compared (neither too few measurements nor above model-only) that are not fed
-    but whose restart-free share reaches FED: epoch restarts decide them."""
-    compared = rows[~rows.verdict.isin(["fed", TOO_FEW, ABOVE])]
+    """The situations with a verdict (`NO_VERDICT` left out) whose share is under FED but whose
+    restart-free share reaches it: epoch restarts decide them."""
+    compared = rows[~rows.verdict.isin(["fed", *NO_VERDICT]) & (rows.share < FED)]
     return compared[restart_free(compared) >= FED]
 
 
@@ -84,6 +85,23 @@ def reads_text(every: int) -> str:
     return "" if not every else ", loss read every step" if every == 1 else f", loss read every {int(every)} steps"
 
 
+def unjudged(thin: pd.DataFrame, above: pd.DataFrame, noisy: pd.DataFrame, aside: str) -> str:
+    """The end of an answer whose pipelines all lack a verdict: noisy, above model-only, or thin."""
+    if len(noisy):
+        return (f"; the windows of one process moved by more than the verdict's margin with "
+                f"{', '.join(code(p) for p in noisy.pipeline)} ({noisy.why.iloc[0].split('but ', 1)[-1]}): "
+                "not steady enough for a verdict, so this run names no pipeline"
+                + "".join(f" ({what}: {', '.join(code(p) for p in out.pipeline)})" for what, out in (
+                    ("too few measurements to compare", thin), (aside, above)) if len(out)) + ".")
+    if len(above):
+        return (f"; e2e ran faster than model-only ({pct(above.share.min())}–{pct(above.share.max())} of it) "
+                f"for {', '.join(code(p) for p in above.pipeline)}: the two timings disagree, so this run names "
+                "no pipeline (longer windows, --min-window-s, or an idle machine may settle it).")
+    had = "; ".join(dict.fromkeys(thin.thin))   # what the cells had, each said once
+    return (f"; too few measurements to compare pipelines (thin: {had}; a verdict needs {MIN_PROCESSES} "
+            f"processes of {MIN_WINDOWS} windows each per cell).")
+
+
 def answer(rows: pd.DataFrame) -> str:
     """One situation's answer (one model, step kind, loss reads, setting, CPU budget), as a sentence.
     It names a pipeline to use only where one is fed and the others within noise of it are named
@@ -95,18 +113,15 @@ def answer(rows: pd.DataFrame) -> str:
             f"({escape(first.step)} step{reads_text(first.sync_every)}) trains at {first.model_rate:,.0f} img/s alone")
     thin = rows[rows.verdict == TOO_FEW]
     above = rows[rows.verdict == ABOVE]
-    rows = rows[~rows.verdict.isin([TOO_FEW, ABOVE])]
+    noisy = rows[rows.verdict == NOISY]
+    rows = rows[~rows.verdict.isin(NO_VERDICT)]
     aside = f"not compared, e2e above model-only{above_text(above.iloc[0])}" if len(above) else ""
     left = "".join(f" ({what}: {', '.join(code(p) for p in out.pipeline)})" for what, out in (
-        ("too few measurements to compare", thin), (aside, above)) if len(out))
-    if rows.empty and len(above):
-        return head + (f"; e2e ran faster than model-only ({pct(above.share.min())}–{pct(above.share.max())} of it) "
-                       f"for {', '.join(code(p) for p in above.pipeline)}: the two timings disagree, so this run names "
-                       "no pipeline (longer windows, --min-window-s, or an idle machine may settle it).")
+        ("too few measurements to compare", thin), (aside, above),
+        ("not compared, the windows of one process moved across the verdict's margin", noisy))
+        if len(out))
     if rows.empty:
-        had = "; ".join(dict.fromkeys(thin.thin))   # what the cells had, each said once
-        return head + (f"; too few measurements to compare pipelines (thin: {had}; a verdict needs {MIN_PROCESSES} "
-                       f"processes of {MIN_WINDOWS} windows each per cell).")
+        return head + unjudged(thin, above, noisy, aside)
     base = baseline(rows)
     parts = [head]
     if base is not None:
@@ -128,9 +143,12 @@ def answer(rows: pd.DataFrame) -> str:
     shown = [r for r in (base,) if r is not None]   # their shares are said already
     if fed.empty:
         free = restart_free_text(best)
-        return "; ".join(parts) + (f"; no pipeline keeps it fed: the fastest, {names}{within}, "
+        unsure = f", but {best.verdict}: {best.why.split('but ', 1)[-1]}" if best.share >= FED else ""
+        shown_to = " is shown to keep" if rows.verdict.str.startswith("inconclusive").any() else " keeps"
+        return "; ".join(parts) + (f"; no pipeline{shown_to} it fed: the fastest, {names}{within}, "
                                    f"reach{'' if len(tied) > 1 else 'es'} {pct(best.share)} of model-only"
-                                   f"{f' ({free})' if free else ''}{speed}{left}{restarts_clause(rows, [*shown, best])}.")
+                                   f"{f' ({free})' if free else ''}{unsure}{speed}{left}"
+                                   f"{restarts_clause(rows, [*shown, best])}.")
     faster = f" ({best.img_per_s / base.img_per_s:.1f}× faster than `dataloader`)" if other else ""
     return "; ".join(parts) + f"; {keep} {verb} it fed: use {names}{within}{faster}{left}{restarts_clause(rows, shown)}."
 
@@ -148,7 +166,7 @@ def cores_needed(rows: pd.DataFrame) -> str | None:
     """One model's (size, step kind, loss reads) situations at several CPU budgets -> the fewest
     cores per GPU measured with which some pipeline keeps it fed (the fastest fed there named), and
     the closest pipeline at the budgets below that; None unless at least two budgets have a verdict."""
-    rows = rows[~rows.verdict.isin([TOO_FEW, ABOVE])]
+    rows = rows[~rows.verdict.isin(NO_VERDICT)]
     budgets = sorted(rows.cpus.unique())
     if len(budgets) < 2:
         return None

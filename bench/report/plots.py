@@ -16,7 +16,7 @@ import matplotlib.ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .. import results  # noqa: E402
-from .analysis import ABOVE, FED, TOO_FEW  # noqa: E402
+from .verdicts import FED, NO_VERDICT  # noqa: E402
 from .formatting import per_gpu  # noqa: E402
 
 def colour(i: int):
@@ -149,4 +149,4 @@ def share_line(ax, rows: pd.DataFrame, colour_, name: str) -> None:
 
 def judged(s: pd.DataFrame) -> pd.Series:
     """Which situations got a verdict (not thin, not e2e above model-only)."""
-    return ~s.verdict.isin([TOO_FEW, ABOVE])
+    return ~s.verdict.isin(NO_VERDICT)

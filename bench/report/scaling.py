@@ -13,8 +13,8 @@ import pandas as pd
 from pipelines.config import IMAGEFOLDER
 
 from ..results import settings
-from ..running.plan import MIN_PROCESSES
-from .analysis import FED, label_variants
+from .analysis import cells, label_variants
+from .verdicts import FED, FLOOR, judge
 from .formatting import code, escape, pct, plural
 
 SCALE_KEY = settings.report_key()   # a cell of the scaling table: the report's cell key, at every GPU count
@@ -115,10 +115,8 @@ def measured(df: pd.DataFrame) -> list[str]:
     ok = lead_rows(df, df["mode"].isin(["model", "e2e"]))
     keys = [*SETTING, "cpus", "mode", "pipeline", "world_size"]
     rates = ok.groupby(keys).per_gpu.median()
-    processes = ok.groupby(keys).process.nunique()
     lines = []
     for (model, step, size, batch, dtype, cores), cell in rates.groupby(level=[*SETTING, "cpus"]):
-        enough = processes.xs((model, step, size, batch, dtype, cores), level=[*SETTING, "cpus"]) >= MIN_PROCESSES
         cell = cell.droplevel([*SETTING, "cpus"])
         modes = cell.index.get_level_values("mode")
         if "model" not in modes or "e2e" not in modes:
@@ -132,10 +130,13 @@ def measured(df: pd.DataFrame) -> list[str]:
                 by_counts.setdefault(both, []).append((pipeline, runs))
         for counts, found in by_counts.items():
             most = counts[-1]
-            judged = [(p, runs) for p, runs in found if enough["model", "none", most] and enough["e2e", p, most]]
-            fed = [code(p) for p, runs in judged if runs[most] >= FED * alone[most]]
-            bound = [code(p) for p, runs in judged if runs[most] < FED * alone[most]]
-            thin = [code(p) for p, _ in found if p not in {q for q, _ in judged}]
+            here = ok[(ok.world_size == most) & (ok.model == model) & (ok.step == step) & (ok.image_size == size)
+                      & (ok.batch_size == batch) & (ok.dtype == dtype) & (ok.cpus == cores)]
+            labels = verdicts_per_gpu(here)
+            fed = [code(p) for p, _ in found if labels.get(p, ("",))[0] == "fed"]
+            bound = [code(p) for p, _ in found if labels.get(p, ("",))[0].startswith("not fed")]
+            thin = [f"{code(p)} ({labels[p][0]}: {labels[p][1].split('; a verdict needs')[0]})" if p in labels
+                    else code(p) for p, _ in found if code(p) not in fed + bound]
             listed = [f"{code(p)} {' / '.join(f'{runs[n]:,.0f}' for n in counts)}" for p, runs in found]
             lines.append(f"With {int(cores)} cores per GPU, {code(model)} ({escape(step)} step, {size} px, batch {batch}) per "
                          f"GPU at {' / '.join(str(n) for n in counts)} GPUs (img/s, medians): model-only "
@@ -144,13 +145,26 @@ def measured(df: pd.DataFrame) -> list[str]:
     return lines
 
 
+def verdicts_per_gpu(rows: pd.DataFrame) -> dict[str, tuple[str, str]]:
+    """pipeline -> the one-GPU verdict (`verdicts.judge`: processes, windows, floor, the tolerance
+    above model-only, steady windows) on the per-GPU rates of one setting's rank-0 rows at one GPU
+    count and cores per GPU, e2e against model-only there; no loader rows are read (a cause is not
+    named)."""
+    c = cells(rows.assign(img_per_s=rows.per_gpu))
+    model = c[c["mode"] == "model"]
+    if model.empty:
+        return {}
+    return {e.pipeline: judge(e, model.iloc[0], None) for e in c[c["mode"] == "e2e"].itertuples()}
+
+
 def _verdicts(fed: list[str], bound: list[str], thin: list[str]) -> list[str]:
     """`measured`'s verdicts at the most GPUs, each named only where it holds a pipeline."""
-    said = [f"the step sets the pace of {', '.join(fed)} (e2e at least {FED:.0%} of model-only)"] if fed else []
+    said = [f"the step sets the pace of {', '.join(fed)} (fed: e2e at least {FED:.0%} of model-only, every "
+            f"process at least {FLOOR:.0%})"] if fed else []
     if bound:
         said.append(f"the input holds back {', '.join(bound)}" + ("" if fed else f" (e2e below {FED:.0%} of model-only)"))
     if thin:
-        said.append(f"too few processes to judge (fewer than {MIN_PROCESSES}): {', '.join(thin)}")
+        said.append(f"no verdict for {', '.join(thin)}")
     return said
 
 
@@ -174,19 +188,22 @@ def photographs(df: pd.DataFrame) -> list[str]:
         for cores, here in rows[rows.world_size == most].groupby("cpus", sort=True):
             model_rate = alone[alone.cpus == cores].per_gpu.median() if (alone.cpus == cores).any() else alone.per_gpu.median()
             best = here.groupby("pipeline").per_gpu.median().sort_index().sort_values(ascending=False, kind="stable")
-            shares.append((int(cores), best.index[0], best.iloc[0] / model_rate))
+            same = alone[alone.cpus == cores] if (alone.cpus == cores).any() else alone
+            label = verdicts_per_gpu(pd.concat([same, here])).get(best.index[0], ("", ""))[0]
+            shares.append((int(cores), best.index[0], best.iloc[0] / model_rate, label))
         head = (f"Photographs, {code(model)} ({escape(step)} step, {size} px, batch {batch}), {most} GPUs sharing "
                 f"the host (per-GPU e2e medians over model-only's at {plural(most, 'GPU')}): ")
         if len(shares) == 1:
-            cores, pipeline, share = shares[0]
+            cores, pipeline, share, label = shares[0]
             lines.append(head + f"at {cores} cores per GPU the best pipeline, {code(pipeline)}, reaches {pct(share)} "
-                         + (f"of model-only: enough to keep the model fed (at least {FED:.0%})." if share >= FED else
-                            f"of model-only: short of keeping the model fed ({FED:.0%}); no core count measured at "
-                            f"{plural(most, 'GPU')} does."))
+                         + (f"of model-only: fed (at least {FED:.0%}, every process at least {FLOOR:.0%})." if label == "fed"
+                            else f"of model-only: {label or 'no verdict'}; no core count measured at "
+                            f"{plural(most, 'GPU')} is shown to keep the model fed."))
             continue
-        fed = [cores for cores, _, share in shares if share >= FED]
+        fed = [cores for cores, _, _, label in shares if label == "fed"]
         lines.append(head + "the best pipeline " + "; ".join(
-            f"at {cores} cores per GPU {code(pipeline)} {pct(share)}" for cores, pipeline, share in shares) + "; "
-            + (f"it needs {fed[0]} cores per GPU to keep the model fed (at least {FED:.0%} of model-only)." if fed else
-               f"none reaches {FED:.0%} of model-only at the cores per GPU measured."))
+            f"at {cores} cores per GPU {code(pipeline)} {pct(share)} ({label or 'no verdict'})"
+            for cores, pipeline, share, label in shares) + "; "
+            + (f"it needs {fed[0]} cores per GPU of those measured to keep the model fed." if fed else
+               "none is shown to keep the model fed at the cores per GPU measured."))
     return lines

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .analysis import DRIFT, RunView, SETTING, at_setting, ceiling_text, label_variants
+from .analysis import READY, RunView, SETTING, at_setting, ceiling_text, label_variants
+from .verdicts import DRIFT
 from .answers import answer, reads_text, share_text
 from .formatting import code, epoch_text, escape, pct, per_gpu, plural, rate, table
 from .hosts import CHECKED, PREDICTION, prediction, prediction_note
@@ -210,6 +211,16 @@ def drift_lines(c: pd.DataFrame) -> list[str]:
             for name, (_, r) in zip(what, moved.iterrows())]
 
 
+def ready_lines(c: pd.DataFrame) -> list[str]:
+    """The cells whose windows began with at least READY of their steps' batches ready (`ready_at_start`,
+    median over the windows): the drain stopped while the pipeline still held batches made before
+    the window (a worker pool's burst, say)."""
+    ready = c[c.ready.notna() & (c.ready >= READY * c.steps)]
+    return [f"- {r['mode']} {code(r['pipeline'])}{f' {code(r.model)}' if r.model != 'none' else ''} at {r.image_size} px, "
+            f"{int(r.cpus)} cores{f', {r.busy_ms:g} ms busy' if r['mode'] == 'loader' and r.busy_ms else ''}: "
+            f"{r.ready:g} of {r.steps:g} steps' batches ready at the start (median window)" for _, r in ready.iterrows()]
+
+
 def share_section(name: str, s: pd.DataFrame, plot: Path, here: str, plots: dict[str, str]) -> list[str]:
     """The share of model-only against the model's speed (`share_plot`) of one setting's situations,
     loss never read; none where they hold fewer than two model speeds. `plots` gets its file name
@@ -367,6 +378,14 @@ def drift_section(run: Run) -> list[str]:
     return [f"### Windows that drifted more than {DRIFT:.0%} within a process", "", *drift, ""] if drift else []
 
 
+def ready_section(run: Run) -> list[str]:
+    ready = ready_lines(run.view.cells)
+    return [f"### Windows that began with batches ready ({READY:.0%} of their steps or more)", "",
+            "The drain before a window stopped while batches made before it were still queued. A pipeline that "
+            "keeps ahead of its consumer always has some ready; for one that falls behind, the window's rate "
+            "overstates what it makes.", "", *ready, ""] if ready else []
+
+
 def rejected_section(run: Run) -> list[str]:
     group = run.group
     rejected = label_variants(group[group.status.isin(["ok", "rejected"])])   # named as every table names them
@@ -406,7 +425,8 @@ def prediction_section(run: Run) -> list[str]:
             *prediction_note(run.name, run.group, run.out), table(table_), "", *sentences, ""]
 
 
-RUN_SECTIONS = (title_section, bus_section, settings_section, accuracy_section, drift_section, rejected_section,
+RUN_SECTIONS = (title_section, bus_section, settings_section, accuracy_section, drift_section, ready_section,
+                rejected_section,
                 failed_section, scaling_section, prediction_section)
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ..running.plan import MIN_PROCESSES, MIN_WINDOWS
-from .analysis import ABOVE, FED, FLOOR, RunView, SETTING, TOO_FEW, at_setting
+from .analysis import RunView, SETTING, at_setting
+from .verdicts import FED, FLOOR, NO_VERDICT, NOISY, TOO_FEW
 from .answers import above_text, base_name, baseline, fed_only_restart_free, restart_free_text
 from .formatting import code, epoch_text, escape, pct, per_gpu, plural, table
 from .sections import trained
@@ -188,18 +189,20 @@ def measured_table(s: pd.DataFrame) -> pd.DataFrame:
 def measured_cell(here: pd.DataFrame) -> str:
     """One cell of `measured_table`: one model's e2e situations at one CPU budget; a pipeline that ran
     but gets no verdict is named with why (`left_out`), never called absent."""
-    usable = here[~here.verdict.isin([TOO_FEW, ABOVE])]
+    usable = here[~here.verdict.isin(NO_VERDICT)]
     if usable.empty:
         return left_out(here, here)
     fed = cheapest(usable[usable.verdict == "fed"])
     base = baseline(usable)
     if len(fed) == len(here) and base is not None:
         return "any (`dataloader` too)"
-    aside = f" ({left_out(here, here[here.verdict.isin([TOO_FEW, ABOVE])])})" if len(usable) < len(here) else ""
+    aside = f" ({left_out(here, here[here.verdict.isin(NO_VERDICT)])})" if len(usable) < len(here) else ""
     if fed.empty:
         best = usable.loc[usable.img_per_s.idxmax()]
         free = restart_free_text(best)
-        return f"none (fastest {code(short(best.pipeline))} {pct(best.share)}{f', {free}' if free else ''})" + aside
+        unsure = f", {best.verdict}" if best.share >= FED else ""   # not fed by the floor: not "none" unqualified
+        return (f"none shown (fastest {code(short(best.pipeline))} {pct(best.share)}{unsure}{f', {free}' if free else ''})"
+                if unsure else f"none (fastest {code(short(best.pipeline))} {pct(best.share)}{f', {free}' if free else ''})") + aside
     names = ", ".join(code(short(p)) for p in fed.pipeline[:SHOWN]) + (f" +{len(fed) - SHOWN}" if len(fed) > SHOWN else "")
     if base is None:
         return names + (aside if baseline(here) is not None else " (no `dataloader` here)" + aside)
@@ -215,7 +218,9 @@ def left_out(here: pd.DataFrame, out: pd.DataFrame) -> str:
     processes", "e2e above model-only"): where every one is, the most common why alone and the others
     named in brackets ("thin: 1 window per process (`dali-raw`: thin: 2 processes, ...)"); else each
     named ("`dataloader` thin: 2 processes")."""
-    why = [f"thin: {r.thin}" if r.verdict == TOO_FEW else f"e2e above model-only{above_text(r)}" for r in out.itertuples()]
+    why = [f"thin: {r.thin}" if r.verdict == TOO_FEW else
+           f"noisy: {r.why.split('but ', 1)[-1].split(':')[0]}" if r.verdict == NOISY else
+           f"e2e above model-only{above_text(r)}" for r in out.itertuples()]
     named = [(code(short(p)), w) for p, w in zip(out.pipeline, why)]
     if len(out) < len(here):
         return "; ".join(f"{p} {w}" for p, w in named)
@@ -240,9 +245,10 @@ def restart_free_note(here: pd.DataFrame) -> str:
     return f" (restart-free {also}{', '.join(code(short(p)) for p in held.pipeline)})"
 
 
-def jpeg_sentence(c: pd.DataFrame, cap: pd.DataFrame) -> str | None:
+def jpeg_sentence(c: pd.DataFrame, cap: pd.DataFrame, s: pd.DataFrame | None = None) -> str | None:
     """The loader ceilings (`cap`) at the largest image size measured (JPEG decoders and raw pixels)
-    against the model measured there."""
+    against the model measured there: which would keep it fed by their ceilings (a prediction), or,
+    where the model ran end to end at that size (`s`: the run's situations), the e2e verdicts."""
     large = cap[cap.image_size > 32]
     models = c[(c["mode"] == "model") & (c.image_size > 32)]
     if large.empty or models.empty:
@@ -264,12 +270,19 @@ def jpeg_sentence(c: pd.DataFrame, cap: pd.DataFrame) -> str | None:
     missing = ", ".join(f"{code(short(r.pipeline))} with {int(r.cpus)} cores ({pct(r.img_per_s / m.img_per_s)})"
                         for r in short_of.itertuples())
     others = " others" if len(undecided) else ""
-    verdict = ("" if large.empty else f"all{others} keep it fed" if short_of.empty else
-               ("none of the others keeps it fed" if others else "none keeps it fed") if len(short_of) == len(large)
-               else f"all{others} keep it fed except {missing}")
+    verdict = ("" if large.empty else f"by their ceilings all{others} would keep it fed" if short_of.empty else
+               (f"by their ceilings none{' of the others' if others else ''} would keep it fed")
+               if len(short_of) == len(large) else f"by their ceilings all{others} would keep it fed except {missing}")
     if len(undecided):   # "≥ x": no busy level slowed it, and x is below the model: not measured far enough
         verdict += ("; " if verdict else "") + "undecided (a lower bound below the model): " + ", ".join(
             f"{code(short(r.pipeline))} with {int(r.cpus)} cores" for r in undecided.itertuples())
+    judged = s[(s.image_size == size) & (s.model == m.model) & (s.step == m.step)] if s is not None and len(s) else None
+    if judged is not None and len(judged):   # measured end to end: the verdicts, not a prediction
+        verdict = "end to end, " + "; ".join(
+            f"with {int(cpus)} cores " + (", ".join(code(short(p)) for p in here[here.verdict == "fed"].pipeline)
+                                          + " kept it fed" if (here.verdict == "fed").any() else
+                                          "none of those measured was shown to keep it fed")
+            for cpus, here in judged.sort_values("cpus", ascending=False).groupby("cpus", sort=False))
     return (f"**{size}-px images**: {code(m.model)} ({escape(m.step)} step) trains at {speed_text(m.img_per_s)} img/s; "
             "loader ceilings (img/s) " + "; ".join(parts) + f" — {verdict}.")
 
@@ -328,7 +341,7 @@ def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: d
                   f"is at least {FED:.0%} of the model's speed, {cheapest_words(main)}, "
                   "and how much faster than `dataloader` the model would then train:", "",
                   table(which_table(at_setting(cap, setting), at_setting(c[c["mode"] == "model"], setting)))]
-    for sentence in (jpeg_sentence(c, cap), accuracy_sentence(view.rows), gpus_sentence(group, c)):
+    for sentence in (jpeg_sentence(c, cap, s), accuracy_sentence(view.rows), gpus_sentence(group, c)):
         if sentence:
             lines += ["", sentence]
     if plots.get("share"):
