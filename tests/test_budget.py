@@ -205,7 +205,8 @@ def test_a_cpu_run_prints_its_answer_and_writes_answer_md(tmp_path, synthetic_ro
     df = pd.read_csv(tmp_path / "run" / "results.csv")
     assert set(zip(df.pipeline, df["mode"])) == {("none", "model"), *((p, m) for p in ("dataloader", "resident")
                                                                       for m in ("loader", "e2e"))}
-    aside = "e2e ran faster than model-only" in answer or "e2e above model-only" in answer
+    aside = ("e2e ran faster than model-only" in answer or "e2e above model-only" in answer
+             or "across the verdict's margin" in answer or "not steady enough for a verdict" in answer)   # noisy
     if aside and "`dataloader` delivers" not in answer:   # this busy machine's two timings disagreed for
         assert "names no pipeline" in answer or "not compared" in answer   # dataloader: by design it is set
         return                                                             # aside, and said so (2-core machine)

@@ -89,7 +89,7 @@ def unjudged(thin: pd.DataFrame, above: pd.DataFrame, noisy: pd.DataFrame, aside
     """The end of an answer whose pipelines all lack a verdict: noisy, above model-only, or thin."""
     if len(noisy):
         return (f"; the windows of one process moved by more than the verdict's margin with "
-                f"{', '.join(code(p) for p in noisy.pipeline)} ({noisy.why.iloc[0].split('but ', 1)[-1]}): "
+                f"{', '.join(code(p) for p in noisy.pipeline)} ({noisy.why.iloc[0].split('but ', 1)[-1].split(':')[0]}): "
                 "not steady enough for a verdict, so this run names no pipeline"
                 + "".join(f" ({what}: {', '.join(code(p) for p in out.pipeline)})" for what, out in (
                     ("too few measurements to compare", thin), (aside, above)) if len(out)) + ".")
