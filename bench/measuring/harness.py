@@ -66,9 +66,10 @@ model's queued work: a pipeline whose `next()` does (a blocking `.to(device)`, a
 unless it pins and copies with `non_blocking`) declares it (`Pipeline.next_syncs`) and its loader,
 e2e and train rows say so (`next_syncs`): their `wait_frac` is input wait plus the copy's device
 sync. The steps that began a new epoch (new iterator, worker start, shuffle) are recorded apart
-(`restart_ms`), and `steady_img_per_s` leaves them out: the images of the other steps over the
-time between their CUDA events (the GPU's timeline, so the queue a restart drains is not counted
-as free time).
+(`restart_ms`), and `steady_img_per_s` leaves them out, with the burst of batches made during each
+restart that the steps after it take ready (`drain.restart_bursts`): the images of the other steps
+over the time between their CUDA events (the GPU's timeline, so the queue a restart drains is not
+counted as free time).
 
 CPU: each window records the CPU seconds the process tree burned (`cpu_s`, from /proc in clock
 ticks), those of the training thread (`train_cpu_s`, its own clock) and the part of these it spent
@@ -123,7 +124,7 @@ from pipelines.epochs import shard_size
 
 from . import distributed, machine
 from .busy import BusyStep, rejection
-from .drain import drain, drains, ready_at_start, sync
+from .drain import drain, drains, ready_at_start, restart_bursts, sync
 from .spec import RunSpec, Window
 from .training import Trainer, evaluate, reading
 from .workloads import copy_workload, endless, real_batches, stage_workload
@@ -169,11 +170,12 @@ def release(device: torch.device) -> None:
 
 def time_window(batches: Iterator, step: Callable, steps: int, device: torch.device,
                 others: tuple[torch.device, ...] = (), monitor: machine.GpuMonitor | None = None,
-                settle: Callable[[], tuple[int, float]] | None = None) -> Window:
+                settle: Callable[[], tuple[int, float]] | None = None, capacity: int = 0) -> Window:
     """Run `steps` steps as one synchronized window (see the module docstring for what it
     includes); under torch.distributed every rank starts it after a barrier, then `settle()` (the
     drain, untimed, returning its batches: `drain_steps`) and a second barrier. `others`: further
-    GPUs whose peak memory the window records (DataParallel); `monitor`: NVML readings."""
+    GPUs whose peak memory the window records (DataParallel); `monitor`: NVML readings; `capacity`:
+    the pipeline's queue capacity, the most batches a restart's burst can hold (`restart_bursts`)."""
     cuda = device.type == "cuda"
     marks = _step_marks(steps, device, others) if cuda else []
     distributed.barrier()
@@ -214,8 +216,9 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
     cpu = machine.cpu_seconds() - cpu
     images = int(sizes.sum())
     step_ms, peak, other = _step_times(marks, host_marks, device, others)
-    steady = sizes[~restarts].sum() / (step_ms[~restarts].sum() / 1e3) if restarts.any() and not restarts.all() \
-        else images / seconds   # the steps that began no epoch, on the GPU's timeline (module docstring)
+    decided = restart_bursts(restarts, wait * 1e3, capacity, handover)   # each restart and the burst after it
+    steady = sizes[~decided].sum() / (step_ms[~decided].sum() / 1e3) if restarts.any() and not decided.all() \
+        else images / seconds   # the steps no epoch restart decides, on the GPU's timeline (module docstring)
     return Window(images, seconds, wait * 1e3, step_ms, peak, other, wait[restarts] * 1e3, float(steady), cpu,
                   train_cpu, next_cpu, gpu, drain_steps=drained, drain_handover_ms=handover)
 
@@ -405,7 +408,8 @@ def _windows(spec: RunSpec, batches: Iterator, step: Callable, consumers: dict, 
         for busy, consumer in (consumers or {0.0: step}).items():
             steps = window_steps(spec, unit, step_s, busy)
             settle = (lambda: drain(batches, pipeline.queue_capacity, device)) if drains(spec) else None
-            window = time_window(batches, consumer, steps, device, others, monitor, settle)
+            window = time_window(batches, consumer, steps, device, others, monitor, settle,
+                                 pipeline.queue_capacity if settle is not None else 0)
             if settle is not None:
                 window.ready_at_start = ready_at_start(window.wait_ms, pipeline.queue_capacity,
                                                        window.drain_handover_ms)
