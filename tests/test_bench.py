@@ -15,7 +15,7 @@ import torch
 
 import pipelines
 from bench import cli, results
-from bench.measuring import harness, machine, workloads
+from bench.measuring import drain as drain_module, harness, machine, workloads
 from bench.measuring.spec import RunSpec, STAGES, Window
 from pipelines.contract import Pipeline
 from pipelines.config import PipelineConfig
@@ -447,10 +447,10 @@ def test_loader_and_e2e_windows_drain_ddp_s_too_and_model_only_windows_do_not():
 
 def test_every_rank_drains_as_many_batches_as_the_rank_that_drained_most(monkeypatch):
     """A rank whose queue emptied first takes more, so every rank's epochs restart at the same step."""
-    monkeypatch.setattr(harness.distributed, "gather", lambda taken: [taken, 7])
+    monkeypatch.setattr(harness.distributed, "gather", lambda taken: [taken, 11])
     batches = iter(range(100))
-    assert harness.drain(batches, 3, torch.device("cpu"), synchronize=lambda device: None)[0] == 7
-    assert next(batches) == 7
+    assert harness.drain(batches, 3, torch.device("cpu"), synchronize=lambda device: None)[0] == 11
+    assert next(batches) == 11
 
 
 def test_the_batches_ready_at_a_window_s_start_are_its_leading_steps_that_did_not_wait():
@@ -486,3 +486,21 @@ def test_a_window_records_its_drain_and_the_handover_its_ready_count_is_judged_b
     window = harness.time_window(batches, lambda x, y: None, 3, torch.device("cpu"), settle=lambda: (5, 2.5))
     assert window.drain_steps == 5 and window.drain_handover_ms == 2.5
     assert harness.ready_at_start(np.array([4.0, 4.0, 9.0]), capacity=8, handover_ms=window.drain_handover_ms) == 2
+
+
+def test_the_drain_waits_out_a_burst_that_lands_after_one_wait(monkeypatch):
+    """A worker pool's batches land together: the drain used to stop at the first `next()` that
+    waited, and the window then began with the burst that landed right after (issue 67: up to 23 of
+    24 batches ready). It stops after two waits in a row; a pipeline that keeps ahead stops at
+    2 x (capacity + 1) taken."""
+    waits = iter([0.0, 0.0, 0.02, 0.0, 0.0, 0.0, 0.02, 0.02] + [0.0] * 50)   # seconds next() takes
+    clock = [0.0]
+
+    class Timed:
+        def __next__(self):
+            clock[0] += next(waits)
+            return None
+    monkeypatch.setattr(drain_module.time, "perf_counter", lambda: clock[0])
+    taken, quickest = harness.drain(Timed(), 8, torch.device("cpu"), synchronize=lambda device: None)
+    assert taken == 8 and quickest == 0.0   # the burst after the first wait taken, stopped at the second
+    assert harness.drain(iter(range(100)), 3, torch.device("cpu"), synchronize=lambda device: None)[0] == 8

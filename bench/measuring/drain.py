@@ -37,19 +37,25 @@ def drain(batches: Iterator, capacity: int, device: torch.device,
     the handover of a ready batch (ms: the drain's quickest `next()`, which `ready_at_start` reads).
     `synchronize(device)` first, so the device is idle; then batches taken with `next()` and
     dropped, no step (a step's device work would let the pipeline refill while the device catches
-    up), each followed by `synchronize(device)` (work `next()` launched), until a `next()` waited
-    DRAIN_WAIT_MS beyond twice the drain's quickest one (the queue is empty: from here the pipeline
-    is the one that waits; the quickest is the handover of a ready batch, a copy for some), or
-    `capacity` + 1 were taken (the pipeline's `queue_capacity`: a pipeline that refills faster than
-    batches are taken keeps ahead of its consumer, in the window too). Under torch.distributed
+    up), each followed by `synchronize(device)` (work `next()` launched), until two `next()` calls in
+    a row waited DRAIN_WAIT_MS beyond twice the drain's quickest one (the queue is empty and stays
+    so: from here the pipeline is the one that waits; a pool of workers whose batches land together
+    refills it between two waits, and one wait alone left windows that began with up to 23 of 24
+    batches ready, issue 67; the quickest is the handover of a ready batch, a copy for some), or
+    2 x (`capacity` + 1) were taken (the pipeline's `queue_capacity`: a pipeline that refills faster
+    than batches are taken keeps ahead of its consumer, in the window too). Under torch.distributed
     every rank then takes as many as the rank that took most, so their epochs restart together."""
     synchronize(device)
-    taken, quickest = 0, math.inf
-    while taken <= capacity:
+    taken, quickest, waits = 0, math.inf, 0
+    while taken < 2 * (capacity + 1):
         waited = _take(batches, device, synchronize)
         taken += 1
         if waited * 1e3 >= DRAIN_WAIT_MS + 2 * quickest:
-            break
+            waits += 1
+            if waits == 2:
+                break
+            continue
+        waits = 0
         quickest = min(quickest, waited * 1e3)
     most = max(distributed.gather(taken))
     for _ in range(most - taken):

@@ -50,15 +50,16 @@ too unless an epoch lasts more than LONG_EPOCH times that (then a number of step
 MIN_LOADER_STEPS, that covers it). Right before a loader or e2e window (after the ranks' barrier;
 under DDP too, `drains`) the drain takes off what the pipeline queued while nothing consumed it (the
 barrier's wait, a slower busy level, the calibration's synchronizations): on an idle device (a
-synchronize first), batches taken with `next()` and no step, a synchronize after each, until one
-waits or the pipeline's declared queue capacity (`Pipeline.queue_capacity`) + 1 were taken; every
-rank takes as many (`bench.measuring.drain`). The window then starts on an idle device with nothing queued (unless
+synchronize first), batches taken with `next()` and no step, a synchronize after each, until two in
+a row wait (a burst of a worker pool's batches between them is taken too) or twice the pipeline's
+declared queue capacity (`Pipeline.queue_capacity`) + 1 were taken; every rank takes as many
+(`bench.measuring.drain`). The window then starts on an idle device with nothing queued (unless
 the pipeline refills faster than batches are taken: then it keeps ahead in the window too), so no
 window counts batches made before it began as delivered in it; each records its drain's batches
 (`drain_steps`) and how many batches were ready when it began (`ready_at_start`: its leading
 steps whose `next()` did not wait beyond the drain's own rule, DRAIN_WAIT_MS past twice a ready
 batch's handover). A queue already empty when the drain begins costs capacity + 1 takes at the
-pipeline's own pace (untimed): a steady wait cannot be told from a slow handover.
+pipeline's own pace (untimed, twice): a steady wait cannot be told from a slow handover.
 Per step, `wait` is the host time spent in `next()` (blocked on the input), and the step time is
 the interval between CUDA events recorded at step ends (host clock on CPU). `wait` includes
 whatever `next()` waits for, also device synchronizations inside the pipeline that wait for the
