@@ -12,8 +12,11 @@ Every test that skips without a CUDA device (a `skipif` whose reason names CUDA)
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+from PIL import Image
 
 from pipelines import sources
 
@@ -68,3 +71,17 @@ def small_indexed_root(tmp_path, monkeypatch):
     sources.write_split(folder, "train", *indexed_images(0, 500))
     sources.write_split(folder, "test", *indexed_images(50_000, 100))
     return tmp_path
+
+
+def write_photographs(folder: Path, count: int, classes: int = 2, sides: tuple[int, int] = (200, 640),
+                      detail: int = 8, seed: int = 0) -> Path:
+    """`count` JPEG photographs (quality 90) in `classes` class folders of `folder`, each a random
+    `detail` x `detail` image upscaled to a random size with sides in `sides`; returns `folder`."""
+    rng = np.random.default_rng(seed)
+    for k in range(count):
+        h, w = (int(v) for v in rng.integers(*sides, 2))
+        small = Image.fromarray(rng.integers(0, 256, (detail, detail, 3), dtype=np.uint8))
+        path = folder / f"class{k % classes}" / f"{k}.jpg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        small.resize((w, h), Image.Resampling.BICUBIC).save(path, quality=90)
+    return folder

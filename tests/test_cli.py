@@ -177,3 +177,31 @@ def test_a_knob_that_takes_none_takes_it_by_name_on_the_command_line():
     """None is a knob's documented default where it has one ("none" on the command line)."""
     assert parse("sweep", "--dali-hw-decoder-load", "none,0.99").dali_hw_decoder_load == [None, 0.99]
     assert parse("sweep", "--dali-threads", "None").dali_threads is None
+
+
+def test_report_of_one_run_folder_writes_into_it_by_default(run_folder, tmp_path, capsys):
+    """`pipebench report RUN` needed `--out` even to write into the run folder (issue 69); several
+    runs or a CSV file still need one, said in one line."""
+    assert cli.main(["report", str(run_folder)]) == 0
+    assert (run_folder / "REPORT.md").is_file()
+    assert (run_folder / "COMMAND.txt").read_text().splitlines()[-1] == f"pipebench report {run_folder}"
+    with pytest.raises(SystemExit, match="--out is needed where the rows are not one run folder's"):
+        cli.main(["report", str(run_folder / "results.csv")])
+    with pytest.raises(SystemExit, match="--out is needed"):
+        cli.main(["report", str(run_folder), str(run_folder)])
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["sweep", "--min-window-s", "1e9"], "'1e9': expected a number > 0, at most 3,600"),
+    (["sweep", "--steps", str(10**12)], f"'{10**12}': expected an integer from 1 to 10,000,000"),
+    (["sweep", "--warmup", str(10**9)], f"'{10**9}': expected an integer from 0 to 10,000,000"),
+    (["prepare", "--jpeg-quality", "-5"], "'-5': expected an integer from 1 to 100"),
+    (["prepare", "--jpeg-quality", "0"], "'0': expected an integer from 1 to 100"),
+    (["prepare", "--jpeg-quality", "101"], "'101': expected an integer from 1 to 100"),
+])
+def test_absurd_bounds_are_refused_in_one_line_before_anything_runs(argv, message, capsys):
+    """Issue 69: `--min-window-s 1e9` and `--steps 10**12` started and ended in MemoryError rows,
+    `--warmup 10**9` in a timeout row, `prepare --jpeg-quality -5 / 0 / 101` each wrote a JPEG copy."""
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    assert stop.value.code == 2 and message in capsys.readouterr().err

@@ -5,6 +5,7 @@ the column descriptions name every column but the knobs, and nothing else. The R
 from committed runs are checked in tests/test_report.py."""
 from __future__ import annotations
 
+import os
 import re
 import urllib.parse
 from pathlib import Path
@@ -90,3 +91,42 @@ def test_the_column_descriptions_name_every_column_but_the_knobs_and_only_column
     columns = set(results.all_columns())
     assert named - columns == set()
     assert columns - set(pipelines.declared_options()) - named == set()
+
+
+def test_every_committed_command_still_parses_and_names_files_that_exist():
+    """Every `pipebench` line of a committed COMMAND.txt parses with today's command line (issue 69:
+    four used --readme-answer / --readme-hosts, which it rejects), each plan (`--config`) it names
+    exists, and a `--readme` page it names holds a block of that run."""
+    import shlex
+
+    from bench.cli.parser import build_parser
+    parser = build_parser()
+    checked = 0
+    for path in sorted((ROOT / "results").glob("*/COMMAND.txt")):
+        for line in path.read_text().splitlines():
+            if not line.startswith("pipebench "):
+                continue
+            words = shlex.split(line)[1:]
+            try:
+                args = parser.parse_args(words)
+            except SystemExit:
+                pytest.fail(f"{path.relative_to(ROOT)}: {line!r} no longer parses")
+            config = getattr(args, "config", None)
+            assert config is None or (ROOT / config).is_file(), f"{path.relative_to(ROOT)}: no plan {config}"
+            page = getattr(args, "readme", None)
+            if page is not None:   # its markers name the run relative to the page
+                marker = f"of {Path(os.path.relpath(path.parent, (ROOT / page).parent)).as_posix()}:"
+                assert marker in (ROOT / page).read_text(), f"{path.relative_to(ROOT)}: {page} holds no block of it"
+            checked += 1
+    assert checked > 30
+
+
+def test_every_repository_path_a_page_names_exists():
+    """A path of the repository a page names in code (`bench/measuring/harness.py`) exists: the
+    README, docs/ and every run's README (issue 69: pages named bench/busy.py and bench/standin.py
+    after bench/ was grouped by role)."""
+    named = re.compile(r"`((?:bench|pipelines|tests|docs|results)/[\w./-]+)`")
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "results").glob("*/README.md"))]
+    missing = [f"{page.relative_to(ROOT)}: {path}" for page in pages for path in named.findall(page.read_text())
+               if not (ROOT / path.rstrip(".")).exists()]
+    assert missing == []

@@ -14,13 +14,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from PIL import Image
 
 import pipelines
 from pipelines import sources
 from pipelines.config import PipelineConfig
 
-from conftest import indexed_images
+from conftest import indexed_images, write_photographs
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 MODES = ("captured-before-build", "captured-after-build", "reduce-overhead")
@@ -124,13 +123,7 @@ def sets(tmp_path_factory):
         folder.mkdir()
         sources.write_split(folder, "train", *indexed_images(0, 640))
         sources.write_split(folder, "test", *indexed_images(50_000, 128))
-        rng = np.random.default_rng(0)
-        for k in range(96):
-            h, w = (int(v) for v in rng.integers(200, 640, 2))
-            small = Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8))
-            path = root / "photos" / f"class{k % 2}" / f"{k}.jpg"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            small.resize((w, h), Image.Resampling.BICUBIC).save(path, quality=90)
+        write_photographs(root / "photos", 96)
         yield root, patch
 
 
@@ -208,15 +201,8 @@ def test_a_users_captured_or_compiled_step_reads_the_batches_handed_over_on_phot
 @pytest.fixture(scope="module")
 def large_photos(tmp_path_factory):
     """1,536 JPEG photographs of 300-500 px a side in ten classes: six batches of 256."""
-    folder = tmp_path_factory.mktemp("own-loop-large") / "photos"
-    rng = np.random.default_rng(1)
-    for k in range(1536):
-        h, w = (int(v) for v in rng.integers(300, 500, 2))
-        small = Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8))
-        path = folder / f"class{k % 10}" / f"{k}.jpg"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        small.resize((w, h), Image.Resampling.BICUBIC).save(path, quality=90)
-    return folder
+    return write_photographs(tmp_path_factory.mktemp("own-loop-large") / "photos", 1536, classes=10, sides=(300, 500),
+                             detail=16, seed=1)
 
 
 @pytest.mark.parametrize("mode", MODES[:2])

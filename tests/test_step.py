@@ -145,8 +145,8 @@ def test_windows_of_min_window_s_are_whole_epochs_or_blocks(mode, pipeline, mode
     machine decides the outcome) by the rule of `harness.window_steps`."""
     calibrated = []
 
-    def calibrate(batches, step, device):
-        calibrated.append(step)
+    def calibrate(batches, step, device, most_s):
+        calibrated.append(most_s)
         return step_s, True, 0.0
 
     monkeypatch.setattr(harness, "calibrate", calibrate)
@@ -155,7 +155,7 @@ def test_windows_of_min_window_s_are_whole_epochs_or_blocks(mode, pipeline, mode
     spec = RunSpec(pipeline, mode, model, config, requested_steps=None, min_window_s=seconds, warmup=0, repeats=1,
                            busy_levels=busy)
     measured = list(harness.run(spec))
-    assert len(calibrated) == 1   # one untimed calibration run sizes every window
+    assert calibrated == [min(harness.STEADY_MOST_S, harness.STEADY_WINDOWS * seconds)]   # one warm-up sizes every window
     unit = measured[0][0].get("steps_per_epoch") if made_of != "blocks" else harness.MODEL_BLOCK
     steps = [len(window.step_ms) for _, window in measured]
     assert [window.busy_ms for _, window in measured] == list(busy)

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import importlib
 
-import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 import pipelines
+from conftest import write_photographs
 from pipelines.config import PipelineConfig
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -58,14 +57,7 @@ def test_side_stream_batches_are_right_without_host_syncs(name, augment, behind,
 @pytest.fixture
 def photo_folder(tmp_path):
     """96 JPEG photographs of assorted sizes, in two classes."""
-    rng = np.random.default_rng(0)
-    for k in range(96):
-        h, w = (int(v) for v in rng.integers(200, 640, 2))
-        small = Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8))
-        path = tmp_path / "photos" / f"class{k % 2}" / f"{k}.jpg"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        small.resize((w, h), Image.Resampling.BICUBIC).save(path, quality=90)
-    return tmp_path / "photos"
+    return write_photographs(tmp_path / "photos", 96)
 
 
 @pytest.mark.parametrize("behind", ["consumer", "producer"])

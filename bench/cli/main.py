@@ -65,6 +65,11 @@ def _report(args, argv: list[str]) -> int:
     if missing:
         raise SystemExit(f"pipebench report: no such file: {', '.join(missing)} (give run folders holding "
                          "results.csv, or results CSV files)")
+    if args.out is None:   # one run folder: its report goes beside its rows
+        if len(args.csv) != 1 or not args.csv[0].is_dir():
+            raise SystemExit("pipebench report: --out is needed where the rows are not one run folder's "
+                             "(the report of several runs, or of a CSV file, goes to a folder of its own)")
+        args.out = args.csv[0]
     if args.out.exists() and not args.out.is_dir():
         raise SystemExit(f"pipebench report: --out {args.out} is a file: name a folder")
     try:

@@ -180,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "OUT/COMMAND.txt. Rows of different files, commits or machines are never pooled.")
     p.add_argument("csv", nargs="+", type=Path, metavar="RUN", help="run folders (holding results.csv) or "
                    "results CSV files")
-    p.add_argument("--out", type=Path, required=True, help="folder for REPORT.md, SUMMARY.md, ANSWER.md, the PNGs and COMMAND.txt")
+    p.add_argument("--out", type=Path, help="folder for REPORT.md, SUMMARY.md, ANSWER.md, the PNGs and COMMAND.txt "
+                   "(default: the run folder, where one is given)")
     p.add_argument("--readme", type=Path, help="also fill every block of this report that this Markdown file "
                    "holds: the summary, the run's answer (ANSWER.md's sentences) and its several-GPU answer (what "
                    "it measured at each GPU count, where the shared bus binds, the prediction for more GPUs per "
@@ -242,7 +243,7 @@ def _stability_options(p: argparse.ArgumentParser) -> None:
 def _prepare_options(p: argparse.ArgumentParser) -> None:
     """`pipebench prepare`'s options."""
     _add_data_args(p)
-    p.add_argument("--jpeg-quality", type=int, default=90, help="JPEG quality (default: 90)")
+    p.add_argument("--jpeg-quality", type=positive(int, 1, 100), default=90, help="JPEG quality, 1 to 100 (default: 90)")
     p.add_argument("--photos", type=positive(int),
                    help="also write a set of N photographs like ImageNet's (ImageFolder layout, labels = the "
                         "source photograph) to DATA_ROOT/photos-seed<--data-seed>, cut from scikit-image's "

@@ -42,7 +42,8 @@ Each configuration runs under its CPU budget (`RunSpec.cpus`, `bench.measuring.m
 window starts and ends with a device synchronize and is timed with the host clock; `seconds`
 covers exactly the window's steps; its CUDA events are created before it starts. Window length:
 `requested_steps` if given, else sized from an untimed run that also warms the pipeline up until its
-rate is steady (`calibrate`: two chunks in a row within STEADY, at most STEADY_MOST_S; rows record
+rate is steady (`calibrate`: two chunks in a row within STEADY, at most STEADY_MOST_S or STEADY_WINDOWS
+minimum windows; rows record
 `warmup_s` and `warmup_steady`) to last at least
 `min_window_s` (x WINDOW_MARGIN): whole epochs for e2e and stage rows (model-only: blocks of
 MODEL_BLOCK steps), so every pipeline pays its epoch restarts alike; loader windows are whole epochs
@@ -135,6 +136,7 @@ WINDOW_MARGIN = 1.2   # min_window_s: size windows for 20% more, so run-to-run j
 STEADY_CHUNK_S = 0.5   # min_window_s: the warm-up's chunks last at least this (`calibrate`)
 STEADY = 0.1           # two chunks in a row within this of each other's rate: steady
 STEADY_MOST_S = 20.0   # the warm-up's longest: a pipeline not steady by then is timed, and its rows say so
+STEADY_WINDOWS = 4     # and at most this many of the run's minimum windows (a CPU run's 0.5 s: 2 s)
 MIN_LOADER_STEPS = 8   # a loader window shorter than an epoch has at least this many steps
 LONG_EPOCH = 5   # min_window_s: a loader window is whole epochs unless one lasts more than this x the window
 
@@ -250,12 +252,13 @@ def _step_times(marks: list, host_marks: np.ndarray, device: torch.device,
     return step_ms, peak, other
 
 
-def calibrate(batches: Iterator, step: Callable, device: torch.device) -> tuple[float, bool, float]:
+def calibrate(batches: Iterator, step: Callable, device: torch.device,
+              most_s: float = STEADY_MOST_S) -> tuple[float, bool, float]:
     """Warm up until steady, and size the windows: untimed steps in synchronized chunks (so a host
     that runs ahead of the device never queues much) of 1, 2, 4, ... steps until one lasts
     STEADY_CHUNK_S, then chunks of that size until two in a row run within STEADY of each other's
     rate (a pipeline's first batches can run far slower than its later ones: DALI grows its buffers,
-    a worker pool fills its queue) or STEADY_MOST_S have passed; every rank decides together, so all
+    a worker pool fills its queue) or `most_s` have passed; every rank decides together, so all
     run the same steps. Returns the last chunk's seconds per step, whether it was steady, and the
     seconds it all took (rows: `warmup_steady`, `warmup_s`)."""
     chunk, last = 1, math.nan
@@ -272,7 +275,7 @@ def calibrate(batches: Iterator, step: Callable, device: torch.device) -> tuple[
             continue
         steady = abs(per_step / last - 1) <= STEADY
         elapsed = time.perf_counter() - start
-        if all(distributed.gather(steady or elapsed >= STEADY_MOST_S)):
+        if all(distributed.gather(steady or elapsed >= most_s)):
             return max(distributed.gather(per_step)), steady, elapsed
         last = per_step
 
@@ -404,7 +407,8 @@ def _windows(spec: RunSpec, batches: Iterator, step: Callable, consumers: dict, 
         step(*next(batches))
     step_s = 0.0
     if spec.requested_steps is None and spec.min_window_s:   # warmed up until steady, the windows sized
-        step_s, facts["warmup_steady"], facts["warmup_s"] = calibrate(batches, step, device)
+        step_s, facts["warmup_steady"], facts["warmup_s"] = calibrate(
+            batches, step, device, min(STEADY_MOST_S, STEADY_WINDOWS * spec.min_window_s))
     for _ in range(spec.repeats):
         for busy, consumer in (consumers or {0.0: step}).items():
             steps = window_steps(spec, unit, step_s, busy)

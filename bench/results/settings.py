@@ -39,6 +39,8 @@ from ..measuring.training import STEPS
 MAX_PROCESSES = 1000   # --processes: far above any real use (a typo is one line, not minutes of planning)
 MAX_RANKS = 64   # --ranks: GPUs of one host
 MAX_BUSY_MS = 1000.0   # --busy-ms: a second of GPU work per batch is already no training step
+MAX_STEPS = 10_000_000   # --steps, --warmup: ten million steps a window is days of any model (a typo, refused before anything runs)
+MAX_WINDOW_S = 3600.0    # --min-window-s: an hour a window (1e9 seconds started, and failed on TiB arrays)
 
 
 def once(text: str, items: list) -> list:
@@ -75,7 +77,8 @@ def positive(kind, minimum=1, maximum=None):
         if value is None or not math.isfinite(value) or (value < minimum if kind is int else value <= 0) \
                 or (maximum is not None and value > maximum):
             expected = (f"an integer from {minimum:,} to {maximum:,}" if kind is int and maximum is not None else
-                        f"an integer >= {minimum}" if kind is int else "a number > 0")
+                        f"an integer >= {minimum}" if kind is int else
+                        f"a number > 0, at most {maximum:,g}" if maximum is not None else "a number > 0")
             raise argparse.ArgumentTypeError(f"{echo(text)}: expected {expected}")
         return value
     return parse
@@ -241,13 +244,13 @@ SETTINGS: list[Setting] = [   # in the results' column order; settings that are 
     Setting("source", flag=None),
     Setting("data_seed", flag=None),
     Setting("requested_steps", "timed steps per window (default: sized by --min-window-s; {CPU_LARGE[steps]} on a "
-            "CPU above 32 px)", TIMING, flag="--steps", type=positive(int), cell=True),
+            "CPU above 32 px)", TIMING, flag="--steps", type=positive(int, maximum=MAX_STEPS), cell=True),
     Setting("min_window_s", "without --steps: each window lasts at least this many seconds, sized by an untimed "
             "run first: whole epochs for e2e and stages (model-only: blocks of {MODEL_BLOCK} steps), loader "
             "windows too unless an epoch lasts over {LONG_EPOCH} windows (default: 2 on CUDA, 0.5 on CPU)", TIMING,
-            type=positive(float), devices={"cuda": 2.0, "cpu": 0.5}, cell=True),
+            type=positive(float, maximum=MAX_WINDOW_S), devices={"cuda": 2.0, "cpu": 0.5}, cell=True),
     Setting("warmup", "untimed steps first (default: 10 on CUDA, 2 on CPU, {CPU_LARGE[warmup]} on a CPU above "
-            "32 px without --steps or --min-window-s)", TIMING, type=positive(int, 0), devices={"cuda": 10, "cpu": 2},
+            "32 px without --steps or --min-window-s)", TIMING, type=positive(int, 0, MAX_STEPS), devices={"cuda": 10, "cpu": 2},
             cell=True),
     Setting("repeats", "timed windows per process and configuration (loader: per headspace level) "
             "(default: 3 on CUDA, 2 on CPU)", TIMING, type=positive(int), devices={"cuda": 3, "cpu": 2},
