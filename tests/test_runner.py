@@ -358,8 +358,8 @@ def test_a_missing_data_root_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--steps", "0"], "expected an integer >= 1"), (["--repeats", "0"], "expected an integer >= 1"),
-    (["--warmup", "-1"], "expected an integer >= 0"), (["--timeout", "0"], "expected a number > 0"),
+    (["--steps", "0"], "expected an integer from 1 to 10,000,000"), (["--repeats", "0"], "expected an integer >= 1"),
+    (["--warmup", "-1"], "expected an integer from 0 to 10,000,000"), (["--timeout", "0"], "expected a number > 0"),
     (["--batch", "32"], "unrecognized arguments: --batch"),   # no abbreviations
 ])
 def test_bad_cli_values_are_one_line_errors(tmp_path, argv, message, capsys):
