@@ -504,3 +504,16 @@ def test_the_drain_waits_out_a_burst_that_lands_after_one_wait(monkeypatch):
     taken, quickest = harness.drain(Timed(), 8, torch.device("cpu"), synchronize=lambda device: None)
     assert taken == 8 and quickest == 0.0   # the burst after the first wait taken, stopped at the second
     assert harness.drain(iter(range(100)), 3, torch.device("cpu"), synchronize=lambda device: None)[0] == 8
+
+
+def test_a_carriage_return_in_a_name_stays_inside_its_row(tmp_path):
+    """Issue 69: a CR in a `--models` path or an `--out` name was written unquoted, the row split in
+    two and every rerun measured again. Rows holding one are quoted; they read back whole, one row
+    each, the name as given; rows without one are written as before."""
+    path = tmp_path / "results.csv"
+    writer = results.CsvWriter(path, {}, run_id="run\rname")
+    writer.write({"pipeline": "resident", "mode": "e2e", "model": "my\rnet.py:build", "status": "ok", "parallel": "none"})
+    writer.write({"pipeline": "prefetch", "mode": "loader", "model": "none", "status": "ok", "parallel": "none"})
+    rows = results.read_rows(path, keep_default_na=False)
+    assert len(rows) == 2 and rows.model.tolist() == ["my\rnet.py:build", "none"]
+    assert rows.run_id.tolist() == ["run\rname"] * 2

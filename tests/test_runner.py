@@ -966,3 +966,18 @@ def test_ctrl_c_with_a_stopped_helper_leaves_no_process_once_pipebench_has_exite
          "--pipelines", "hanging", "--modes", "loader", "--out", str(tmp_path / "run")], {PIDS: str(pids)},
         stop=stop_helper_then_interrupt)
     assert code == 130 and not left
+
+
+@pytest.mark.parametrize("name", ["results.csv", "COMMAND.txt"])
+def test_a_plan_named_like_a_run_s_file_is_kept_beside_it_not_over_it(tmp_path, synthetic_root, name):
+    """Issue 69: `sweep --config PLAN` copied the plan over the run's results.csv (its rows lost, the
+    run then refused) or over its COMMAND.txt (the command history lost): the copy is `plan-NAME`."""
+    plan = tmp_path / "plans" / name
+    plan.parent.mkdir()
+    plan.write_text('{"pipelines": ["resident"]}')
+    for _ in range(2):   # the second run resumes into the first one's rows
+        assert run(tmp_path, synthetic_root, "--config", str(plan), "--no-isolate", command="sweep") == 0
+    out = tmp_path / "run"
+    assert (out / f"plan-{name}").read_text() == plan.read_text()
+    assert len(pd.read_csv(out / "results.csv")) == 2   # one configuration's two windows, measured once
+    assert (out / "COMMAND.txt").read_text().count("pipebench sweep") >= 1

@@ -155,6 +155,10 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
         print(summary(out, run_id))
 
 
+RUN_FILES = {"results.csv", "results.csv.torn", "COMMAND.txt", "environment.json", "REPORT.md", "SUMMARY.md",
+             "ANSWER.md", "PREDICTION.md", ".lock"}   # what a run writes in its folder
+
+
 def _announce(args, argv, specs: list[RunSpec], world, out: Path, env: dict) -> None:
     """Say the plan's size and record the command (and a copy of its --config) in OUT."""
     from ..report import plural
@@ -164,8 +168,10 @@ def _announce(args, argv, specs: list[RunSpec], world, out: Path, env: dict) -> 
     launcher = ["torchrun", f"--nnodes={world.world_size // world.local_world_size}",
                 f"--nproc-per-node={world.local_world_size}", "-m", "bench.cli"] if world.distributed else ["pipebench"]
     record(out, [*launcher, *argv], env)
-    if getattr(args, "config", None) is not None:   # the command names it: keep a copy beside
-        (out / args.config.name).write_text(args.config.read_text())
+    if getattr(args, "config", None) is not None:   # the command names it: keep a copy beside, never over
+        name = args.config.name                     # a file of the run's own (a plan named results.csv)
+        (out / (f"plan-{name}" if name in RUN_FILES or name.startswith("plan-") else name)).write_text(
+            args.config.read_text())
 
 
 def _resume(args, specs: list[RunSpec], out: Path, env: dict) -> list[int]:

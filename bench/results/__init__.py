@@ -20,6 +20,7 @@ cell membership, from which the command line, these columns and the report's key
 from __future__ import annotations
 
 import contextlib
+import csv
 import datetime as dt
 import importlib.metadata
 import io
@@ -370,8 +371,10 @@ class CsvWriter:
         is cut back to its size before them and WriteFailed says why: whole or not at all."""
         now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         frame = pd.DataFrame([{**row, **self.stamp, "timestamp": now} for row in rows]).reindex(columns=self.columns)
-        text = frame.to_csv(index=False, lineterminator="\n").encode("utf-8", "backslashreplace")   # a name's
-        body = text[text.index(b"\n") + 1:]                                       # bytes that are not UTF-8: escaped
+        carriage = frame.map(lambda v: isinstance(v, str) and "\r" in v).any().any()   # a CR unquoted splits the row
+        text = frame.to_csv(index=False, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC if carriage else
+                            csv.QUOTE_MINIMAL).encode("utf-8", "backslashreplace")   # bytes not UTF-8: escaped
+        body = text[text.index(b"\n") + 1:]
         fd = size = None
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
