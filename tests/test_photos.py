@@ -5,12 +5,14 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import os
 import sys
 
 import numpy as np
 import pytest
 from PIL import Image
 
+from bench import cli
 from pipelines.sources import photos
 from tests.test_imagefolder import bomb
 
@@ -163,3 +165,28 @@ def test_prepare_refuses_a_photo_set_it_cannot_make_in_one_line_before_writing_a
         assert stop.value.code == 2 and lines[0].startswith("usage: pipebench prepare")
     else:
         assert len(lines) == 1
+
+
+def test_photographs_to_cut_from_that_cannot_make_a_set_are_one_line(tmp_path, capsys):
+    """Issue 69's campaign: a FIFO named x.jpg hung for good, a 1 x 1 photograph gave a
+    ZeroDivisionError traceback, a.jpg beside a.png failed on "[Errno 17] File exists" in a temporary
+    folder, a hidden .h.jpg became a class the readers skip, and --photos-from without --photos was
+    silently ignored."""
+    folder = tmp_path / "own"
+    folder.mkdir()
+    for name in ("a.png", "b.png"):
+        Image.new("RGB", (64, 48), (200, 0, 0)).save(folder / name)
+    Image.new("RGB", (64, 48)).save(folder / ".hidden.png")
+    os.mkfifo(folder / "x.jpg")
+    assert [photo.name for photo, _ in photos.source_photos(folder)] == ["a", "b"]   # no hang, nothing hidden
+    Image.new("RGB", (64, 48)).save(folder / "a.jpg")
+    with pytest.raises(ValueError, match=r"own: a\.jpg, a\.png: one class per name; rename one of each$"):
+        photos.source_photos(folder)
+    (folder / "a.jpg").unlink()
+    Image.new("RGB", (1, 1)).save(folder / "tiny.png")
+    with pytest.raises(ValueError, match=r"tiny\.png: 1 x 1 px, too small to cut ImageNet-like crops from: at least "
+                                         r"32 px a side$"):
+        photos.make_photos(tmp_path / "set", 3, photos_from=folder)
+    assert not (tmp_path / "set").exists()
+    with pytest.raises(SystemExit, match=r"--photos-from names what a photo set is cut from: give --photos N too"):
+        cli.main(["prepare", "--photos-from", str(folder), "--data-root", str(tmp_path / "data")])

@@ -111,6 +111,8 @@ def _prepare(args, argv: list[str]) -> int:
     from pipelines.config import PipelineConfig
     from pipelines.sources import photos
     final = Path(args.data_root) / f"photos-seed{args.data_seed}"
+    if args.photos_from is not None and not args.photos:
+        raise SystemExit("pipebench prepare: --photos-from names what a photo set is cut from: give --photos N too")
     try:   # bad data, a folder that cannot be written: one line, no traceback
         found = None
         if args.photos:   # a photo set that cannot be made: refused before anything is written

@@ -76,6 +76,7 @@ CATALOG = (
     Photo("rocket", "rocket.jpg", "public domain (SpaceX)", "https://www.flickr.com/photos/spacexphotos/16511594820/"),
 )
 SUFFIXES = (".jpg", ".jpeg", ".png")
+MIN_SIDE = 32   # a photograph to cut from has at least this many pixels a side (1 x 1 divided by zero)
 
 
 def source_photos(folder: str | Path | None = None) -> list[tuple[Photo, Image.Image]]:
@@ -85,9 +86,15 @@ def source_photos(folder: str | Path | None = None) -> list[tuple[Photo, Image.I
     if folder is not None:
         if not Path(folder).is_dir():
             raise ValueError(f"{folder}: no such folder")
-        files = sorted(p for p in Path(folder).iterdir() if p.suffix.lower() in SUFFIXES)
+        files = sorted(p for p in Path(folder).iterdir() if p.suffix.lower() in SUFFIXES
+                       and not p.name.startswith(".") and p.is_file())   # hidden files and FIFOs are no photographs
         if not files:
             raise ValueError(f"{folder}: no .jpg, .jpeg or .png photographs in it")
+        stems = [p.stem for p in files]
+        twice = sorted({stem for stem in stems if stems.count(stem) > 1})
+        if twice:   # a class is named by its photograph's name
+            raise ValueError(f"{folder}: {', '.join(p.name for p in files if p.stem in twice)}: one class per name; "
+                             "rename one of each")
         if len(files) > NUM_CLASSES:
             raise ValueError(f"{folder}: {len(files)} photographs would make {len(files)} classes; the models here "
                              f"have {NUM_CLASSES} outputs: use at most {NUM_CLASSES}")
@@ -105,6 +112,9 @@ def source_photos(folder: str | Path | None = None) -> list[tuple[Photo, Image.I
             with warnings.catch_warnings():   # PIL only warns up to twice its bound
                 warnings.simplefilter("error", Image.DecompressionBombWarning)
                 with Image.open(path) as image:
+                    if min(image.size) < MIN_SIDE:
+                        raise ValueError(f"{path}: {image.size[0]} x {image.size[1]} px, too small to cut "
+                                         f"ImageNet-like crops from: at least {MIN_SIDE} px a side")
                     found.append((photo, image.convert("RGB")))
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
             raise ValueError(f"{path}: its header claims more pixels than PIL's decompression-bomb bound ({e})") \
