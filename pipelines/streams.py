@@ -6,8 +6,9 @@ pool in turn, and a training step captured in a CUDA graph (`torch.cuda.graph`, 
 `mode="reduce-overhead"`, the harness's captured steps) is captured on such a stream. Work that a
 pipeline's own thread launches on a stream while that stream is being captured is not run: it
 becomes part of the step's graph (and is replayed with it), so the batch it was to make is never
-made; a side stream from the other pool can never be the capture's. Its kernels then also run
-ahead of the step's where both wait, which is what a batch the step will wait for needs.
+made; a side stream from the other pool can never be the capture's. Where both streams have work
+ready, the GPU now schedules the pipeline's first: what that does to the rates measured before (at
+the default priority) is not measured yet.
 
 `Borrowed`: memory a library lends the consumer's stream without tracking its use there. DALI's
 iterator hands its outputs over without a copy (DLPack). Once torch drops them, DALI takes the
