@@ -37,6 +37,7 @@ _REGISTRY = {
     "dali-raw": ("pipelines.dali", "DaliRawPipeline"),
     "tvjpeg": ("pipelines.tvjpeg", "TorchvisionJpegPipeline"),
     "torchcodec": ("pipelines.torchcodec", "TorchcodecJpegPipeline"),
+    "nvimgcodec": ("pipelines.nvimgcodec", "NvimgcodecJpegPipeline"),
     "timm": ("pipelines.timm", "TimmPrefetchPipeline"),
     "spdl": ("pipelines.spdl", "SpdlPipeline"),
     "ffcv": ("pipelines.ffcv", "FfcvPipeline"),

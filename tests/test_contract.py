@@ -332,7 +332,7 @@ def test_stages_run_alone(variant, indexed_root):
         assert sum(t.nbytes for t in stages.payload) == expected
         cuda = p.device.type == "cuda"
         assert stages.copy == ("none" if not cuda or p.name == "resident" else
-                               "pageable" if p.name in ("dataloader", "tvjpeg", "torchcodec") else "pinned")
+                               "pageable" if p.name in ("dataloader", "tvjpeg", "torchcodec", "nvimgcodec") else "pinned")
         assert (stages.host is None) == (p.name == "resident" or p.config.dali_reader == "file" and p.name == "dali")
         p.set_epoch(3)   # a jump (DALI builds its epoch pipeline again) leaves the stages usable
         next(iter(p))

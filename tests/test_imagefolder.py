@@ -232,7 +232,7 @@ def test_timm_stages_photographs_as_uint8_crops_and_normalizes_them_in_the_contr
     assert timm.loader is None   # released: its persistent workers shut down
 
 
-@pytest.mark.parametrize("name", ["dataloader", "timm", "tvjpeg", "torchcodec", "dali", "ffcv"])
+@pytest.mark.parametrize("name", ["dataloader", "timm", "tvjpeg", "torchcodec", "nvimgcodec", "dali", "ffcv"])
 def test_a_photograph_that_does_not_decode_is_named_by_its_file_to_remove_or_re_encode(folder, name):
     """Your own file, named, and what to do with it: never "the JPEG copy" or `pipebench prepare`."""
     reason = pipelines.available()[name]
@@ -254,7 +254,7 @@ GPU = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(
 
 
 @pytest.mark.parametrize("device", ["cpu", GPU])
-@pytest.mark.parametrize("name", ["tvjpeg", "torchcodec", "dali"])
+@pytest.mark.parametrize("name", ["tvjpeg", "torchcodec", "nvimgcodec", "dali"])
 @pytest.mark.parametrize("augment", [True, False])
 def test_gpu_decoding_pipelines_cut_the_same_crops_as_dataloader(folder, name, augment, device):
     """The same boxes and flips; resampled by the pipeline's decoder (tvjpeg, torchcodec: torch's

@@ -210,7 +210,7 @@ def large_photos(tmp_path_factory):
 
 
 @pytest.mark.parametrize("mode", MODES[:2])
-@pytest.mark.parametrize("name", ["tvjpeg", "dali", "dataloader"])
+@pytest.mark.parametrize("name", ["tvjpeg", "nvimgcodec", "dali", "dataloader"])
 def test_a_captured_resnet50_step_at_224px_batch_256_reads_the_batches_handed_over(name, mode, large_photos):
     """The loop of issue 66 at its scale: torchvision's ResNet-50, bf16 autocast, channels_last,
     batch 256 of 224-px crops, the whole step captured, 15 workers or threads."""
@@ -224,7 +224,7 @@ def test_a_captured_resnet50_step_at_224px_batch_256_reads_the_batches_handed_ov
     check(name, config, mode, model=lambda: torchvision.models.resnet50(num_classes=10))
 
 
-@pytest.mark.parametrize("name", ["prefetch", "resident", "tvjpeg"])
+@pytest.mark.parametrize("name", ["prefetch", "resident", "tvjpeg", "nvimgcodec"])
 def test_a_side_stream_is_never_the_stream_a_step_is_captured_on(name, sets):
     """torch hands out its default-priority streams (a capture's among them) from a pool of 32 in
     turn: cycling through it twice never gives the stream the pipeline's thread launches on, so

@@ -1,5 +1,5 @@
 """The pipelines that work on a side CUDA stream (`prefetch`, both augmentation variants, `resident`,
-and `tvjpeg` / `torchcodec` on their producer thread, on CIFAR's JPEG copy and on photographs):
+and `tvjpeg` / `torchcodec` / `nvimgcodec` on their producer thread, on CIFAR's JPEG copy and on photographs):
 batches consumed with no per-batch host synchronization must be exactly the batches a synchronized
 consumer sees, whichever stream is behind. These fail if the consumer's `wait_event` on the ready
 event or the `record_stream` of the outputs is removed (and, for the decoders, the producer's wait
@@ -62,7 +62,7 @@ def photo_folder(tmp_path):
 
 @pytest.mark.parametrize("behind", ["consumer", "producer"])
 @pytest.mark.parametrize("photos", [False, True], ids=["cifar", "photographs"])
-@pytest.mark.parametrize("name", ["tvjpeg", "torchcodec"])
+@pytest.mark.parametrize("name", ["tvjpeg", "torchcodec", "nvimgcodec"])
 def test_decoders_on_their_producer_thread_give_the_same_batches_without_host_syncs(name, photos, behind, synthetic_root,
                                                                                     photo_folder, monkeypatch):
     """Within float rounding: the batched resize's matrix products (cuBLAS) need not round alike

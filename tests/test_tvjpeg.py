@@ -23,7 +23,7 @@ RESIZE_MAX_LEVELS = 1             # any pixel, against the per-image resize or P
 RESIZE_MEAN_LEVELS = 0.01         # float32, against the per-image resize (the same sums, summed in another order)
 FLOAT16_MEAN_LEVELS = 0.05        # float16 (the GPU's), against the per-image resize
 PIL_MEAN_LEVELS = 0.3             # against PIL, which rounds to uint8 between its two passes
-PHOTO_READERS = ["tvjpeg", "torchcodec"]
+PHOTO_READERS = ["tvjpeg", "torchcodec", "nvimgcodec"]
 
 
 def per_image(images: list[torch.Tensor], boxes: torch.Tensor, size: int) -> torch.Tensor:
@@ -195,11 +195,11 @@ def test_a_batch_that_fails_on_the_thread_is_raised_where_it_would_have_been_tak
     decode = tvjpeg.TorchvisionJpegPipeline.decode_files
     calls = []
 
-    def third_fails(self, files):
+    def third_fails(self, files, index):
         calls.append(len(files))
         if len(calls) == 3:
             raise MemoryError("the third batch")
-        return decode(self, files)
+        return decode(self, files, index)
 
     monkeypatch.setattr(tvjpeg.TorchvisionJpegPipeline, "decode_files", third_fails)
     with build("tvjpeg", photo_config(folder)) as p:

@@ -1,0 +1,121 @@
+"""`nvimgcodec`: GPU decoding the suite drives itself, NVIDIA's nvImageCodec (the codec library DALI
+2.x decodes with) called from `tvjpeg`'s producer thread on its high-priority side stream.
+
+Bytes: exactly as `tvjpeg` (this pipeline is `tvjpeg` with the decode call swapped): the packed JPEG
+copy in host memory, one nvImageCodec code stream per file made once (a view of its bytes, header
+parsed) -> on `tvjpeg`'s producer thread, a few batches ahead of the consumer, per batch one
+batched `Decoder.decode` ordered on the side stream (`cuda_stream`: its outputs are ready where the
+side stream's later work runs), `nvimgcodec_hw_load` of the files on the hardware JPEG engine, the
+rest on nvImageCodec's CUDA decoder, its CPU work on `num_workers` threads of its own. Photographs
+decode only each file's box (region-of-interest decoding of the
+RandomResizedCrop box every pipeline draws, as DALI's `image_slice` does) and resize the whole box
+(with `nvimgcodec_whole`, the whole photograph, then its box) -> every box resized to S x S, mirrored where drawn,
+in one batched resize (`kernels.resized_crops`) -> normalize -> an event the consumer's stream
+waits on. CIFAR's files are decoded whole and cropped by the shared gather, as `tvjpeg` does.
+
+Why it exists (issue 68): DALI's GPU decoder fell to about a third of its idle rate beside a
+compiled ResNet-50 step while the JPEG engine stayed mostly idle; DALI's streams run at the default
+priority whatever the pipeline asks (DALI 2.4 ignores `default_cuda_stream_priority`), and
+torchvision's `decode_jpeg` decodes on a default-priority stream of torch's pool and waits on the
+host for it. Here the decode is ordered on a stream of the high-priority pool
+(`streams.side_stream`), as every other piece of this pipeline's GPU work is; whether that keeps
+its rate beside the step is what the photo-decode runs measure.
+
+Without a GPU the same thread decodes on the CPU (nvImageCodec's libjpeg-turbo backend).
+
+Needs nvImageCodec (`nvidia-nvimgcodec-cu12` / `-cu13`, which DALI installs: `pip install -e
+'.[dali]'`); without it the pipeline is unavailable with that reason.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .options import NUM_WORKERS, Option
+from .peers import Peer
+from .tvjpeg import TorchvisionJpegPipeline
+
+
+def _import_nvimgcodec():
+    from nvidia import nvimgcodec
+    return nvimgcodec
+
+
+NVIMGCODEC = Peer(_import_nvimgcodec, lambda e: f"nvImageCodec is not installed or cannot load: pip install -e "
+                  f"'.[dali]' ({e})", errors=(ImportError, OSError, RuntimeError))
+
+HW_LOAD = Option("nvimgcodec_hw_load", 1.0, "share of each batch's JPEGs for the hardware JPEG decoder; the rest "
+                 "on nvImageCodec's CUDA decoder", kind=float, low=0.0, high=1.0, listed=True)
+WHOLE = Option("nvimgcodec_whole", False, "photographs: decode each whole photograph, then cut its box (default: "
+               "decode only the box, region-of-interest decoding)", kind=bool)
+
+
+class NvimgcodecJpegPipeline(TorchvisionJpegPipeline):
+    name = "nvimgcodec"
+    missing = NVIMGCODEC
+    options = (NUM_WORKERS, HW_LOAD, WHOLE)
+
+    def __init__(self, config, data=None):
+        super().__init__(config, data)
+        codec = NVIMGCODEC.get()
+        self.codec = codec
+        self.streams = [codec.CodeStream(self.data.jpeg[i]) for i in range(len(self.data.jpeg))]
+        threads = max(1, self.config.num_workers or 1)
+        if self.cuda:
+            load = self.config.nvimgcodec_hw_load
+            backends = [codec.Backend(codec.HW_GPU_ONLY, load_hint=load), codec.Backend(codec.GPU_ONLY),
+                        codec.Backend(codec.CPU_ONLY)]
+            self.decoder = codec.Decoder(device_id=self.device.index or 0, max_num_cpu_threads=threads,
+                                         backends=backends)
+        else:
+            self.decoder = codec.Decoder(device_id=codec.NVIMGCODEC_DEVICE_CPU_ONLY, max_num_cpu_threads=threads,
+                                         backends=[codec.Backend(codec.CPU_ONLY)])
+        self.params = codec.DecodeParams(apply_exif_orientation=False, color_spec=codec.ColorSpec.SRGB,
+                                          sample_format=codec.SampleFormat.P_RGB)   # 3 x H x W, as tvjpeg's
+        self.host_boxes: np.ndarray | None = None   # the epoch's boxes (5 x N: y, x, h, w, flip), for regions
+        self.reuse: list = []   # the last batch's images, decoded into again
+
+    @property
+    def roi(self) -> bool:
+        return self.photographs and not self.config.nvimgcodec_whole
+
+    def _placed(self, draws):
+        placed = super()._placed(draws)
+        if self.roi:
+            self.host_boxes = np.stack([d.numpy() for d in draws])
+        return placed
+
+    def decode_boxes(self, files, index, draws, start: int):
+        """Region-of-interest decoding: each decoded image is its box (its offsets 0); with
+        `nvimgcodec_whole`, `tvjpeg`'s."""
+        if not self.roi:
+            return super().decode_boxes(files, index, draws, start)
+        n = len(index)
+        y, x, h, w, _ = self.host_boxes[:, start:start + n]
+        region = self.codec.Region
+        sources = [self.streams[i].get_sub_code_stream(region=region(int(a), int(b), int(a + c), int(b + d)))
+                   for i, a, b, c, d in zip(index, y, x, h, w)]
+        boxes = draws[:, start:start + n].clone()
+        boxes[:2] = 0
+        return self._decoded(sources), boxes
+
+    def decode_files(self, files, index) -> list[torch.Tensor]:
+        return self._decoded([self.streams[i] for i in index])
+
+    def _decoded(self, sources) -> list[torch.Tensor]:
+        """One batched decode ordered on the current (side) stream -> 3 x H x W uint8 images. The
+        previous batch's images are decoded into again (their buffers grow as needed, never freed
+        mid-run): the producer starts a batch only once the side stream finished the last one."""
+        stream = torch.cuda.current_stream(self.device).cuda_stream if self.cuda else 0
+        reuse = self.reuse if len(self.reuse) == len(sources) else None
+        images = self.decoder.decode(sources, images=reuse, params=self.params, cuda_stream=stream)
+        if any(image is None for image in images):
+            raise RuntimeError("nvImageCodec could not decode a file of this batch")
+        self.reuse = images
+        if self.cuda:
+            return [torch.as_tensor(image, device=self.device) for image in images]
+        return [torch.from_numpy(np.asarray(image)) for image in images]
+
+    def _release(self) -> None:
+        super()._release()
+        self.reuse, self.streams = [], []
