@@ -25,7 +25,7 @@ case "$1" in
   sweep)
     WAIT_S=${WAIT_S:-570} bash bench/plans/on-gpu.sh $plan;;
   timeline)
-    python -m bench.studies.timeline --out "$OUT/timeline" --pipelines dali dali:dali_reader=file tvjpeg nvimgcodec \
+    python -m bench.studies.timeline --out "$OUT/timeline" --pipelines dali tvjpeg nvimgcodec:nvimgcodec_whole=true \
       --models torchvision:resnet50 --step compile --image-size 224 --batch-size 256 --dtype bfloat16 --cpus 4 \
       --source imagefolder:runs/data/photos-seed0 --steps 20 --warmup 10 > "$OUT/timeline.txt" 2>&1
     tail -20 "$OUT/timeline.txt";;
@@ -34,3 +34,9 @@ case "$1" in
       tests/test_streams.py tests/test_own_loop.py -k "nvimgcodec or priority" > "$OUT/pytest-gpu.txt" 2>&1
     tail -15 "$OUT/pytest-gpu.txt";;
 esac
+# A later call (the machine given back in between, a fresh one started): the producer's stages.
+#   bash results/2026-12-02-h200-gpu-decode/run.sh stages
+if [ "$1" = stages ]; then
+  python -m bench.cli prepare --photos 12000 --photos-from runs/skphotos --data-root runs/stages > /dev/null 2>&1
+  python -m bench.studies.decode_stages --out "$OUT/stages" --source imagefolder:runs/stages/photos-seed0 --pipelines tvjpeg
+fi

@@ -1,0 +1,37 @@
+"""`bench.studies.decode_stages`: refuses without CUDA in one line; its table is its rows' medians;
+on a GPU, every counted batch of each condition has its three stages."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from bench.studies import decode_stages
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without CUDA")
+def test_without_cuda_it_says_so_in_one_line(tmp_path, capsys):
+    assert decode_stages.main(["--out", str(tmp_path / "s"), "--source", "imagefolder:x"]) == 2
+    assert capsys.readouterr().err.strip() == "decode_stages: needs a CUDA device"
+    assert not (tmp_path / "s").exists()
+
+
+def test_the_table_gives_each_stage_its_median_and_range():
+    rows = pd.DataFrame(dict(pipeline="tvjpeg", condition=["idle"] * 3, batch=[0, 1, 2], wait_ms=[1.0, 2.0, 9.0],
+                             decode_ms=[10.0, 12.0, 11.0], resize_ms=[0.5, 0.5, 0.7], img_per_s=8000.0))
+    text = decode_stages.report(rows, "python -m bench.studies.decode_stages --out x", "a GPU")
+    assert "| `tvjpeg` | idle | 3 | 2.0 [1.0–9.0] | 11.0 [10.0–12.0] | 0.5 [0.5–0.7] | 8,000 |" in text
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_each_counted_batch_has_its_stages(tmp_path, photo_folder_for_stages):
+    source = f"imagefolder:{photo_folder_for_stages}"
+    assert decode_stages.main(["--out", str(tmp_path), "--source", source, "--batches", "2"]) == 0
+    rows = pd.read_csv(tmp_path / "stages.csv")
+    assert len(rows) == 4 and (rows.decode_ms > 0).all() and (rows.img_per_s > 0).all()
+
+
+@pytest.fixture
+def photo_folder_for_stages(tmp_path):
+    from conftest import write_photographs
+    return write_photographs(tmp_path / "photos", 256 * 7, classes=2, sides=(100, 200), detail=4, seed=2)
