@@ -6,20 +6,23 @@ copy in host memory, one nvImageCodec code stream per file made once (a view of 
 parsed) -> on `tvjpeg`'s producer thread, a few batches ahead of the consumer, per batch one
 batched `Decoder.decode` ordered on the side stream (`cuda_stream`: its outputs are ready where the
 side stream's later work runs), `nvimgcodec_hw_load` of the files on the hardware JPEG engine, the
-rest on nvImageCodec's CUDA decoder, its CPU work on `num_workers` threads of its own. Photographs
-decode only each file's box (region-of-interest decoding of the
-RandomResizedCrop box every pipeline draws, as DALI's `image_slice` does) and resize the whole box
-(with `nvimgcodec_whole`, the whole photograph, then its box) -> every box resized to S x S, mirrored where drawn,
-in one batched resize (`kernels.resized_crops`) -> normalize -> an event the consumer's stream
-waits on. CIFAR's files are decoded whole and cropped by the shared gather, as `tvjpeg` does.
+rest on nvImageCodec's CUDA decoder, its CPU work on `num_workers` threads of its own -> every
+photograph's box (RandomResizedCrop's, drawn as every pipeline draws it) resized to S x S, mirrored
+where drawn, in one batched resize (`kernels.resized_crops`) -> normalize -> an event the consumer's
+stream waits on. CIFAR's files are cropped by the shared gather, as `tvjpeg` does. Whole files are
+decoded, not the box alone: region-of-interest decoding (`CodeStream.get_sub_code_stream(region=)`)
+ran about a fifth as fast as whole files on an idle H200 (CUDA 13.0's nvJPEG, 3 threads:
+results/2026-12-02-h200-gpu-decode/smoke.txt), and nvImageCodec warns that before nvJPEG 13.2 it
+may get the box's edge pixels wrong.
 
-Why it exists (issue 68): DALI's GPU decoder fell to about a third of its idle rate beside a
-compiled ResNet-50 step while the JPEG engine stayed mostly idle; DALI's streams run at the default
-priority whatever the pipeline asks (DALI 2.4 ignores `default_cuda_stream_priority`), and
-torchvision's `decode_jpeg` decodes on a default-priority stream of torch's pool and waits on the
-host for it. Here the decode is ordered on a stream of the high-priority pool
-(`streams.side_stream`), as every other piece of this pipeline's GPU work is; whether that keeps
-its rate beside the step is what the photo-decode runs measure.
+Why it exists (issue 68): GPU decoders fall far below their idle rate beside a compiled ResNet-50
+step; DALI's streams run at the default priority whatever the pipeline asks (DALI 2.4 ignores
+`default_cuda_stream_priority`), and torchvision's `decode_jpeg` decodes on a default-priority
+stream of torch's pool and waits on the host for it. Here the decode is ordered on the producer's
+high-priority stream, and nvImageCodec's own library is called without DALI around it. What that
+gave (results/2026-12-02-h200-gpu-decode/README.md): no more than `tvjpeg` beside the step. The
+`cuda_stream` only orders the outputs: nvImageCodec decodes on CUDA streams of its own (its
+`Decoder` takes `:num_cuda_streams=N`), whose priority this pipeline does not set.
 
 Without a GPU the same thread decodes on the CPU (nvImageCodec's libjpeg-turbo backend).
 
@@ -46,19 +49,16 @@ NVIMGCODEC = Peer(_import_nvimgcodec, lambda e: f"nvImageCodec is not installed 
 
 HW_LOAD = Option("nvimgcodec_hw_load", 1.0, "share of each batch's JPEGs for the hardware JPEG decoder; the rest "
                  "on nvImageCodec's CUDA decoder", kind=float, low=0.0, high=1.0, listed=True)
-WHOLE = Option("nvimgcodec_whole", False, "photographs: decode each whole photograph, then cut its box (default: "
-               "decode only the box, region-of-interest decoding)", kind=bool)
 
 
 class NvimgcodecJpegPipeline(TorchvisionJpegPipeline):
     name = "nvimgcodec"
     missing = NVIMGCODEC
-    options = (NUM_WORKERS, HW_LOAD, WHOLE)
+    options = (NUM_WORKERS, HW_LOAD)
 
     def __init__(self, config, data=None):
         super().__init__(config, data)
         codec = NVIMGCODEC.get()
-        self.codec = codec
         self.streams = [codec.CodeStream(self.data.jpeg[i]) for i in range(len(self.data.jpeg))]
         threads = max(1, self.config.num_workers or 1)
         if self.cuda:
@@ -72,32 +72,7 @@ class NvimgcodecJpegPipeline(TorchvisionJpegPipeline):
                                          backends=[codec.Backend(codec.CPU_ONLY)])
         self.params = codec.DecodeParams(apply_exif_orientation=False, color_spec=codec.ColorSpec.SRGB,
                                           sample_format=codec.SampleFormat.P_RGB)   # 3 x H x W, as tvjpeg's
-        self.host_boxes: np.ndarray | None = None   # the epoch's boxes (5 x N: y, x, h, w, flip), for regions
         self.reuse: list = []   # the last batch's images, decoded into again
-
-    @property
-    def roi(self) -> bool:
-        return self.photographs and not self.config.nvimgcodec_whole
-
-    def _placed(self, draws):
-        placed = super()._placed(draws)
-        if self.roi:
-            self.host_boxes = np.stack([d.numpy() for d in draws])
-        return placed
-
-    def decode_boxes(self, files, index, draws, start: int):
-        """Region-of-interest decoding: each decoded image is its box (its offsets 0); with
-        `nvimgcodec_whole`, `tvjpeg`'s."""
-        if not self.roi:
-            return super().decode_boxes(files, index, draws, start)
-        n = len(index)
-        y, x, h, w, _ = self.host_boxes[:, start:start + n]
-        region = self.codec.Region
-        sources = [self.streams[i].get_sub_code_stream(region=region(int(a), int(b), int(a + c), int(b + d)))
-                   for i, a, b, c, d in zip(index, y, x, h, w)]
-        boxes = draws[:, start:start + n].clone()
-        boxes[:2] = 0
-        return self._decoded(sources), boxes
 
     def decode_files(self, files, index) -> list[torch.Tensor]:
         return self._decoded([self.streams[i] for i in index])

@@ -188,20 +188,15 @@ class TorchvisionJpegPipeline(Pipeline):
         one batched call."""
         return decode_jpeg(files, mode=ImageReadMode.RGB, device=self.device)
 
-    def decode_boxes(self, files: list[torch.Tensor], index: np.ndarray, draws: torch.Tensor, start: int):
-        """Photographs: the batch's decoded images and the boxes (5 x B: y, x, h, w, flip) to resize
-        in them: here the whole photographs and their drawn boxes."""
-        return self.decode_files(files, index), draws[:, start:start + len(files)]
-
     def _decode(self, files: list[torch.Tensor], index, draws, start: int) -> torch.Tensor:
         """The files of samples `index` (positions start.. of the epoch) -> contract images: decode,
         crop/flip (CIFAR: the epoch's crop grid; photographs: their boxes, resized) + normalize."""
         n = len(files)
         try:
+            decoded = self.decode_files(files, index)
             if self.photographs:
-                decoded, boxes = self.decode_boxes(files, index, draws, start)
-                return normalize(resized_crops(decoded, boxes, self.config.image_size), self.config)
-            pixels = torch.stack(self.decode_files(files, index)).permute(0, 2, 3, 1)   # B x S x S x 3 view
+                return normalize(resized_crops(decoded, draws[:, start:start + n], self.config.image_size), self.config)
+            pixels = torch.stack(decoded).permute(0, 2, 3, 1)   # B x S x S x 3 view
         except RuntimeError:   # one error for the whole batch (or unequal sizes): name the sample if a file is bad
             bad = undecodable_jpeg(self.data.jpeg, index, None if self.photographs else self.data.images.shape[1])
             if bad is None:

@@ -64,7 +64,8 @@ def test_an_odd_cell_in_as_many_processes_as_members_is_no_cyclic_shift(n):
 UNBALANCED = {"photos-best.json": "6 members at 16 cores in 3 processes of 2-4 min each: one session's GPU time",
               "hosts-4-photos.json": "4 members (dali with each decoder) at 1, 2 and 4 ranks in 3 processes: "
                                      "one lease's GPU time",
-              "hosts-4-32px.json": "5 members at 1, 2 and 4 ranks in 3 processes: one lease's GPU time"}
+              "hosts-4-32px.json": "5 members at 1, 2 and 4 ranks in 3 processes: one lease's GPU time",
+              "photos-gpu-decode.json": "4 members at 8 and 4 cores in 3 processes: one session's GPU time"}
 
 
 def test_every_committed_plan_that_shares_a_process_runs_as_many_processes_as_a_cell_has_members():

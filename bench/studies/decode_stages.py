@@ -67,7 +67,7 @@ def run(name: str, config: PipelineConfig, condition: str, batches: int) -> list
 
         p.timed_batch = batch   # held here: the producer holds its method weakly
         p._batch = types.MethodType(lambda _, *args: p.timed_batch(*args), p)
-        p.decode_boxes = _timed(stages, "decode", p.decode_boxes) if p.photographs else p.decode_boxes
+        p.decode_files = _timed(stages, "decode", p.decode_files)
         taken = 0
         for _ in p:
             step()

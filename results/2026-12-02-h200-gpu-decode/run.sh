@@ -1,7 +1,8 @@
 # What ran on the GPU machine (one nvidia-h200 lease, 16 cores), from the project root, back to back on
 # one warm machine, after four calls that copied DALI's chunks to /tmp/dali/ (the `.devcarry/` files:
 # ../../bench/plans/on-gpu.sh's header says how they are made; runs/skphotos carried with the last).
-# PIPEBENCH_GIT_COMMIT names the commit: the machine gets a copy of the tree without .git.
+# PIPEBENCH_GIT_COMMIT names the commit: the machine gets a copy of the tree without .git. smoke.py and the
+# timeline name `nvimgcodec_whole`, a knob removed after this run (whole-file decoding is now nvimgcodec's only one).
 #   bash results/2026-12-02-h200-gpu-decode/run.sh first    DALI unpacked; the photo set started in the
 #     background; the priority probe (priority/); each GPU decoder built and run one epoch (smoke.txt)
 #   bash results/2026-12-02-h200-gpu-decode/run.sh sweep    the plan (bench/plans/photos-gpu-decode.json),
