@@ -597,6 +597,24 @@ def test_an_error_with_the_step_measured_is_marked_where_it_lies_within_the_spre
     assert "  - `p` with `m`: 2 GPUs +12%, 4 GPUs +12%; with the step measured there: 2 GPUs ±0% (within the spread)." in said
 
 
+def test_epoch_restarts_weigh_n_times_more_per_step_when_each_rank_runs_1_nth_of_the_epoch(tmp_path):
+    """One GPU: 100 steps of 512 an epoch at 90k img/s e2e, 100k restart-free: the restarts cost
+    512 x 100 / 90k - 512 x 100 / 100k = 0.0569 s an epoch. At 4 GPUs each rank runs 25 steps, so
+    the prediction is 25 steps at 0.9 x 50k (the loader on 8 cores) plus those 0.0569 s; without the
+    restart-free rate (or steps) it is 0.9 x 50k, as before."""
+    rows = [dict(r, steady_img_per_s=100_000, steps_per_epoch=100) if r["mode"] == "e2e" and r["world_size"] == 1
+            else r for r in prediction_rows()]
+    got = {r["GPUs / host"]: r for r in hosts.prediction(report.load([write(tmp_path, rows)]))[0].to_dict("records")}
+    restart = 512 * 100 / 90_000 - 512 * 100 / 100_000
+    rate = 1.0 * 50_000   # efficiency 100k / min(300k, 100k) = 1
+    assert got[4]["restarts s / epoch"] == f"{restart:.2f}" and got[4]["e2e efficiency"] == "100%"
+    assert got[4]["predicted per GPU"] == f"{512 * 25 / (512 * 25 / rate + restart):,.0f}"
+    assert got[2]["predicted per GPU"] == f"{512 * 50 / (512 * 50 / 100_000 + restart):,.0f}"   # 16 cores: 100k
+    plain = {r["GPUs / host"]: r for r in hosts.prediction(report.load([write(tmp_path, prediction_rows(), name="plain")]))[0]
+             .to_dict("records")}
+    assert plain[4]["predicted per GPU"] == "45,000" and plain[4]["restarts s / epoch"] == "0.00"
+
+
 def test_the_one_gpu_step_is_read_at_the_e2e_s_cores_and_the_loader_at_once_at_its_batch(tmp_path):
     """One GPU's model-only at 16 cores (300k) and at 8 (200k): the prediction for the 16-core e2e reads
     300k, not their median; loader-only at once at another batch size is not the e2e's."""

@@ -30,10 +30,13 @@ fewer:
   - the model's per-GPU rate: its one-GPU model-only rate at every N. One GPU measures no
     all-reduce, so it is left out: an upper bound of the step under DDP;
   - the pipeline's rate at those cores: its one-GPU loader-only rate at that budget (idle GPU);
-  - the pipeline's e2e efficiency at one GPU: one-GPU e2e over the lower of its model-only and
-    loader-only rates at the e2e's cores (at most 1);
-  - prediction = efficiency x the lower of the first two; "binds" names that lower one (input: the
-    pipeline on its share of the host's cores; step: the model's one-GPU step).
+  - the pipeline's e2e efficiency at one GPU: its one-GPU restart-free e2e rate (the steps that began
+    no epoch) over the lower of its model-only and loader-only rates at the e2e's cores (at most 1);
+  - its epoch restarts: the seconds per epoch the one-GPU e2e spent beyond its steps at the
+    restart-free rate, paid once per epoch of each rank, which under DDP holds 1/N of the steps;
+  - prediction = an epoch of each rank's steps (ceil(S / N) of the one-GPU epoch's S) at efficiency x
+    the lower of the first two, plus the restarts; "binds" names that lower one (input: the pipeline
+    on its share of the host's cores; step: the model's one-GPU step).
 It assumes a free all-reduce and ranks that do not slow each other (memory bandwidth, caches and the
 bus shared): an upper bound. The bus is not in it."""
 
@@ -75,6 +78,7 @@ def predict(ok: pd.DataFrame, counts: list[int]) -> tuple[pd.DataFrame, int]:
         return pd.DataFrame(), 0
     host = int(ok.cpu_count.max())
     rates = ok.groupby(["mode", *CELL, "cpus"]).per_gpu.median()
+    epochs = ok[ok["mode"] == "e2e"].groupby([*CELL, "cpus"])[["steady_img_per_s", "steps_per_epoch"]].median()
     found = []
     for (pipeline, model, step, size, batch, dtype, cores), e2e in rates.loc["e2e"].items():
         try:
@@ -85,16 +89,26 @@ def predict(ok: pd.DataFrame, counts: list[int]) -> tuple[pd.DataFrame, int]:
         if (pipeline, cores) not in loader.index:
             continue
         step_rate = alone.get(cores, alone.median())
-        efficiency = min(1.0, e2e / min(step_rate, loader[(pipeline, cores)]))
+        steady, steps = epochs.loc[(pipeline, model, step, size, batch, dtype, cores)]
+        free = steady if steady >= e2e else e2e   # no restart-free rate (or none above e2e): no restart term
+        restart_s = batch * steps / e2e - batch * steps / free if steps > 0 else 0.0
+        efficiency = min(1.0, free / min(step_rate, loader[(pipeline, cores)]))
         for n in counts:
             share = min(host // n, cores)   # the one-GPU e2e's cores where the host has them for every rank
             feed = loader.get((pipeline, share), math.nan)
-            predicted = efficiency * min(step_rate, feed) if not math.isnan(feed) else math.nan
+            rank_steps = math.ceil(steps / n) if steps > 0 else 1   # (any count: no restart term without steps)
+            predicted = _epoch_rate(efficiency * min(step_rate, feed), batch, rank_steps, restart_s)
             found.append(dict(pipeline=pipeline, model=model, step=step, size=size, batch=batch, dtype=dtype,
                               e2e_cores=int(cores), gpus=n, cores=share, step_rate=step_rate, feed=feed, efficiency=efficiency,
-                              predicted=predicted,
+                              restart_s=restart_s, rank_steps=rank_steps, predicted=predicted,
                               binds="" if math.isnan(predicted) else "input" if feed < step_rate else "step"))
     return pd.DataFrame(found), host
+
+
+def _epoch_rate(rate, batch, rank_steps, restart_s):
+    """Images per second over a rank's epoch: `rank_steps` batches at `rate`, then `restart_s` seconds
+    of its restart (scalars or Series; nan where `rate` is)."""
+    return batch * rank_steps / (batch * rank_steps / rate + restart_s)
 
 
 def _number(v: float) -> str:
@@ -109,6 +123,7 @@ def _prediction_view(frame: pd.DataFrame) -> pd.DataFrame:
         "GPUs / host": frame.gpus, "cores / GPU": frame.cores,
         "model per GPU (1 GPU, no all-reduce)": frame.step_rate.map(_number),
         "loader per GPU (1 GPU)": frame.feed.map(_number), "e2e efficiency": frame.efficiency.map("{:.0%}".format),
+        "restarts s / epoch": frame.restart_s.map("{:.2f}".format),
         "predicted per GPU": frame.predicted.map(_number), "predicted job": (frame.predicted * frame.gpus).map(_number)})
     if "measured" in frame:
         view["measured job"] = (frame.measured * frame.gpus).map(_number)
@@ -181,7 +196,8 @@ def _checked(frame: pd.DataFrame, lead: pd.DataFrame) -> pd.DataFrame:
                                                           for r in frame.itertuples()], names=model.index.names))
     frame = frame.assign(measured=found.measured.to_numpy(), lo=found.lo.to_numpy(), hi=found.hi.to_numpy(),
                          step_there=step_there.to_numpy())
-    stepped = frame.efficiency * frame[["step_there", "feed"]].min(axis=1, skipna=False)
+    stepped = _epoch_rate(frame.efficiency * frame[["step_there", "feed"]].min(axis=1, skipna=False), frame.batch,
+                          frame.rank_steps, frame.restart_s)
     return frame.assign(beyond=(frame.predicted > frame.hi) | (frame.predicted < frame.lo), stepped=stepped,
                         stepped_beyond=(stepped > frame.hi) | (stepped < frame.lo))
 
@@ -245,7 +261,8 @@ def _most_gpus_line(frame: pd.DataFrame, names: dict[tuple, str]) -> list[str]:
             last = seen.loc[seen.gpus.idxmax()]
             said += f"; at {plural(int(last.gpus), 'GPU')}, the most measured, its error was {_error_text(last)}"
             if pd.notna(top.predicted) and pd.notna(last.step_there):
-                again = top.efficiency * min(last.step_there, top.feed)
+                again = _epoch_rate(top.efficiency * min(last.step_there, top.feed), top.batch, top.rank_steps,
+                                    top.restart_s)
                 said += (f"; with the step as model-only measured at {plural(int(last.gpus), 'GPU')}, {again:,.0f} img/s "
                          f"per GPU (its error there {_marked(last.stepped, last, last.stepped_beyond)})")
         else:
