@@ -76,7 +76,7 @@ from .dali_options import (BATCH_MULTIPLE, CPU_SHARE, DECODER, HW_DECODER_LOAD, 
                            refuse_share, resolved)
 from .dali_sources import EpochSource, Files, FixedSource, Share, grouped
 from .epochs import epoch_batches, epoch_draws
-from .jpeg_errors import undecodable_jpeg, undecodable_sample
+from .jpeg_errors import refuse_unframed, undecodable_jpeg, undecodable_sample
 from .kernels import crop_normalize, warm_crop_normalize
 from .options import NUM_WORKERS
 from .peers import Peer
@@ -124,6 +124,9 @@ class DaliPipeline(Pipeline):
                              f"data passed ({self.data.source}) has none: use dali_reader='external'")
         self.cuda = self.device.type == "cuda"
         self.file_reader = config.dali_reader == "file"
+        side = None if self.data.images is None else self.data.images.shape[1]   # photographs: any size
+        if self.encoding == "jpeg" and not self.file_reader:   # before DALI sees a file it may die of
+            refuse_unframed(self.data.jpeg, config.split, side)
         self.multiple = 1 if self.file_reader else self.config.dali_batch_multiple   # batches per DALI batch
         self.labels = torch.from_numpy(self.data.labels).to(self.device)
         if self.data.sizes is None:   # photographs come out of DALI as contract images
@@ -325,10 +328,8 @@ class DaliPipeline(Pipeline):
         on). DALI reports a file its decoder rejects as an error of the whole pipeline, a RuntimeError with
         the graph's traceback and "nvImageCodec failure: '#4'" (a status: not a supported image) or "Failed
         to decode sample #3" (a position in a batch it does not name), raised by the call that fetches that
-        batch: it becomes a one-line ValueError naming the sample. Limit: DALI 2.4 running CPU-only
-        sometimes crashed the process on that error path when DALI batches of several batches were in flight
-        (tests/test_corrupt_jpeg.py); run in its own process (the default), such a crash costs one error
-        row."""
+        batch: it becomes a one-line ValueError naming the sample. DALI 2.4 crashed the process now and
+        then on that path (tests/test_corrupt_jpeg.py): files that are not whole JPEGs never reach it."""
         if self.fetched == self.dali_batches:
             return None
         try:

@@ -2,7 +2,8 @@
 pipelines look for the first undecodable one on their error path (`undecodable_jpeg`) and say
 which sample of which split it is (`undecodable_sample`): for the suite's own JPEG copy, rebuild it;
 for photographs of your own (`imagefolder:PATH`, whose `JpegSet.paths` name their files), the file,
-to remove or re-encode.
+to remove or re-encode. A decoder that cannot survive a broken file (DALI) is handed none:
+`refuse_unframed` checks the whole set for files that are not framed as whole JPEGs first.
 """
 from __future__ import annotations
 
@@ -53,3 +54,28 @@ def undecodable_sample(split: str, index: int, reason: str, copy: str = "JPEG co
         return ValueError(f"{paths[index]}: cannot be decoded ({reason}; sample {index} of the {split} split): "
                           "remove it, or re-encode it from its original")
     return ValueError(f"sample {index} of the {split} {copy} cannot be decoded ({reason}): {remedy}")
+
+
+def unframed(jpeg) -> np.ndarray:
+    """Indices of the packed set's files (`sources.JpegSet`) that do not begin with JPEG's
+    start-of-image marker (FF D8) or do not end with its end-of-image marker (FF D9): not a JPEG, or
+    cut short. One vectorized pass over the whole set. A whole JPEG may carry bytes after its end
+    marker (some cameras append some), so these are candidates for `undecodable_jpeg`, not verdicts."""
+    start, end = jpeg.offsets[:-1], jpeg.offsets[1:]
+    data, last = jpeg.data, max(len(jpeg.data) - 1, 0)
+
+    def at(i):
+        return data[np.clip(i, 0, last)] if len(data) else np.zeros(len(i), np.uint8)
+    framed = ((end - start >= 4) & (at(start) == 0xFF) & (at(start + 1) == 0xD8)
+              & (at(end - 2) == 0xFF) & (at(end - 1) == 0xD9))
+    return np.flatnonzero(~framed)
+
+
+def refuse_unframed(jpeg, split: str, side: int | None = None) -> None:
+    """The one-line ValueError (`undecodable_sample`) for the first file of the set that is not framed
+    as a whole JPEG (`unframed`) and does not decode on the CPU either (`undecodable_jpeg`); nothing
+    if there is none. For a decoder that cannot survive such a file: DALI 2.4 crashed the process
+    now and then on one (tests/test_corrupt_jpeg.py), so it must never see it."""
+    bad = undecodable_jpeg(jpeg, unframed(jpeg), side)
+    if bad is not None:
+        raise undecodable_sample(split, *bad, paths=jpeg.paths)

@@ -72,10 +72,11 @@ def _file_tree(monkeypatch, tmp_path: Path, data: sources.Split) -> None:
     monkeypatch.setattr(sources, "prepare_jpeg_tree", lambda *args, **kwargs: root)
 
 
-def _error_of_an_epoch(pipeline) -> str:
-    with pipeline:
-        pipeline.set_epoch(EPOCH)
-        with pytest.raises(ValueError) as caught:
+def _error_of_an_epoch(make) -> str:
+    """The ValueError of building `make()` or of running its epoch EPOCH."""
+    with pytest.raises(ValueError) as caught:
+        with make() as pipeline:
+            pipeline.set_epoch(EPOCH)
             for _ in pipeline:
                 pass
     return str(caught.value)
@@ -125,10 +126,38 @@ def test_dali_names_the_sample_it_cannot_decode(tmp_path, monkeypatch, how, read
         _file_tree(monkeypatch, tmp_path, data)
     path = tmp_path / "tree" / sources.tree_path("train", bad, data.labels[bad])
     if reader == "file":
-        _assert_names(_error_of_an_epoch(DaliPipeline(config, data=data)), bad, f"JPEG file tree ({path})",
+        _assert_names(_error_of_an_epoch(lambda: DaliPipeline(config, data=data)), bad, f"JPEG file tree ({path})",
                       _TREE_REMEDY.format(tmp_path / "tree"))
     else:
-        _assert_names(_error_of_an_epoch(DaliPipeline(config, data=data)), bad)
+        _assert_names(_error_of_an_epoch(lambda: DaliPipeline(config, data=data)), bad)
+
+
+@pytest.mark.parametrize("how", ["truncated", "not-a-jpeg"])
+def test_dali_is_never_handed_a_file_that_is_not_a_whole_jpeg(tmp_path, monkeypatch, how):
+    """Several batches per DALI batch (the default), where DALI 2.4 crashed now and then on such a
+    file: it is named before any DALI pipeline is built."""
+    pytest.importorskip("nvidia.dali")
+    from pipelines.dali import DaliPipeline
+    config = _config().replace(dali_batch_multiple=4)
+    bad = _bad_sample(config)
+    monkeypatch.setattr(DaliPipeline, "_start", lambda *args, **kwargs: pytest.fail("DALI was started"))
+    with pytest.raises(ValueError) as caught:
+        DaliPipeline(config, data=_split(tmp_path, bad, how))
+    _assert_names(str(caught.value), bad)
+
+
+def test_bytes_after_a_jpeg_s_end_marker_are_no_reason_to_refuse_it(tmp_path):
+    """Some cameras append data after the end-of-image marker: such a file is a candidate
+    (`unframed`), decodes on the CPU, and is not refused."""
+    from pipelines.jpeg_errors import refuse_unframed, unframed
+    data = _split(tmp_path, 3, "not-a-jpeg")
+    files = [bytes(data.jpeg[i]) for i in range(N)]
+    files[3] = bytes(data.jpeg[4]) + b"trailing bytes a camera appended"
+    offsets = np.zeros(N + 1, np.int64)
+    np.cumsum([len(f) for f in files], out=offsets[1:])
+    jpeg = sources.JpegSet(np.frombuffer(b"".join(files), np.uint8).copy(), offsets, 90)
+    assert list(unframed(jpeg)) == [3]
+    refuse_unframed(jpeg, "train", 32)   # no error
 
 
 def test_dali_names_a_file_missing_from_its_tree(tmp_path, monkeypatch):
@@ -140,7 +169,7 @@ def test_dali_names_a_file_missing_from_its_tree(tmp_path, monkeypatch):
     _file_tree(monkeypatch, tmp_path, data)
     path = tmp_path / "tree" / sources.tree_path("train", bad, data.labels[bad])
     path.unlink()
-    message = _error_of_an_epoch(DaliPipeline(config, data=data))
+    message = _error_of_an_epoch(lambda: DaliPipeline(config, data=data))
     _assert_names(message, bad, f"JPEG file tree ({path})",
                   _TREE_REMEDY.format(tmp_path / "tree"))
     assert "No such file or directory" in message
@@ -151,7 +180,7 @@ def test_dali_names_the_sample_when_it_finishes_an_abandoned_epoch(tmp_path):
     from pipelines.dali import DaliPipeline
     config = _config()
     bad = _bad_sample(config)
-    with DaliPipeline(config, data=_split(tmp_path, bad, "truncated")) as pipeline:
+    with DaliPipeline(config, data=_split(tmp_path, bad, "header")) as pipeline:   # one DALI decodes
         pipeline.set_epoch(EPOCH)
         next(iter(pipeline))   # left after its first batch: the next epoch first runs this one out
         pipeline.set_epoch(EPOCH + 1)

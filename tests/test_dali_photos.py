@@ -126,7 +126,8 @@ def test_nvjpeg_is_set_up_as_nvidias_resnet50_example_sets_it_up(folder):
 
 
 def test_a_photograph_that_does_not_decode_in_a_split_is_named_in_one_line(folder):
-    """DALI's error in either pipeline of a split becomes the one-line error naming the sample."""
+    """A file cut short, in the half of a batch either pipeline of a split decodes: named in one line
+    (before DALI sees it: `jpeg_errors.refuse_unframed`)."""
     config = photos_config(folder, batch_size=4, dali_cpu_share=0.5)
     data = sources.open_split(pipelines.resolve_config("dali", config))
     with pipelines.build("dali", config, data=data) as p:
@@ -135,9 +136,9 @@ def test_a_photograph_that_does_not_decode_in_a_split_is_named_in_one_line(folde
     files[bad] = _corrupt(files[bad], "truncated")
     offsets = np.concatenate([[0], np.cumsum([len(f) for f in files])])
     jpeg_set = sources.JpegSet(np.frombuffer(b"".join(files), np.uint8).copy(), offsets, data.jpeg.quality)
-    with pipelines.build("dali", config, data=dataclasses.replace(data, jpeg=jpeg_set)) as p:
-        p.set_epoch(1)
-        with pytest.raises(ValueError) as caught:
+    with pytest.raises(ValueError) as caught:
+        with pipelines.build("dali", config, data=dataclasses.replace(data, jpeg=jpeg_set)) as p:
+            p.set_epoch(1)
             for _ in p:
                 pass
     _assert_names(str(caught.value), bad)
