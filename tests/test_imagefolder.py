@@ -291,3 +291,16 @@ def test_dali_gives_photographs_the_hardware_decoder_unless_told():
     assert pipelines.resolve_config("dali", PipelineConfig(device="cpu")).dali_hw_decoder_load == 0.0
     told = PipelineConfig(source="imagefolder:/x", device="cpu", dali_hw_decoder_load=0.2)
     assert pipelines.resolve_config("dali", told).dali_hw_decoder_load == 0.2
+
+
+def test_a_file_larger_than_any_photograph_is_named_and_never_read(tmp_path):
+    """A sparse 40 GB `x.jpg` gave a MemoryError traceback: the folder check read every file whole."""
+    from pipelines.sources import imagefolder
+    folder = tmp_path / "mine" / "cat"
+    folder.mkdir(parents=True)
+    Image.new("RGB", (64, 48)).save(folder / "a.jpg")
+    with open(folder / "x.jpg", "wb") as f:
+        f.truncate(40 << 30)
+    with pytest.raises(ValueError, match=r"x\.jpg: 40\.0 GiB, larger than any photograph \(at most 256 MiB a file "
+                                         r"here\): remove it$"):
+        imagefolder.check_imagefolder(tmp_path / "mine", "train")

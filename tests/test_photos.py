@@ -190,3 +190,13 @@ def test_photographs_to_cut_from_that_cannot_make_a_set_are_one_line(tmp_path, c
     assert not (tmp_path / "set").exists()
     with pytest.raises(SystemExit, match=r"--photos-from names what a photo set is cut from: give --photos N too"):
         cli.main(["prepare", "--photos-from", str(folder), "--data-root", str(tmp_path / "data")])
+
+
+def test_a_photograph_whose_name_is_not_utf8_is_refused_before_it_names_a_class(tmp_path):
+    """Its name names a class folder, which every reader refuses: refused by prepare, in one line."""
+    folder = tmp_path / "own"
+    folder.mkdir()
+    Image.new("RGB", (64, 48), (200, 0, 0)).save(folder / "a.png")
+    Image.new("RGB", (64, 48)).save(os.fsdecode(bytes(folder) + b"/caf\xe9.png"))
+    with pytest.raises(ValueError, match=r"caf\\xe9\.png: a name that is not UTF-8: rename it$"):
+        photos.source_photos(folder)

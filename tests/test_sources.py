@@ -600,3 +600,18 @@ def test_encoding_in_parallel_gives_the_bytes_of_encoding_one_after_another(size
     images, _ = sources.synthesize(70, seed=1)   # more than one chunk of 64
     assert sources.encode_jpegs(images, 90, size) == [sources.encode_jpeg(sources.upscale(image[None], size)[0], 90)
                                                      for image in images]
+
+
+@pytest.mark.parametrize("error", [OSError(28, "No space left on device"),
+                                   OSError("Not enough free space to write 3072 bytes")])
+def test_a_full_disk_while_writing_names_the_folder_and_leaves_nothing(tmp_path, error):
+    """`prepare` on a full disk said "[Errno 28] No space left on device" (numpy: "Not enough free
+    space to write ... bytes") without naming the folder."""
+    from pipelines.sources.cache import CacheWriteError, writing
+    final = tmp_path / "data" / "set"
+    with pytest.raises(CacheWriteError) as caught:
+        with writing(final, "the photo set"):
+            raise error
+    said = str(caught.value)
+    assert said.startswith(f"cannot write the photo set to {final}: its disk is full (") and "\n" not in said
+    assert not final.exists() and list((tmp_path / "data").iterdir()) == []

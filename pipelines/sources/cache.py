@@ -16,6 +16,7 @@ user's umask says.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -75,6 +76,12 @@ def writing(final: Path, what: str):
     try:
         yield tmp
         publish(tmp, final)
+    except OSError as e:   # numpy says "Not enough free space to write N bytes" with no errno
+        if e.errno in (errno.ENOSPC, errno.EDQUOT) or "free space" in str(e):
+            raise CacheWriteError(f"cannot write {what} to {final}: its disk is full ({e.strerror or e}): free space "
+                                  "there, or put it elsewhere (--data-root or $PIPEBENCH_DATA for data, --cache-dir "
+                                  "or $PIPEBENCH_CACHE for copies)") from None
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

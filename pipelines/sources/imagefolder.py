@@ -28,6 +28,7 @@ from ..config import NUM_CLASSES
 from .jpeg import JpegSet
 
 JPEG_MAGIC = b"\xff\xd8\xff"
+MAX_FILE_BYTES = 256 << 20   # more than any photograph: a file this large is not read (a sparse 40 GB one was)
 VAL_FOLDERS = ("val", "test")
 
 
@@ -36,13 +37,23 @@ def shown(path: str | Path) -> str:
     return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
-def _utf8_named(path: Path) -> Path:
+def utf8_named(path: Path) -> Path:
     """`path`, whose name must be UTF-8: the files' names end up in messages and result rows."""
     try:
         path.name.encode("utf-8")
     except UnicodeEncodeError:
         raise ValueError(f"{shown(path)}: a name that is not UTF-8: rename it") from None
     return path
+
+
+def read_photo(path: Path) -> bytes:
+    """The bytes of photograph `path`; a one-line ValueError naming it where it is larger than any
+    photograph (MAX_FILE_BYTES), before it is read."""
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise ValueError(f"{shown(path)}: {size / 2**30:.1f} GiB, larger than any photograph (at most "
+                         f"{MAX_FILE_BYTES >> 20} MiB a file here): remove it")
+    return path.read_bytes()
 
 
 def jpeg_size(path: str | Path, data: bytes) -> tuple[int, int]:
@@ -87,13 +98,13 @@ def check_imagefolder(root: str | Path, split: str, max_samples: int | None = No
     in one ValueError), not in each configuration."""
     order, _ = _listed(root, split, max_samples)
     for path, _ in order:
-        jpeg_size(path, path.read_bytes())
+        jpeg_size(path, read_photo(path))
 
 
 def _listed(root: str | Path, split: str, max_samples: int | None) -> tuple[list[tuple[Path, int]], list[Path]]:
     """The (file, label) pairs `read_imagefolder` reads, in class-interleaved order, and the class folders."""
     folder = split_folder(root, split)
-    classes = sorted(_utf8_named(p) for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    classes = sorted(utf8_named(p) for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not classes:
         raise ValueError(f"imagefolder {shown(folder)}: no class folders in it (expected {shown(folder)}/<class>/"
                          "<image>.jpg)")
@@ -102,7 +113,7 @@ def _listed(root: str | Path, split: str, max_samples: int | None) -> tuple[list
                          f"outputs: use at most {NUM_CLASSES}")
     files = []
     for label, cls in enumerate(classes):
-        found = sorted(_utf8_named(p) for p in cls.iterdir() if p.is_file() and not p.name.startswith("."))
+        found = sorted(utf8_named(p) for p in cls.iterdir() if p.is_file() and not p.name.startswith("."))
         if not found:
             raise ValueError(f"imagefolder {shown(cls)}: an empty class (no files in it)")
         files.append([(path, label) for path in found])
@@ -117,7 +128,7 @@ def read_imagefolder(root: str | Path, split: str, max_samples: int | None = Non
     order, classes = _listed(root, split, max_samples)
     chunks, heights, widths = [], [], []
     for path, _ in order:
-        data = path.read_bytes()
+        data = read_photo(path)
         width, height = jpeg_size(path, data)
         chunks.append(np.frombuffer(data, dtype=np.uint8))
         heights.append(height)

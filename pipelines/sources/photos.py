@@ -39,6 +39,7 @@ from PIL import Image
 
 from ..config import NUM_CLASSES, usable_cores
 from .cache import writing
+from .imagefolder import utf8_named
 
 META = "PHOTOS.json"
 SHORT_SIDE = (375, 0.3)      # log-normal short side: median (px) and sigma of its log
@@ -90,6 +91,8 @@ def source_photos(folder: str | Path | None = None) -> list[tuple[Photo, Image.I
                        and not p.name.startswith(".") and p.is_file())   # hidden files and FIFOs are no photographs
         if not files:
             raise ValueError(f"{folder}: no .jpg, .jpeg or .png photographs in it")
+        for p in files:   # its name names a class folder, which every reader refuses unless UTF-8
+            utf8_named(p)
         stems = [p.stem for p in files]
         twice = sorted({stem for stem in stems if stems.count(stem) > 1})
         if twice:   # a class is named by its photograph's name
