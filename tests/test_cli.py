@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import re
 import subprocess
@@ -14,6 +15,8 @@ import pytest
 import torch
 
 from bench import cli, results
+from bench.cli import light, top
+from bench.running.options import FIRST_RUN
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,11 +56,86 @@ def test_help_and_version_answer_without_importing_torch(argv):
 def test_compare_help_is_in_groups_and_every_option_is_in_one():
     command = cli.build_parser()._subparsers._group_actions[0].choices["compare"]
     titles = [group.title for group in command._action_groups]
-    for title in ("what to measure", "timing", "processes and GPUs", "output", "data"):
+    for title in (FIRST_RUN, "what to measure", "timing", "processes and GPUs", "data"):
         assert title in titles
     options = [a for a in command._action_groups if a.title == "options"][0]._group_actions
     assert {o for a in options for o in a.option_strings} == {"-h", "--help", "--debug"}
     assert len(command.format_usage().splitlines()) == 1
+
+
+def test_compare_and_sweep_help_list_a_first_runs_options_first():
+    """--source was in compare's last group, --models, --image-size, --cpus and --out each in another
+    (issue 69): what a first run gives comes first, in one group, right after -h and --debug."""
+    commands = cli.build_parser()._subparsers._group_actions[0].choices
+    for name in ("compare", "sweep"):
+        groups = [g for g in commands[name]._action_groups if g._group_actions]
+        assert [g.title for g in groups[:2]] == ["options", FIRST_RUN]
+        assert [a.option_strings[0] for a in groups[1]._group_actions] == [
+            "--source", "--data-root", "--pipelines", "--models", "--image-size", "--cpus", "--device", "--out"]
+        text = commands[name].format_help()
+        assert text.index("  --source") < text.index("  --models") < text.index("  --out ") < text.index(
+            "what to measure:")
+
+
+USAGE_ERRORS = [[], ["--versio"], ["compare", "--cpus"], ["compare", "--cpu", "2"], ["sweep", "--sourc", "auto"],
+                ["compare", "--last-batch", "never"], ["report"], ["stability", "--epochs", "3"], ["lst"]]
+
+
+def test_every_help_and_usage_error_answers_without_importing_torch():
+    """`pipebench compare --help` and a typo (`--versio`, `compare --cpus`) took 4.7 s each: building
+    the commands' parsers imported torch (issue 69). Every command's help and these usage errors are
+    answered with torch never imported."""
+    cases = [[name, "--help"] for name in top.COMMANDS] + USAGE_ERRORS
+    code = ("import json, sys, contextlib, io\nfrom bench.cli import main\nfound = []\n"
+            "for argv in json.loads(sys.argv[1]):\n"
+            "    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+            "        try:\n            main(argv)\n        except SystemExit as e:\n"
+            "            found.append([argv, e.code, 'torch' in sys.modules])\n"
+            "print(json.dumps(found))\n")
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(cases)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == [[argv, 0 if "--help" in argv else 2, False] for argv in cases]
+
+
+def test_the_light_parsers_help_and_usage_errors_are_the_real_parsers(capsys):
+    """What answers help and usage errors without torch (`light.light_parser`) says what the real
+    parsers say, word for word, where a value is no matter of its type."""
+    real, made = cli.build_parser(), light.light_parser()
+    assert made.format_help() == real.format_help()
+    commands = made._subparsers._group_actions[0].choices
+    for name, command in real._subparsers._group_actions[0].choices.items():
+        assert commands[name].format_help() == command.format_help(), name
+    for argv in USAGE_ERRORS:
+        said = []
+        for parser in (real, made):
+            with pytest.raises(SystemExit) as stop:
+                parser.parse_args(argv)
+            said.append((stop.value.code, capsys.readouterr().err))
+        assert said[0] == said[1] and said[0][0] == 2, argv
+
+
+def test_the_light_parsers_are_made_from_what_the_real_ones_are_now():
+    """bench/cli/shapes.py is what `python -m bench.cli.light` writes from the parsers now."""
+    path = ROOT / "bench" / "cli" / "shapes.py"
+    assert path.read_text() == light.generated(), "bench/cli/shapes.py is out of date: run python -m bench.cli.light"
+
+
+def test_the_light_modules_copies_of_pipelines_are_equal(monkeypatch, tmp_path):
+    """`top.clip`, `top.LINE_LIMIT` and `light.default_data_root` are pipelines' own, copied (importing
+    pipelines imports torch)."""
+    from pipelines import config, options
+    assert top.LINE_LIMIT == options.LINE_LIMIT
+    for text in ("short", "x" * 5000, "é" * 2001):
+        for limit in (10, options.LINE_LIMIT):
+            assert top.clip(text, limit) == options.clip(text, limit)
+    for data, cache in [(None, None), (None, str(tmp_path)), (None, "relative"), (str(tmp_path / "d"), str(tmp_path))]:
+        for name, value in (("PIPEBENCH_DATA", data), ("XDG_CACHE_HOME", cache)):
+            if value is None:
+                monkeypatch.delenv(name, raising=False)
+            else:
+                monkeypatch.setenv(name, value)
+        assert light.default_data_root() == config.default_data_root()
 
 
 def test_version_is_the_installed_one_else_the_checkouts(monkeypatch, capsys):

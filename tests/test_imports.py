@@ -154,6 +154,17 @@ def test_pipelines_import_nothing_from_their_registry_or_bench():
     assert {module: found for module, found in upward.items() if found} == {}
 
 
+def test_nothing_in_bench_imports_the_command_line():
+    """bench/cli is the top of bench/: no module of the other folders (studies, running, measuring, results,
+    report, claims) imports it, not even inside a function: what a command and a study share lives below
+    both (issue 69: the timeline study imported the CLI's parser for the sweep's options, now
+    `bench.running.options`)."""
+    upward = {module: sorted(t for t in found if t == "bench.cli" or t.startswith("bench.cli."))
+              for module, found in every_import().items()
+              if module.startswith("bench.") and not module.startswith("bench.cli")}
+    assert {module: found for module, found in upward.items() if found} == {}
+
+
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 450, 60
 
 

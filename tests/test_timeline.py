@@ -130,6 +130,33 @@ def test_a_variant_is_a_pipeline_with_knobs_it_reads():
         == ["--pin-memory", "--workers", "3", "--dali-decoder", "cpu"]
 
 
+def test_the_example_variant_is_made_from_the_knobs_declaration():
+    """The help's example names DALI's decoder knob and a value it takes from its declaration
+    (`pipelines.dali_options.DECODER`), not by hand; the docstring shows the same example."""
+    from pipelines.dali_options import DECODER
+    name, knobs = timeline.parse_variant(timeline.EXAMPLE)
+    assert name == "dali" and list(knobs) == [DECODER.name] and knobs[DECODER.name] != DECODER.default
+    assert f"`{timeline.EXAMPLE}`" in timeline.__doc__
+
+
+SWEEP_ONLY = {"-h", "--help", "--config", "--resume-other-commit", "--debug"}   # a sweep's run, not its options
+
+
+def test_the_timeline_takes_the_sweeps_options_without_the_command_line():
+    """The timeline's options are `pipebench sweep`'s, each with its destination, default, choices
+    and arity, from `bench.running.options` (it built the CLI's whole parser: issue 69); the sweep's
+    parser built from anything else would show here."""
+    from bench import cli
+
+    def table(parser):
+        return {flag: (a.dest, a.default, a.nargs, a.choices, a.const, type(a).__name__)
+                for a in parser._actions for flag in a.option_strings}
+    sweep = cli.build_parser()._subparsers._group_actions[0].choices["sweep"]
+    ours = timeline.sweep_options()
+    assert table(ours) == {flag: row for flag, row in table(sweep).items() if flag not in SWEEP_ONLY}
+    assert not ours.allow_abbrev and not ours.exit_on_error
+
+
 @pytest.mark.parametrize("text, words", [
     ("dalix", "unknown pipeline 'dalix'"), ("dali:foo=1", "'foo=1' is not knob=value"),
     ("dali:dali_decoder", "'dali_decoder' is not knob=value"), ("prefetch:dali_decoder=cpu", "a knob prefetch reads"),

@@ -3,8 +3,9 @@
 The commands: `top.COMMANDS` (what `pipebench --help` shows).
 
 One module per command: `measure` (compare, sweep), `claims`, `stability`, and `main` (dispatch,
-and the small commands); `top` holds the commands and answers `pipebench --help` and `--version`
-without importing torch, `parser` every command's options, `common` what they share.
+and the small commands); `top` holds the commands, `parser` every command's options, `common` what
+they share. `light` makes the same parsers without torch from `shapes` (generated from `parser`'s):
+they answer every help, `--version` and usage error in a fraction of a second.
 Light imports only: DataLoader workers and configuration processes import the main module again
 (multiprocessing's start-up runs the main script); everything but `main` and `top` is imported
 where it is used (this package's other names on first use).

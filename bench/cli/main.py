@@ -1,7 +1,10 @@
 """`pipebench COMMAND`: parse, then hand over to the command's module; the small commands (report,
 prepare, download, list, env) are here, one function each. Every process a command started has ended
-before pipebench exits (`runner.reap_children`, at interpreter exit). `pipebench --help` and `--version` are answered by the
-commands alone (`top.top_parser`), before torch and the pipelines are imported.
+before pipebench exits (`runner.reap_children`, at interpreter exit). Help, --version and usage errors
+are answered by the parsers without types (`light.light_parser`), before torch and the pipelines are
+imported. A Ctrl-C while they import, the options are read, or compare or sweep plan (until the run
+holds SIGINT itself) is one line and exit code 130, at once (`starting.starting`); one in another
+command's work that it does not catch is one line too (`_stopped`).
 """
 from __future__ import annotations
 
@@ -9,33 +12,72 @@ import atexit
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
-from .top import top_parser
+from .top import COMMANDS, LINE_LIMIT, clip
 
 
 def main(argv: list[str] | None = None) -> int:
     """`pipebench ARGV` (sys.argv[1:] by default): its exit code. An error is one line, cut after
     LINE_LIMIT characters wherever it comes from (a megabyte value echoed in it is not printed back)."""
+    from .starting import starting
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help", "--version"):
-        top_parser()[0].parse_args(argv)   # prints the help, the version or the usage error, and exits
+    started, parsed = time.monotonic(), False
     try:
-        return _command(argv)
+        with starting(_name(argv), started):
+            _first_parser().parse_args(argv)   # prints the help, the version or a usage error, and exits
+            args, grids = _parse(argv)   # imports torch and the pipelines
+            if args.command in ("compare", "sweep"):   # which plan first: the run then holds SIGINT itself
+                from .measure import run_grid
+                return run_grid(grids, argv)
+        parsed = True
+        return _command(argv, args)
     except SystemExit as e:
-        from pipelines.options import LINE_LIMIT, clip
         if isinstance(e.code, str) and len(e.code) > LINE_LIMIT:
             raise SystemExit(clip(e.code, LINE_LIMIT)) from None
         raise
+    except KeyboardInterrupt:   # where `starting` leaves SIGINT as it is, or in a command's work
+        return _stopped(argv, started, parsed)
 
 
-def _command(argv: list[str]) -> int:
-    """Run the command `argv` names (`main`)."""
+def _first_parser():
+    """The parser that answers help and usage errors: the parsers without types (`light.light_parser`),
+    but where the real ones' module is imported already (by a program or a test that uses pipebench's
+    modules) the real ones, which then cost no import and see declarations added at run time."""
+    if f"{__package__}.parser" in sys.modules:
+        return sys.modules[f"{__package__}.parser"].build_parser()
+    from .light import light_parser
+    return light_parser()
+
+
+def _name(argv: list[str]) -> str:
+    """"pipebench COMMAND", as messages name it ("pipebench" before a command is named)."""
+    return f"pipebench {argv[0]}" if argv and argv[0] in COMMANDS else "pipebench"
+
+
+def _stopped(argv: list[str], started: float, parsed: bool) -> int:
+    """A Ctrl-C no command caught, said in one line, exit code 130 (with --debug the traceback first):
+    one before a command's work (`parsed`: begun) wrote nothing (`starting.stop_line`), one in it is
+    said as such."""
+    from .starting import stop_line
+    if os.environ.get("PIPEBENCH_DEBUG"):
+        import traceback
+        traceback.print_exc()
+    if parsed:
+        print(f"{_name(argv)}: stopped by SIGINT after {time.monotonic() - started:.0f} s", file=sys.stderr)
+    else:
+        print(stop_line(_name(argv), started), file=sys.stderr)
+    return 130
+
+
+def _parse(argv: list[str]) -> tuple:
+    """`argv` read by the real parser (`parser.build_parser`: torch and the pipelines imported), and
+    its grids (one per --config grid, else the command line's); `main`. The commands' modules are
+    imported here too, while a Ctrl-C stops at once (`starting`)."""
     from ..running import runner
-    from .claims import run_claims
-    from .measure import run_grid
+    from . import claims, measure, stability   # noqa: F401 (run by `main` and `_command`)
     from .parser import build_parser, config_grids
-    from .stability import run_stability
     atexit.unregister(runner.reap_children)   # registered once, after multiprocessing's own: it runs first
     atexit.register(runner.reap_children)
     parser = build_parser()
@@ -45,8 +87,13 @@ def _command(argv: list[str]) -> int:
     grids = [args]
     if getattr(args, "config", None) is not None:   # the file's options first: typed ones win
         grids = [parser.parse_args([argv[0], *tokens, *argv[1:]]) for tokens in config_grids(args.config, parser)]
-    if args.command in ("compare", "sweep"):
-        return run_grid(grids, argv)
+    return args, grids
+
+
+def _command(argv: list[str], args) -> int:
+    """Run the command `argv` names but compare and sweep (`main`), its options parsed (`_parse`)."""
+    from .claims import run_claims
+    from .stability import run_stability
     if args.command == "claims":
         run_claims(args, argv)
         return 0

@@ -1,7 +1,9 @@
-"""The command line: every command's options (compare's and sweep's in groups: a flag per declared
-setting, `bench.results.settings`, and per pipeline knob, `pipelines.options`, generated; the options of
-the whole run by hand), their one-line checks (`build_parser`, on the commands of
+"""The command line: every command's options (compare's and sweep's from `bench.running.options`, in
+groups, what a first run gives first), their one-line checks (`build_parser`, on the commands of
 `top.top_parser`), and a sweep's --config file as options (`config_grids`).
+
+Their shape without types is in `shapes` (`light`: help and usage errors without torch): after changing
+an option, or a setting or knob it is made from, `python -m bench.cli.light` rewrites it.
 """
 from __future__ import annotations
 
@@ -11,17 +13,11 @@ from pathlib import Path
 
 import pipelines
 from pipelines.options import clip, echo
-from pipelines.config import IMAGEFOLDER, SOURCES, default_cache_root, default_data_root
+from pipelines.config import default_data_root
 
-from ..measuring import harness
-from ..measuring.spec import BUSY_MS
-from ..results import settings
 from ..results.settings import csv_list, once, positive
-from ..running import plan, runner
+from ..running.options import RUN_HELP, add_data_options, add_device, run_options
 from .top import top_parser
-
-MAX_CONFIGURATIONS = 10_000   # --max-configurations: days of measuring at seconds each; a typo's millions, refused
-
 
 def _claim_list(text: str) -> list:
     from .. import claims
@@ -33,138 +29,13 @@ def _claim_list(text: str) -> list:
     return chosen
 
 
-def _knob_type(option: pipelines.Option):
-    """argparse type of a knob's flag: one value, or (a listed knob) a comma-separated list of them."""
-    def one(text: str):
-        try:
-            return option.parse(text.strip())
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-
-    def many(text: str) -> list:
-        items = [one(t) for t in text.split(",") if t.strip()]
-        if not items:
-            raise argparse.ArgumentTypeError(f"{echo(text)}: expected a comma-separated list, each {option.expected()}")
-        return once(text, items)
-    return many if option.listed else one
-
-
-def _add_knobs(p: argparse.ArgumentParser) -> None:
-    """A flag per pipeline knob (`pipelines.options`), its help naming the pipelines that read it."""
-    for name, option in plan.knobs().items():
-        if not option.cli:
-            continue
-        readers = ", ".join(n for n in pipelines.names() if name in pipelines.reads(n))
-        default = option.none if option.default is None else option.default
-        text = f"{'list; ' if option.listed else ''}{readers}: {option.help} (default: {default})"
-        if option.kind is bool:
-            p.add_argument(option.flag, action="store_true", help=text)
-        else:
-            p.add_argument(option.flag, type=_knob_type(option), help=text,
-                           default=[option.default] if option.listed else option.default)
-
-
-def _source(text: str) -> str:
-    """argparse type of --source: one of SOURCES, or imagefolder:PATH."""
-    if text in SOURCES or (text.startswith(IMAGEFOLDER) and len(text) > len(IMAGEFOLDER)):
-        return text
-    raise argparse.ArgumentTypeError(f"{echo(text)}: expected one of {', '.join(SOURCES)} or imagefolder:PATH")
-
-
-def _add_data_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data-root", default=default_data_root(),
-                   help="folder holding cifar-10-batches-py/ or the synthetic cache (default: %(default)s, "
-                        "or $PIPEBENCH_DATA)")
-    p.add_argument("--source", type=_source, default="auto",
-                   help="auto = real CIFAR-10 under --data-root if present, else synthetic; imagefolder:PATH = "
-                        "your JPEGs, a folder per class (or train/ and val/ so), read by the pipelines that cut "
-                        "ImageNet's crops from photographs (the others: skipped rows) (default: auto)")
-    p.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic set (default: 0)")
-    p.add_argument("--cache-dir", dest="cache_root", default=default_cache_root(),
-                   help="where the JPEG copies (and a synthetic set not under --data-root) are written, "
-                        "under DIR/<source>/, so --data-root may be read-only (default: $PIPEBENCH_CACHE, "
-                        "else beside the data)")
-
-
-RUN_HELP = ("Measure each pipeline loader-only (at each headspace level), stage by stage and end-to-end, each "
-            "model on real batches already on the device (model-only) and the bus alone (copies), for every combination of the "
-            "listed image sizes, batch sizes, CPU budgets, worker counts, models and dtypes, each configuration "
-            "in --processes independent processes; append one CSV row per window to OUT/results.csv, print a "
-            "summary and the answer (which pipeline keeps each model fed), also written to OUT/ANSWER.md. "
-            "Defaults adapt to the device: on CUDA bs 512, bf16, channels_last, resnet18, windows of 2 s; on CPU "
-            "bs 64, float32, resnet9-w0.25, windows of 0.5 s.")
-
-
-def _help_values() -> dict:
-    """What the settings' help lines name (`bench.results.settings.Setting.help`)."""
-    return dict(PIPELINES=",".join(pipelines.names()), CPU_LARGE=plan.CPU_LARGE, CPU_SAMPLES=plan.CPU_SAMPLES,
-                BUSY_LEVELS=",".join(f"{b:g}" for b in BUSY_MS), MODEL_BLOCK=harness.MODEL_BLOCK,
-                LONG_EPOCH=harness.LONG_EPOCH, MIN_PROCESSES=plan.MIN_PROCESSES, MIN_WINDOWS=plan.MIN_WINDOWS,
-                **{s.name: s.devices for s in settings.SETTINGS if s.devices})
-
-
-def _add_settings(g, group: str) -> None:
-    """A flag per setting of `group` (`bench.results.settings.SETTINGS`), stored under the setting's name."""
-    for s in settings.SETTINGS:
-        if s.group != group or s.flag is None:
-            continue
-        text = s.help.format(**_help_values())
-        if s.switch:
-            g.add_argument(s.option, dest=s.name, action=argparse.BooleanOptionalAction, help=text)
-            continue
-        default, metavar = s.initial(), None if s.choices else s.option[2:].upper().replace("-", "_")
-        g.add_argument(s.option, dest=s.name, type=s.type, choices=s.choices or None, help=text, metavar=metavar,
-                       default=list(default) if isinstance(default, tuple) else default)
-
-
-def _run_parser(p: argparse.ArgumentParser, description: str) -> argparse.ArgumentParser:
-    """compare's and sweep's options, in groups: the settings (`bench.results.settings`), the pipelines'
-    knobs, and the options of the whole run (device, deadline, processes, output, data)."""
-    p.description = description
-    p.usage = "%(prog)s [options]   (below, in groups)"
-    _add_settings(p.add_argument_group(settings.MEASURE), settings.MEASURE)
-    g = p.add_argument_group(settings.SETTING)
-    g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
-    _add_settings(g, settings.SETTING)
-    _add_knobs(p.add_argument_group("the pipelines' knobs (lists: one variant of the pipelines that read them per "
-                                    "value)"))
-    g = p.add_argument_group(settings.TIMING)
-    _add_settings(g, settings.TIMING)
-    g.add_argument("--timeout", type=positive(float), default=runner.DEFAULT_TIMEOUT_S,
-                   help="seconds one configuration may take (its own process; on expiry its stacks are saved "
-                        "under OUT/timeouts/, it is killed with its workers and a `timeout` row written) "
-                        "(default: %(default)g)")
-    g = p.add_argument_group(settings.GPUS)
-    g.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
-                   help="each configuration (or, with --share-process, each cell's) in its own process with the "
-                        "--timeout deadline; --no-isolate runs "
-                        "them in this one (starts faster, no deadline; always so under torchrun; --ranks N > 1 always "
-                        "in processes of their own) (default: on)")
-    g.add_argument("--share-process", action="store_true",
-                   help="run the model-only and e2e configurations of one model, step kind, loss reads and CPU "
-                        "budget in one process per round (per rank with --ranks or torchrun), sharing its trainer "
-                        "(started and compiled once), and the copy configurations of one setting likewise; each "
-                        "pipeline still built, warmed up and timed on its own, the one before it released, in the "
-                        "order of a Williams design (each right after every other equally often once --processes "
-                        "reaches the cell's configurations, twice them for an odd count; fewer: a warning); rows say "
-                        "the order (`slot`) (default: each configuration in a process of its own)")
-    _add_settings(g, settings.GPUS)
-    g = p.add_argument_group("output")
-    g.add_argument("--out", type=Path, help="output folder (default: runs/<UTC time>-<device>)")
-    g.add_argument("--max-configurations", type=positive(int), default=MAX_CONFIGURATIONS,
-                   help="the most configuration processes (configurations x --processes) a run may list; "
-                        "more are refused before anything runs, the count said (default: %(default)s)")
-    _add_data_args(p.add_argument_group("data"))
-    return p
-
-
 def build_parser() -> argparse.ArgumentParser:
     """`pipebench`'s parser: the commands (`top.top_parser`), each with its options."""
     from .. import report
     parser, sub = top_parser()
     commands = sub.choices
-    _run_parser(commands["compare"], RUN_HELP)
-    p = _run_parser(commands["sweep"], RUN_HELP + " A sweep resumes: configurations that already have --repeats ok "
+    run_options(commands["compare"], RUN_HELP)
+    p = run_options(commands["sweep"], RUN_HELP + " A sweep resumes: configurations that already have --repeats ok "
                     "rows for this environment in OUT/results.csv are skipped.")
     p.add_argument("--config", type=Path, help="JSON file whose keys are these options' names "
                    "(e.g. {\"batch_size\": [256, 512], \"models\": [\"resnet9-w0.5\"]}); a key \"grids\" holds a "
@@ -213,7 +84,7 @@ def _claims_options(p: argparse.ArgumentParser) -> None:
                      "uses each claim's latest run.")
     p.add_argument("--claims", type=_claim_list, default=claims.CLAIMS,
                    help=f"comma-separated numbers 1-{len(claims.CLAIMS)} or names {','.join(claims.KEYS)} (default: all)")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
+    add_device(p)
     p.add_argument("--workers", type=int, help="DataLoader workers / prefetch threads where a claim does not "
                    "vary them (default: cores - 1)")
     p.add_argument("--quick", action="store_true", help="tiny sizes (seconds on a CPU): checks that every "
@@ -221,7 +92,7 @@ def _claims_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report-only", action="store_true", help="rebuild OUT/CLAIMS.md from OUT/claims.csv, measure nothing")
     p.add_argument("--seed", type=int, default=0, help="shuffle / augmentation seed (default: 0)")
     p.add_argument("--out", type=Path, help="output folder (default: runs/claims-<UTC time>-<device>)")
-    _add_data_args(p)
+    add_data_options(p)
 
 
 def _stability_options(p: argparse.ArgumentParser) -> None:
@@ -237,12 +108,12 @@ def _stability_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-samples", type=positive(int), help="use only the first N samples of the split")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
     p.add_argument("--out", type=Path, required=True, help="folder for stability.csv, STABILITY.md, stability.png")
-    _add_data_args(p)
+    add_data_options(p)
 
 
 def _prepare_options(p: argparse.ArgumentParser) -> None:
     """`pipebench prepare`'s options."""
-    _add_data_args(p)
+    add_data_options(p)
     p.add_argument("--jpeg-quality", type=positive(int, 1, 100), default=90, help="JPEG quality, 1 to 100 (default: 90)")
     p.add_argument("--photos", type=positive(int),
                    help="also write a set of N photographs like ImageNet's (ImageFolder layout, labels = the "

@@ -1,10 +1,13 @@
 """pipebench's top level, light: the commands, `pipebench --help` and `--version` (`top_parser`),
-answered without importing torch or a pipeline; `parser.build_parser` adds each command's options.
+answered without importing torch or a pipeline; `parser.build_parser` adds each command's options
+(`light.light_parser` the same options without torch, for help and usage errors).
+
+`LINE_LIMIT` and `clip` are `pipelines.options`' own, copied: importing any module of pipelines imports
+its registry, and torch with it (tests/test_cli.py keeps the copies equal).
 """
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import re
 from pathlib import Path
 
@@ -23,6 +26,12 @@ COMMANDS = {   # what `pipebench --help` says of each command
     "env": "print the environment recorded with every result",
 }
 EPILOG = "`pipebench COMMAND --help` for a command's options; errors are one line, --debug shows the traceback."
+LINE_LIMIT = 2000   # characters of a whole error line: `pipelines.options.LINE_LIMIT`
+
+
+def clip(text: str, limit: int) -> str:
+    """`pipelines.options.clip`: `text` cut after `limit` characters, its length said."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 
 class Parser(argparse.ArgumentParser):
@@ -30,12 +39,12 @@ class Parser(argparse.ArgumentParser):
     (`pipelines.options.clip`): a megabyte value is not printed back."""
 
     def error(self, message: str):
-        from pipelines.options import LINE_LIMIT, clip
         super().error(clip(message, LINE_LIMIT))
 
 
 def version() -> str:
     """The installed pipebench's version, else (run from a checkout) the one in its pyproject.toml."""
+    import importlib.metadata   # here: it takes longer to import than the rest of `pipebench` before `main`
     try:
         return importlib.metadata.version("pipebench")
     except importlib.metadata.PackageNotFoundError:

@@ -1,6 +1,7 @@
 """Running: which configurations a run measures, in which order, and the processes they run in.
 
-`plan` turns options into RunSpecs and orders them in rounds (and says which share a process),
+`options` are the options a run takes (compare's and sweep's; the timeline study's too), `plan`
+turns them into RunSpecs and orders them in rounds (and says which share a process),
 `runner` measures a list of them into one results folder, surviving what goes wrong (a process per
 configuration, a deadline, resume), and `children` is what runs inside those child processes. They
 are apart from `measuring/` because a configuration is measured the same way whether one process

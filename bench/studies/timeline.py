@@ -1,12 +1,13 @@
 """Where the GPU's time goes when pipelines feed the training step: `python -m bench.studies.timeline --out DIR
 --pipelines VARIANT [VARIANT ...] [sweep options]`.
 
-A variant is a pipeline's name, or `name:knob=value,knob=value` with knobs it reads (e.g.
-`dali:dali_decoder=cpu`). The other options are the sweep's (`pipebench sweep --help`), one value
-each: model, step kind (default compile), image size, batch, dtype, source, CPU budget, `--warmup`,
-and `--steps` (steps recorded, default STEPS). The configurations are made as a sweep makes them
-(`bench.running.plan.grid`) and run as the harness runs model-only and e2e (`bench.measuring.harness`): in this one
-process, under the CPU budget, one trainer shared by all (built and compiled once: `harness.Shared`),
+A variant is a pipeline's name, or `name:knob=value,knob=value` with knobs it reads (`EXAMPLE`:
+`dali:dali_decoder=cpu`). The other options are the sweep's (`pipebench sweep --help`,
+`bench.running.options`), one value each: model, step kind (default compile), image size, batch,
+dtype, source, CPU budget, `--warmup`, and `--steps` (steps recorded, default STEPS). The
+configurations are made as a sweep makes them (`bench.running.plan.grid`) and run as the harness runs
+model-only and e2e (`bench.measuring.harness`): in this one process, under the CPU budget, one
+trainer shared by all (built and compiled once: `harness.Shared`),
 model-only first (real batches already on the device), then per variant its pipeline built, the
 first training call, the warm-up steps and the drain (`bench.measuring.drain`), the pipeline closed and its
 memory released before the next.
@@ -59,9 +60,9 @@ import pandas as pd
 import torch
 
 import pipelines
+from pipelines.dali_options import DECODER
 
 from .. import results
-from ..cli.parser import build_parser
 from ..measuring import machine
 from ..measuring.drain import drain, sync
 from ..measuring.harness import Shared, release
@@ -70,6 +71,7 @@ from ..measuring.training import reading
 from ..measuring.workloads import endless, real_batches
 from ..report.formatting import machine_text
 from ..running import plan
+from ..running.options import run_options
 from .timeline_plot import draw
 
 STEPS = 20                # recorded steps per configuration (--steps)
@@ -79,6 +81,8 @@ TRACE_MAX_BYTES = 2 * 2**20   # a configuration's gzipped Chrome trace is kept o
 MODEL_ONLY = "model-only"
 GPU_WORK = {"kernel": False, "gpu_memset": False, "gpu_memcpy": True}   # trace category -> is a copy
 LAUNCHES = ("cuda_runtime", "cuda_driver")   # trace categories of the host's CUDA calls
+# a variant with a knob, for the help: DALI's other decoder, from the knob's declaration
+EXAMPLE = f"dali:{DECODER.name}={next(c for c in DECODER.choices if c != DECODER.default)}"
 
 
 @dataclass(frozen=True)
@@ -130,15 +134,21 @@ def knob_tokens(knobs: dict[str, object]) -> list[str]:
     return tokens
 
 
+def sweep_options() -> argparse.ArgumentParser:
+    """The sweep's options (`bench.running.options`), a bad one an ArgumentError (one line), none
+    abbreviated."""
+    parser = argparse.ArgumentParser(prog="python -m bench.studies.timeline", allow_abbrev=False, add_help=False,
+                                     exit_on_error=False)
+    return run_options(parser, "the sweep's options, one value each")
+
+
 def configurations(variants: list[str], options: list[str],
                    device: torch.device) -> tuple[RunSpec, list[tuple[str, RunSpec]]]:
     """The model-only configuration and (variant, e2e configuration) per variant, made by the
     sweep's parser and `plan.grid` from `options` (module docstring); one-line ValueErrors."""
     if len(set(variants)) != len(variants):
         raise ValueError(f"--pipelines {' '.join(variants)}: give each variant once")
-    sweep = build_parser()._subparsers._group_actions[0].choices["sweep"]
-    sweep.exit_on_error = False   # a bad option is an ArgumentError: one line
-    model, found = None, []
+    sweep, model, found = sweep_options(), None, []
     for text in variants:
         name, knobs = parse_variant(text)
         tokens = ["--step", "compile", "--steps", str(STEPS), *options, "--pipelines", name, "--modes", "model,e2e",
@@ -380,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
                                      f"{STEPS} (recorded steps).")
     parser.add_argument("--out", required=True, type=Path, help="folder for timeline.csv, TIMELINE.md, timeline.png")
     parser.add_argument("--pipelines", required=True, nargs="+", metavar="VARIANT",
-                        help="pipeline variants: name or name:knob=value,knob=value (e.g. dali dali:dali_decoder=cpu)")
+                        help=f"pipeline variants: name or name:knob=value,knob=value (e.g. dali {EXAMPLE})")
     parser.add_argument("--traces", action="store_true",
                         help="also keep each configuration's Chrome trace, gzipped, where under 2 MiB")
     args, options = parser.parse_known_args(argv)
