@@ -16,7 +16,7 @@ import pipelines
 
 from .. import results
 from ..results import settings
-from .formatting import per_gpu, rate
+from .formatting import per_gpu, rate, shown
 from .verdicts import FED, thin, verdict
 
 RULES = """\
@@ -71,6 +71,11 @@ NUMERIC = {"process": 0, "busy_ms": 0.0, "busy_step_ms": math.nan, "busy_idle_ms
            "rank": 0, "gpus": math.nan, "peak_gpu_mem_mb_others": math.nan, "world_img_per_s": math.nan,
            "batch_bytes": math.nan, "sm_mhz": math.nan, "wait_frac": math.nan, "train_epochs": math.nan, "seed": 0,
            "slot": math.nan, "ready_at_start": math.nan}
+# Columns read as numbers: a cell of text there is damage (`numbers`)
+NUMBERS = [*NUMERIC, "img_per_s", "images", "seconds", "epochs", "batch_size", "samples", "steps_per_epoch", "steps",
+           "repeat", "cpu_count", "requested_steps", "max_samples", "warmup", "data_seed", "busy_units", "cpu_s",
+           "step_ms_p50", "step_ms_p95", "wait_ms_p50", "wait_ms_p95", "peak_gpu_mem_mb", "host_calibration_ms",
+           "drain_steps", "queue_capacity", "setup_s", "upload_s", "warmup_s"]
 TEXT = {"stage": "", "step": "", "payload": "", "copy": "", "device": "", "parallel": "none", "git_commit": "", "boot_id": "",
         "hostname": "", "run_id": "", "error": "", "gpu": "", "cpu_model": "", "peers": "", "dali": "",
         "next_syncs": ""}
@@ -94,27 +99,22 @@ def variant_options() -> tuple[list[str], list[str]]:
 def load(paths: list[str | Path]) -> pd.DataFrame:
     """Result CSVs (a torn last line left out), with `results_file` (the run's name), `results_folder`
     (the folder holding it) and defaults for the columns an older version did not write, drained
-    loader windows rejected (`reject_drains`); one-line ValueError for a file that is not pipebench's."""
+    loader windows rejected (`reject_drains`); one-line ValueError for a file that is not pipebench's or
+    is damaged, naming it (and the line and column: `results.read_rows`, `numbers`). A run's name keeps
+    the bytes of its folder's name that are not UTF-8 as `\\xff` (`shown`): every report file can hold it."""
     frames, names = [], {}
     for p in dict.fromkeys(Path(p).resolve() for p in paths):   # the same file given twice: read once
-        frame = results.read_rows(p, keep_default_na=False, na_values=[""], dtype={c: str for c in TEXT})
+        lines: list[int] = []
+        frame = results.read_rows(p, lines=lines, keep_default_na=False, na_values=[""], dtype={c: str for c in TEXT})
         missing = {"pipeline", "mode", "status", "img_per_s"} - set(frame.columns)
         if frame.empty or missing:
             raise ValueError(f"{p}: no pipebench rows in it" + (f" (no column {', '.join(sorted(missing))})"
                                                                if len(frame.columns) and missing else ""))
-        name = p.parent.name or str(p)   # a run is named by its folder; two files of one name told apart
+        name = shown(p.parent.name or str(p))   # a run is named by its folder; two files of one name told apart
         names[name] = names.get(name, 0) + 1
-        frames.append(frame.assign(results_file=name if names[name] == 1 else f"{name} ({names[name]})",
-                                   results_folder=str(p.parent)))
+        frames.append(numbers(frame, p, lines).assign(results_file=name if names[name] == 1 else f"{name} ({names[name]})",
+                                                      results_folder=str(p.parent)))
     df = pd.concat(frames, ignore_index=True)
-    for column in ("img_per_s", "images", "seconds"):   # numbers, or the file is damaged: one line, not a traceback
-        values = pd.to_numeric(df[column], errors="coerce") if column in df else None
-        if values is not None:
-            bad = df[values.isna() & df[column].notna()]
-            if len(bad):
-                raise ValueError(f"{bad.results_file.iloc[0]}: a row's {column} holds {str(bad[column].iloc[0])!r}, "
-                                 "not a number: a damaged results file")
-            df[column] = values
     for column, value in {**NUMERIC, **TEXT}.items():
         df[column] = df[column].fillna(value) if column in df else value
     df["cpus"] = df.cpus.fillna(df.get("cpu_count", math.nan))
@@ -123,6 +123,21 @@ def load(paths: list[str | Path]) -> pd.DataFrame:
     df["image_size"] = df.image_size.astype(int)
     df["machine"] = df.boot_id.where(df.boot_id != "", df.hostname)
     return reject_drains(df)
+
+
+def numbers(frame: pd.DataFrame, path: Path, lines: list[int]) -> pd.DataFrame:
+    """`frame` (the rows of the file `path`, each row's line in `lines`) with its NUMBERS columns as
+    numbers; a cell that holds none is a damaged file: one line naming the file, line, column and cell."""
+    for column in [c for c in NUMBERS if c in frame and not pd.api.types.is_numeric_dtype(frame[c])]:
+        values = pd.to_numeric(frame[column], errors="coerce")
+        text = frame[column].astype(str).str.strip().str.lower()
+        bad = np.flatnonzero(values.isna() & frame[column].notna() & ~text.isin(["nan", "+nan", "-nan"]))
+        if len(bad):
+            line = f", line {lines[bad[0]]:,}" if len(lines) == len(frame) else ""
+            raise ValueError(f"{path}{line}: {column} holds {str(frame[column].iloc[bad[0]])!r}, not a number: a "
+                             "damaged results file")
+        frame[column] = values
+    return frame
 
 
 def reject_drains(df: pd.DataFrame) -> pd.DataFrame:

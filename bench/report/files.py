@@ -10,7 +10,7 @@ import pandas as pd
 from .. import results
 from .analysis import RULES, load, runs, view_of
 from .answers import answers
-from .formatting import code, epoch_text
+from .formatting import code, epoch_text, shown
 from .hosts import answer as hosts_answer, prediction_file
 from .scaling import most_gpus, one_gpu_rows
 from .readme import readme_blocks, update_readme
@@ -18,12 +18,17 @@ from .sections import TIMERS, run_sections
 from .summary import gpus_sentence, summary
 
 def write_answers(out: Path, found: list[tuple[str, pd.DataFrame, list[str]]], whole: str) -> None:
-    """OUT/ANSWER.md: each run's (name, rows, answers) answers (`answers`), one line per situation,
-    under its name and epoch length (`epoch_text`); `whole` says where the whole report is (Markdown)."""
+    """OUT/ANSWER.md (`answer_file`; a path's bytes that are not UTF-8 written escaped: `shown`)."""
+    results.replace_file(out / "ANSWER.md", shown(answer_file(found, whole)))
+
+
+def answer_file(found: list[tuple[str, pd.DataFrame, list[str]]], whole: str) -> str:
+    """ANSWER.md: each run's (name, rows, answers) answers (`answers`), one line per situation, under
+    its name and epoch length (`epoch_text`); `whole` says where the whole report is (Markdown)."""
     lines = ["# Which pipeline keeps the model fed", ""]
     for name, group, said in found:
         lines += [f"From {code(name)} ({whole} for the whole report{_epochs(group)}).", "", *[f"- {a}" for a in said], ""]
-    results.replace_file(out / "ANSWER.md", "\n".join(lines))
+    return "\n".join(lines)
 
 
 def write_prediction(paths: list[str | Path], out: Path) -> Path:
@@ -58,16 +63,17 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Pat
         sections += run_sections(name, group, view, out, f"run{i}", plots)
         briefs.append((name, summary(name, group, view, "REPORT.md", plots)))
         said.append((name, group, answers(view.cells, view.situations)))
-    results.replace_file(out / "SUMMARY.md", "\n".join(["# Summary", "", *[line for _, brief in briefs
-                                                                           for line in [*brief, ""]]]))
-    if any(a for _, _, a in said):
-        write_answers(out, [entry for entry in said if entry[2]], "[REPORT.md](REPORT.md)")
-    else:   # no situation measured: no answer, not an older one left beside this report
-        (out / "ANSWER.md").unlink(missing_ok=True)
-    parts = ["# Report", "", "Sources: " + ", ".join(code(Path(p).as_posix()) for p in dict.fromkeys(paths)), "",
-             *[line for _, brief in briefs for line in ["## Summary", "", *brief, ""]],
-             TIMERS, "", RULES, "", *sections]
-    results.replace_file(out / "REPORT.md", "\n".join(parts))
+    answered = [entry for entry in said if entry[2]]
+    parts = ["# Report", "", "Sources: " + ", ".join(code(shown(Path(p).as_posix())) for p in dict.fromkeys(paths)),
+             "", *[line for _, brief in briefs for line in ["## Summary", "", *brief, ""]], TIMERS, "", RULES, "", *sections]
+    texts = {"SUMMARY.md": "\n".join(["# Summary", "", *[line for _, brief in briefs for line in [*brief, ""]]]),
+             "ANSWER.md": answer_file(answered, "[REPORT.md](REPORT.md)") if answered else None,
+             "REPORT.md": "\n".join(parts)}   # every text made before a file is written
+    for file, text in texts.items():
+        if text is None:   # no situation measured: no answer, not an older one left beside this report
+            (out / file).unlink(missing_ok=True)
+        else:
+            results.replace_file(out / file, shown(text))   # a name's bytes that are not UTF-8 written escaped
     blocks = {"summary": lambda: briefs[0][1], "answer": lambda: answer_block(*said[0]),
               "hosts": lambda: hosts_block(*found[0])}
     for kind in kinds:

@@ -1,4 +1,5 @@
-"""Numbers as text: rates with their ranges, shares, plurals, code spans, Markdown tables, a
+"""Numbers as text: rates with their ranges, shares, plurals, code spans, Markdown tables, names
+from the data made safe in Markdown (`escape`, `code`) and in a UTF-8 file (`shown`), a
 run's epoch length (`epoch_text`), a row's GPU, torch and commit (`machine_text`), and words that
 depend on the rows: " per GPU" or nothing on a CPU (`per_gpu`).
 """
@@ -40,19 +41,43 @@ def table_cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+# A word GFM would make a link of by itself (an autolink: `https://…`, `www.…`, `name@host.domain`)
+LINKABLE = re.compile(r"[^\s|`]*(?:://|www\.|@[\w-]*\.\w)[^\s|`]*", re.I)
+
+
 def escape(text: object) -> str:
     """Text from a CSV cell made safe inside a Markdown table: no table breaks, no HTML, no links or
     formatting read from the data, one line; an underscore inside a word (which GFM never reads as
-    emphasis) kept as it is, so knob names read plainly."""
-    text = " ".join(str(text).split())
+    emphasis) kept as it is, so knob names read plainly. A word GFM would link by itself (a URL, an
+    e-mail address: `LINKABLE`) is a code span, shown as written and never a link."""
+    text, parts, at = " ".join(str(text).split()), [], 0
+    for word in LINKABLE.finditer(text):
+        parts += [_escaped(text[at:word.start()]), code(word.group())]
+        at = word.end()
+    return "".join([*parts, _escaped(text[at:])])
+
+
+def _escaped(text: str) -> str:
+    """`escape` of text that holds no `LINKABLE` word."""
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    text = re.sub(r"([\\`*\[\]|#!])", r"\\\1", text)
+    text = re.sub(r"([\\`*\[\]|#!~])", r"\\\1", text)   # `~`: GFM's strikethrough
     return re.sub(r"(?<!\w)_|_(?!\w)", r"\\_", text)   # inside a word (dali_decoder) `_` makes no emphasis
 
 
 def code(name: object) -> str:
-    """A pipeline or model name from the data as inline code (backticks removed from it)."""
+    """A pipeline or model name from the data as inline code (backticks removed from it): shown as
+    written, no formatting and no link (GFM makes no autolink inside one)."""
     return "`" + " ".join(str(name).replace("`", "'").split()) + "`"
+
+
+def shown(text: str) -> str:
+    """Text that can be written as UTF-8: the bytes of a file name that are not UTF-8 (the surrogates
+    `os.fsdecode` gives them) written as `\\xff`, as Python escapes them; other text as it is."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:   # a surrogate no file name's byte gives
+        raw = text.encode("utf-8", "backslashreplace")
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def table(frame: pd.DataFrame) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from .formatting import code, escape, plural, table
+from .readme import text_of
 from .scaling import SETTING, gpus_used, lead_rows, measured, one_gpu_rows, photographs
 
 CELL = ["pipeline", "model", "step", "image_size", "batch_size", "dtype"]
@@ -320,8 +321,8 @@ def prediction_note(name: str, group: pd.DataFrame, out: Path) -> list[str]:
     written = Path(group.results_folder.iloc[0]) / "PREDICTION.md"
     if not written.is_file():
         return []
-    link = urllib.parse.quote(Path(os.path.relpath(written, out)).as_posix(), safe="/._-~")
-    text = written.read_text()
+    link = urllib.parse.quote(os.fsencode(Path(os.path.relpath(written, out)).as_posix()), safe="/._-~")   # its bytes
+    text = text_of(written)
     then = re.search(r"^From `([^`]*)`, written by", text, re.M)   # the folder may have moved since
     try:
         same = text == prediction_file(then.group(1) if then else name, one_gpu_rows(group))

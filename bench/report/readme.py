@@ -49,10 +49,23 @@ def readme_block(text: str, readme: Path, kind: str, folder: str) -> tuple[str, 
     return around(text, readme, *marks(kind, folder), KINDS[kind])
 
 
+def text_of(path: Path) -> str:
+    """The text of the file `path` (as `Path.read_text` reads it, newlines made `\\n`); ValueError in
+    one line naming it where it is not UTF-8."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start:,}, line {line:,}): save it as "
+                         "UTF-8") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def readme_blocks(readme: Path, out: Path) -> list[str]:
     """The kinds of block the README holds for the report in `out`, in `KINDS` order; ValueError where
-    it holds none, or one without its end line."""
-    text, folder = readme.read_text(), folder_of(readme, out)
+    it holds none, or one without its end line, or is not UTF-8 (`text_of`)."""
+    text, folder = text_of(readme), folder_of(readme, out)
     found = [kind for kind in KINDS if marks(kind, folder)[0] in text]
     for kind in found:
         readme_block(text, readme, kind, folder)
@@ -71,4 +84,4 @@ def update_readme(readme: Path, lines: list[str], out: Path, kind: str) -> None:
     body = "\n".join(lines)
     quoted = urllib.parse.quote(folder, safe="/._-~")
     body = re.sub(r"\]\(((?:REPORT\.md|[\w.-]+\.png)[^)]*)\)", lambda m: f"]({quoted}/{m.group(1)})", body)
-    results.replace_file(readme, with_block(readme.read_text(), readme, *marks(kind, folder), body, KINDS[kind]))
+    results.replace_file(readme, with_block(text_of(readme), readme, *marks(kind, folder), body, KINDS[kind]))

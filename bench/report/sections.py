@@ -64,8 +64,8 @@ def provenance(group: pd.DataFrame) -> list[str]:
 
     ok = group[group.status == "ok"]
     ids = values("run_id")
-    lines = [f"- {plural(len(ids), 'invocation')} ({', '.join(f'`{escape(r)}`' for r in ids)}); commit "
-             f"{', '.join(values('git_commit')) or 'unknown'}; machine: {escape(', '.join(values('gpu')) or 'CPU')}, "
+    lines = [f"- {plural(len(ids), 'invocation')} ({', '.join(code(r) for r in ids)}); commit "
+             f"{escape(', '.join(values('git_commit')) or 'unknown')}; machine: {escape(', '.join(values('gpu')) or 'CPU')}, "
              f"{escape(', '.join(values('cpu_model')) or 'CPU model not recorded')}, "
              f"{', '.join(values('cpu_count')) or '?'} cores, host-speed figure "
              f"{', '.join(values('host_calibration_ms')) or 'not recorded'} ms (lower is faster)."]

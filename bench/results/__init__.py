@@ -8,8 +8,11 @@ not left behind empty. Text that is not UTF-8 (a file name's bytes) is written e
 A killed run leaves at most a torn last line: `read_rows` drops it with a warning and the next
 writer moves it aside to `results.csv.torn` before appending. A file from an older version is moved
 to the current columns through a new file and `os.replace`, never rewritten in place; a CSV that is
-not pipebench's is refused. Errors are kept on one line. A window that cannot count (`Window.rejected`: it delivered
-more than its busy step allows) is a row with `status="rejected"` and the reason. A configuration that fails becomes a row with
+not pipebench's is refused, and so is a damaged one (bytes that are not UTF-8, a row of more or fewer
+fields than its header: one line naming the file and line, `cells.records`). A cell a spreadsheet
+would read as a formula (`=`, `+`, `-`, `@` first: a run id from the `--out` folder, a model spec) is
+written with a `'` before it and read back as it was given (`cells.guard`). Errors are kept on one
+line. A window that cannot count (`Window.rejected`: it delivered more than its busy step allows) is a row with `status="rejected"` and the reason. A configuration that fails becomes a row with
 `status="error"` and the exception in `error`; one that cannot run here (a missing optional
 dependency) becomes `status="skipped"` with the reason; a stage the pipeline does not have becomes
 `status="not-applicable"`.
@@ -42,7 +45,7 @@ import pipelines
 
 from ..measuring import machine
 from ..measuring.spec import RunSpec, Window
-from . import settings
+from . import cells, settings
 
 MEASURE_COLUMNS = ["process", "repeat", "busy_ms", "busy_units", "busy_idle_ms", "busy_step_ms", "busy_stretch", "steps",
                    "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
@@ -160,10 +163,14 @@ def config_key(spec: RunSpec) -> tuple[str, ...]:
     return tuple("" if fields[c] is None else str(fields[c]) for c in config_columns())
 
 
-def read_rows(path: str | Path, required: list[str] = REQUIRED, **options) -> pd.DataFrame:
-    """A results CSV through pandas; a torn last line (no newline: the writer was killed mid-row)
-    is left out with a warning instead of failing the whole file. A file with no header or without
-    the `required` columns is refused (ValueError, one line): it is not pipebench's."""
+def read_rows(path: str | Path, required: list[str] = REQUIRED, lines: list[int] | None = None, guarded: bool = True,
+              **options) -> pd.DataFrame:
+    """A results CSV through pandas, its cells as written (`cells.unguard`, unless not `guarded`); a
+    torn last line (no newline: the writer was killed mid-row) is left out with a warning instead of
+    failing the whole file. A file with no header or without the `required` columns is refused
+    (ValueError, one line): it is not pipebench's; so is one that is damaged (bytes that are not UTF-8,
+    a row of more or fewer fields than its header: `cells.records`), naming the file and the line.
+    `lines` (a list) is given each row's line in the file."""
     data = Path(path).read_bytes()
     if data and not data.endswith(b"\n"):
         cut = data.rfind(b"\n") + 1
@@ -172,11 +179,17 @@ def read_rows(path: str | Path, required: list[str] = REQUIRED, **options) -> pd
         data = data[:cut]
     if not data.strip():
         raise ValueError(f"{path} is empty: not a pipebench results file")
-    df = pd.read_csv(io.BytesIO(data), **options)
+    found = cells.records(path, data, required)
+    try:
+        df = pd.read_csv(io.BytesIO(data), **options)
+    except pd.errors.ParserError as e:   # a quote never closed
+        raise ValueError(f"{path}: a damaged results file ({' '.join(str(e).split())})") from None
     missing = [c for c in required if c not in df.columns]
     if missing:
         raise ValueError(f"{path} is not a pipebench results file (no column {', '.join(missing)})")
-    return df
+    if lines is not None:
+        lines[:] = found
+    return cells.unguard(df) if guarded else df
 
 
 def _rows(path: Path) -> pd.DataFrame:
@@ -239,7 +252,7 @@ def drop_blocks(path: str | Path, env: dict[str, object], blocks: set) -> int:
     block, mine = _blocks(df, env)
     drop = mine & df.status.isin(MEASURED) & block.isin(blocks)
     if drop.any():
-        replace_file(path, df[~drop].to_csv(index=False, lineterminator="\n").encode())
+        replace_file(path, cells.guarded_csv(df[~drop]).encode())
     return int(drop.sum())
 
 
@@ -331,10 +344,14 @@ def replace_file(path: str | Path, data: bytes | str) -> None:
 
 class CsvWriter:
     """Appends rows to one CSV with a fixed column order, each configuration's rows whole and synced
-    to disk; every row carries run id and environment."""
+    to disk; every row carries run id and environment. A results file's cells (`columns` None: the
+    default columns, read back through `read_rows`) are `cells.guard`ed; `guarded` says so for others
+    (claims.csv: not, until its reader undoes it)."""
 
-    def __init__(self, path: str | Path, env: dict[str, object], run_id: str, columns: list[str] | None = None):
+    def __init__(self, path: str | Path, env: dict[str, object], run_id: str, columns: list[str] | None = None,
+                 guarded: bool | None = None):
         self.path = Path(path)
+        self.guarded = columns is None if guarded is None else guarded
         self.columns = columns = columns or all_columns()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = self.path.read_bytes() if self.path.exists() else b""
@@ -343,7 +360,8 @@ class CsvWriter:
         if data[:cut].strip():   # refused before anything is touched if it is not pipebench's
             with warnings.catch_warnings():   # a torn last line is set aside below, and said so there
                 warnings.simplefilter("ignore")
-                old = read_rows(self.path, [c for c in REQUIRED if c in columns], dtype=str, keep_default_na=False)
+                old = read_rows(self.path, [c for c in REQUIRED if c in columns], guarded=self.guarded, dtype=str,
+                                keep_default_na=False)
         if cut < len(data):   # a torn last row: keep it apart, append after the last whole one
             with open(self.path.with_name(self.path.name + ".torn"), "ab") as torn:
                 torn.write(data[cut:] + b"\n")
@@ -354,7 +372,8 @@ class CsvWriter:
             extra = [c for c in old.columns if c not in columns]
             if extra:
                 raise ValueError(f"{self.path}: columns {extra} are not written by this version")
-            self._replace(old.reindex(columns=columns, fill_value="").to_csv(index=False, lineterminator="\n").encode())
+            old = old.reindex(columns=columns, fill_value="")
+            self._replace((cells.guarded_csv(old) if self.guarded else old.to_csv(index=False, lineterminator="\n")).encode())
         self.stamp = {"run_id": run_id, **env}
 
     def _replace(self, data: bytes) -> None:
@@ -371,6 +390,8 @@ class CsvWriter:
         is cut back to its size before them and WriteFailed says why: whole or not at all."""
         now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         frame = pd.DataFrame([{**row, **self.stamp, "timestamp": now} for row in rows]).reindex(columns=self.columns)
+        if self.guarded:   # no cell a spreadsheet reads as a formula
+            frame = frame.map(cells.guard)
         carriage = frame.map(lambda v: isinstance(v, str) and "\r" in v).any().any()   # a CR unquoted splits the row
         text = frame.to_csv(index=False, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC if carriage else
                             csv.QUOTE_MINIMAL).encode("utf-8", "backslashreplace")   # bytes not UTF-8: escaped
