@@ -19,7 +19,6 @@ Written into DIR: stages.csv (a row per pipeline, condition and batch) and STAGE
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 import time
 import types
@@ -30,6 +29,7 @@ import torch
 
 import pipelines
 from bench.measuring import busy
+from bench.studies import write
 from pipelines import PipelineConfig
 
 STEP_MS = 37.0    # a compiled ResNet-50's step at batch 256 on an H200
@@ -122,13 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = [row for name in args.pipelines for condition in ("idle", "beside the busy step")
             for row in run(name, config, condition, args.batches)]
     table = pd.DataFrame(rows)
-    args.out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out / "stages.csv", index=False)
-    command = "python -m bench.studies.decode_stages " + shlex.join(argv if argv is not None else sys.argv[1:])
-    text = report(table, command, torch.cuda.get_device_name())
-    (args.out / "STAGES.md").write_text(text)
-    print(text)
-    return 0
+    return write(args.out, table, "stages.csv", "STAGES.md", "bench.studies.decode_stages", argv,
+                 lambda command: report(table, command, torch.cuda.get_device_name()))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ Written into DIR: priority.csv (a row per sample: condition, priority, ms) and P
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import pandas as pd
 import torch
 
 from bench.measuring import busy
+from bench.studies import write
 from pipelines.streams import side_stream
 
 SAMPLES = 40            # per condition and priority
@@ -85,13 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"priority: --samples {args.samples}: expected at least 1", file=sys.stderr)
         return 2
     rows = measure(args.samples)
-    args.out.mkdir(parents=True, exist_ok=True)
-    rows.to_csv(args.out / "priority.csv", index=False)
-    command = "python -m bench.studies.priority " + shlex.join(argv if argv is not None else sys.argv[1:])
-    text = report(rows, command, torch.cuda.get_device_name())
-    (args.out / "PRIORITY.md").write_text(text)
-    print(text)
-    return 0
+    return write(args.out, rows, "priority.csv", "PRIORITY.md", "bench.studies.priority", argv,
+                 lambda command: report(rows, command, torch.cuda.get_device_name()))
 
 
 if __name__ == "__main__":
