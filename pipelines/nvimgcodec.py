@@ -31,6 +31,8 @@ Needs nvImageCodec (`nvidia-nvimgcodec-cu12` / `-cu13`, which DALI installs: `pi
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import torch
 
@@ -72,25 +74,32 @@ class NvimgcodecJpegPipeline(TorchvisionJpegPipeline):
                                          backends=[codec.Backend(codec.CPU_ONLY)])
         self.params = codec.DecodeParams(apply_exif_orientation=False, color_spec=codec.ColorSpec.SRGB,
                                           sample_format=codec.SampleFormat.P_RGB)   # 3 x H x W, as tvjpeg's
-        self.reuse: list = []   # the last batch's images, decoded into again
+        self.lock = threading.Lock()   # one decode call at a time (`_decoded`)
+        self.mine = threading.local()   # each thread's last batch of images, decoded into again
 
     def decode_files(self, files, index) -> list[torch.Tensor]:
         return self._decoded([self.streams[i] for i in index])
 
     def _decoded(self, sources) -> list[torch.Tensor]:
         """One batched decode ordered on the current (side) stream -> 3 x H x W uint8 images. The
-        previous batch's images are decoded into again (their buffers grow as needed, never freed
-        mid-run): the producer starts a batch only once the side stream finished the last one."""
+        calling thread's previous batch is decoded into again (buffers grow as needed, never freed
+        mid-run): the producer starts a batch only once the side stream finished the last one, and
+        `stages().device` on the caller's thread orders its decode after its own last use (two
+        threads decoding into the same images hung both in nvImageCodec 0.9's CPU backend). The
+        Decoder takes one call at a time: nvImageCodec's guide says not all of its types are
+        thread safe."""
         stream = torch.cuda.current_stream(self.device).cuda_stream if self.cuda else 0
-        reuse = self.reuse if len(self.reuse) == len(sources) else None
-        images = self.decoder.decode(sources, images=reuse, params=self.params, cuda_stream=stream)
+        last = getattr(self.mine, "images", [])
+        with self.lock:
+            images = self.decoder.decode(sources, images=last if len(last) == len(sources) else None,
+                                         params=self.params, cuda_stream=stream)
         if any(image is None for image in images):
             raise RuntimeError("nvImageCodec could not decode a file of this batch")
-        self.reuse = images
+        self.mine.images = images
         if self.cuda:
             return [torch.as_tensor(image, device=self.device) for image in images]
         return [torch.from_numpy(np.asarray(image)) for image in images]
 
     def _release(self) -> None:
         super()._release()
-        self.reuse, self.streams = [], []
+        self.mine, self.streams = threading.local(), []

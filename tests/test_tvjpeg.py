@@ -209,3 +209,25 @@ def test_a_batch_that_fails_on_the_thread_is_raised_where_it_would_have_been_tak
             next(batches)
         assert none_left()
         assert len(calls) == 3   # nothing decoded after the failure
+
+
+def test_nvimgcodec_decodes_on_two_threads_at_once_as_on_one(folder):
+    """`stages().device` decodes on the caller's thread while the producer decodes on its own: one
+    nvImageCodec Decoder called from both at once hung them (the CI run of 2026-12-02)."""
+    with build("nvimgcodec", photo_config(folder)) as p:
+        index = np.arange(len(p.data.labels))
+        expected = [image.clone() for image in p.decode_files(None, index)]
+        failures = []
+
+        def decode_again():
+            for _ in range(40):
+                if not all(torch.equal(a, b) for a, b in zip(p.decode_files(None, index), expected)):
+                    failures.append("differs")
+
+        threads = [threading.Thread(target=decode_again, daemon=True) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert not any(thread.is_alive() for thread in threads), "a decode call hung"
+        assert not failures
