@@ -10,15 +10,22 @@ Every test that skips without a CUDA device (a `skipif` whose reason names CUDA)
 `gpu` (not one that needs a machine *without* CUDA), so the GPU machine runs exactly those:
 `python -m pytest -m gpu` (in one process: their timings would not hold beside other tests).
 
+The session's data roots are made once per run, by the first xdist worker to ask, and read by every
+worker (`shared`): each of two workers made its own 60,000-image sets, about 20 s each.
+
 A test that allows a process a fixed time to start or end takes it from `allowance`: the time set on
 an idle machine, scaled by how much slower than that a Python process importing torch starts in this
 session (`startup_s`), so the suite passes on a loaded machine (issue 69).
 """
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -50,23 +57,40 @@ def indexed_images(start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     return images, (7 * index + 3) % 10
 
 
-@pytest.fixture(scope="session")
-def indexed_root(tmp_path_factory):
-    """A data root holding the index-encoded set as cifar-10-batches-py (read as source='cifar10')."""
-    root = tmp_path_factory.mktemp("indexed")
+def shared(tmp_path_factory, name: str, make: Callable[[Path], None]) -> Path:
+    """The folder `name` of this test run, filled by `make` once for every xdist worker: the first
+    to take its lock makes it, the others wait and read it (tests only read a session's roots)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent   # the run's folder, above each worker's own
+    folder, done = base / name, base / f"{name}.done"
+    with open(base / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
+            done.touch()
+    return folder
+
+
+def write_indexed(root: Path) -> None:
     folder = root / sources.BATCH_FOLDER
     folder.mkdir()
     sources.write_split(folder, "train", *indexed_images(0, 50_000))
     sources.write_split(folder, "test", *indexed_images(50_000, 10_000))
-    return root
+
+
+@pytest.fixture(scope="session")
+def indexed_root(tmp_path_factory):
+    """A data root holding the index-encoded set as cifar-10-batches-py (read as source='cifar10')."""
+    return shared(tmp_path_factory, "indexed", write_indexed)
 
 
 @pytest.fixture(scope="session")
 def synthetic_root(tmp_path_factory):
     """A data root with the default synthetic set generated in it."""
-    root = tmp_path_factory.mktemp("synthetic")
-    sources.ensure_synthetic(root, seed=0)
-    return root
+    return shared(tmp_path_factory, "synthetic", lambda root: sources.ensure_synthetic(root, seed=0))
 
 
 @pytest.fixture

@@ -1576,3 +1576,19 @@ def test_windows_that_began_with_batches_ready_are_listed(tmp_path):
     section = text.split("### Windows that began with batches ready (10% of their steps or more)")[1].split("###")[0]
     assert "- loader `burst` at 32 px, 16 cores: 30 of 100 steps' batches ready at the start" in section
     assert "`steady`" not in section
+
+
+def test_a_several_gpu_run_from_before_the_cpu_columns_is_reported(tmp_path):
+    """A results.csv written before `cpu_s` existed (results/2026-11-22-h200-multi-gpu/x2): the
+    scaling table is made without the CPU share it cannot know, not an AttributeError."""
+    rows = [row("e2e", "p", 4_000 * share, model="m", world_size=gpus, rank=r, world_img_per_s=4_000 * share * gpus,
+                parallel="none" if gpus == 1 else "ddp", repeat=w, cpu_count=32)
+            for gpus, share in ((1, 1.0), (2, 0.8)) for r in range(gpus) for w in range(2)]
+    path = tmp_path / "old" / "results.csv"
+    path.parent.mkdir()
+    old = pd.read_csv(Path(__file__).parents[1] / "results/2026-11-22-h200-multi-gpu/x2/results.csv", nrows=0).columns
+    assert "cpu_s" not in old
+    pd.DataFrame(rows).reindex(columns=old).to_csv(path, index=False)
+    view = scaling.scaling(report.load([str(path)]))[0]
+    assert {r["GPUs"]: r["vs 1 GPU"] for r in view.to_dict("records")} == {1: "100%", 2: "80%"}
+    assert "### Several GPUs" in report.write([str(path)], tmp_path / "out").read_text()

@@ -1,6 +1,6 @@
 """The README's own-loop script (issue 66), as a user pastes it into train.py: it runs with every
 name in `pipelines.names()` on the CPU, says which data it trained on and prints a line per epoch;
-a pipeline that cannot run here ends it with one line saying why. (It replaces a test that ran the
+a pipeline that cannot run here ends it with one line saying why (`GROUPS`: which share a process). (It replaces a test that ran the
 snippet's body in this process with a patched config: the script's main guard, which `dataloader`
 and `timm` need, is exercised only in a process of its own.)"""
 from __future__ import annotations
@@ -24,19 +24,58 @@ def script() -> str:
     return section.split("```python\n")[1].split("```")[0]
 
 
-@pytest.mark.parametrize("name", pipelines.names())
-def test_the_readme_script_trains_with_every_pipeline_or_says_why_not(name, synthetic_root, tmp_path):
+# Pipelines whose workers import the script again (its main guard) run it in a process each; the
+# others run it one after another in one process (`DRIVER`), each as `python train.py NAME` runs it.
+OWN_PROCESS = ("dataloader", "timm")
+GROUPS = [[name] for name in OWN_PROCESS] + [[name for name in pipelines.names() if name not in OWN_PROCESS]]
+DRIVER = """
+import runpy, sys, traceback
+script, *names = sys.argv[1:]
+for name in names:
+    print(f"=== {name}", flush=True), print(f"=== {name}", file=sys.stderr, flush=True)
+    sys.argv = [script, name, "1024"]
+    try:
+        runpy.run_path(script, run_name="__main__")
+        code = 0
+    except SystemExit as exit:
+        code = exit.code if isinstance(exit.code, int) else print(exit.code, file=sys.stderr) or 1
+    except Exception:   # a traceback, as python train.py NAME prints it
+        code = traceback.print_exc() or 1
+    print(f"exit {code}", flush=True)
+"""
+
+
+def sections(text: str) -> dict[str, list[str]]:
+    """The driver's output: each name's lines."""
+    out: dict[str, list[str]] = {}
+    for part in text.split("=== ")[1:]:
+        name, *lines = part.splitlines()
+        out[name] = lines
+    return out
+
+
+@pytest.mark.parametrize("names", GROUPS, ids=["-".join(g) if len(g) == 1 else "the-others" for g in GROUPS])
+def test_the_readme_script_trains_with_every_pipeline_or_says_why_not(names, synthetic_root, tmp_path):
     path = tmp_path / "train.py"
     path.write_text(script())
     env = {**os.environ, "PIPEBENCH_DATA": str(synthetic_root), "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run([sys.executable, str(path), name, "1024"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300)
-    reason = pipelines.available([name])[name] or pipelines.source_refusal(name, pipelines.PipelineConfig())
-    if reason:
-        assert done.returncode == 1 and done.stderr.strip().splitlines() == [f"{name}: {reason}"], done.stderr
-        return
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = done.stdout.splitlines()
-    assert lines[0].startswith(f"{name} on cpu: 1024 train images, synthetic-seed0 from {synthetic_root}"), lines
-    assert [re.sub(r"\d+(?:[.,]\d+)*", "N", line) for line in lines[1:]] == \
-        ["epoch N: loss N, N img/s", "epoch N: loss N, N img/s"], lines
+    argv = [str(path), *names, "1024"] if len(names) == 1 else ["-c", DRIVER, str(path), *names]
+    done = subprocess.run([sys.executable, *argv], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    if len(names) == 1:
+        outs, errs, codes = {names[0]: done.stdout.splitlines()}, {names[0]: done.stderr}, {names[0]: done.returncode}
+    else:
+        assert done.returncode == 0, done.stderr[-3000:]
+        outs = {name: lines[:-1] for name, lines in sections(done.stdout).items()}
+        codes = {name: int(lines[-1].split()[-1]) for name, lines in sections(done.stdout).items()}
+        errs = {name: "\n".join(lines) for name, lines in sections(done.stderr).items()}
+    assert sorted(outs) == sorted(names)
+    for name in names:
+        reason = pipelines.available([name])[name] or pipelines.source_refusal(name, pipelines.PipelineConfig())
+        if reason:
+            assert codes[name] == 1 and errs[name].strip().splitlines() == [f"{name}: {reason}"], errs[name]
+            continue
+        assert codes[name] == 0, errs[name][-3000:]
+        lines = outs[name]
+        assert lines[0].startswith(f"{name} on cpu: 1024 train images, synthetic-seed0 from {synthetic_root}"), lines
+        assert [re.sub(r"\d+(?:[.,]\d+)*", "N", line) for line in lines[1:]] == \
+            ["epoch N: loss N, N img/s", "epoch N: loss N, N img/s"], (name, lines)

@@ -65,16 +65,17 @@ SETTING = ["image_size", "batch_size", "dtype"]
 STEP_ORDER = ["eager", "graph", "compile"]
 NUMERIC = {"process": 0, "busy_ms": 0.0, "busy_step_ms": math.nan, "busy_idle_ms": math.nan, "busy_stretch": math.nan,
            "sync_every": 0, "min_window_s": 0.0,
-           "pipeline_cpu_s_per_kimg": math.nan, "train_cpu_s": math.nan, "next_cpu_s": math.nan, "cpus": math.nan,
+           "pipeline_cpu_s_per_kimg": math.nan, "train_cpu_s": math.nan, "next_cpu_s": math.nan, "cpu_s": math.nan,
+           "cpus": math.nan,
            "steady_img_per_s": math.nan, "cpu_s_per_kimg": math.nan,
            "test_accuracy": math.nan, "compile_s": math.nan, "restart_ms": math.nan, "image_size": 32, "world_size": 1,
-           "rank": 0, "gpus": math.nan, "peak_gpu_mem_mb_others": math.nan, "world_img_per_s": math.nan,
+           "rank": 0, "gpus": math.nan, "peak_gpu_mem_mb": math.nan, "peak_gpu_mem_mb_others": math.nan, "world_img_per_s": math.nan,
            "batch_bytes": math.nan, "sm_mhz": math.nan, "wait_frac": math.nan, "train_epochs": math.nan, "seed": 0,
            "slot": math.nan, "ready_at_start": math.nan}
 # Columns read as numbers: a cell of text there is damage (`numbers`)
 NUMBERS = [*NUMERIC, "img_per_s", "images", "seconds", "epochs", "batch_size", "samples", "steps_per_epoch", "steps",
-           "repeat", "cpu_count", "requested_steps", "max_samples", "warmup", "data_seed", "busy_units", "cpu_s",
-           "step_ms_p50", "step_ms_p95", "wait_ms_p50", "wait_ms_p95", "peak_gpu_mem_mb", "host_calibration_ms",
+           "repeat", "cpu_count", "requested_steps", "max_samples", "warmup", "data_seed", "busy_units",
+           "step_ms_p50", "step_ms_p95", "wait_ms_p50", "wait_ms_p95", "host_calibration_ms",
            "drain_steps", "queue_capacity", "setup_s", "upload_s", "warmup_s"]
 TEXT = {"stage": "", "step": "", "payload": "", "copy": "", "device": "", "parallel": "none", "git_commit": "", "boot_id": "",
         "hostname": "", "run_id": "", "error": "", "gpu": "", "cpu_model": "", "peers": "", "dali": "",
