@@ -138,7 +138,7 @@ class Interrupted(Broken):
 
 
 def compare(tmp_path, root, *extra) -> pd.DataFrame:
-    """`pipebench compare` in this process (--no-isolate: isolation has its own tests)."""
+    """`pipebench compare` in this process (--no-isolate: isolation has its own tests); `extra` wins."""
     out = tmp_path / "run"
     cli.main(["compare", "--no-isolate", "--processes", "1", "--data-root", str(root), "--max-samples", "512",
               "--batch-size", "8", "--steps", "2", "--warmup", "1", "--repeats", "2", "--models", "resnet9-w0.25",
@@ -193,10 +193,17 @@ def test_interrupted_run_keeps_rows_already_written(tmp_path, synthetic_root, mo
     assert df.pipeline.tolist() == ["resident", "resident"] and (df.status == "ok").all()
 
 
-def test_unavailable_pipeline_becomes_a_skipped_row(tmp_path, synthetic_root, monkeypatch):
+def test_unavailable_pipeline_becomes_a_skipped_row_said_once_and_not_planned_as_work(tmp_path, synthetic_root,
+                                                                                        monkeypatch, capsys):
+    """Issue 69: a photo run printed a skip line per process (30 lines for 11 rows) and its plan
+    counted the skipped processes as work."""
     monkeypatch.setitem(pipelines._REGISTRY, "missing", ("no_such_module_xyz", "Nothing"))
-    df = compare(tmp_path, synthetic_root, "--pipelines", "missing", "--modes", "loader")
-    assert df.status.tolist() == ["skipped"] and "no_such_module_xyz" in df.error.iloc[0]
+    df = compare(tmp_path, synthetic_root, "--pipelines", "missing,resident", "--modes", "loader", "--processes", "3")
+    skipped = df[df.pipeline == "missing"]
+    assert len(skipped) == 3 and (skipped.status == "skipped").all() and "no_such_module_xyz" in skipped.error.iloc[0]
+    captured = capsys.readouterr()
+    assert "the plan: 3 configuration processes, 6 windows (3 more skipped: they cannot run here" in captured.err
+    assert captured.out.count("skipped: missing loader none: ") == 1
 
 
 def test_window_counts_images_and_steps(synthetic_root):

@@ -134,8 +134,9 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
     run_id = distributed.broadcast(f"{out.name}@{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}")
     writer = results.CsvWriter(out / "results.csv", env, run_id=run_id) if lead else None   # rank 0 writes; one id per invocation
     todo = list(range(len(specs)))
+    refusals = _refusals(specs, device)
     if lead:
-        _announce(args, argv, specs, world, out, env)
+        _announce(args, argv, specs, refusals, world, out, env)
         if args.command == "sweep":
             todo = _resume(args, specs, out, env)
     specs = [specs[i] for i in distributed.broadcast(todo)]   # rank 0's choice, the ranks' own configs
@@ -145,9 +146,9 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
             print(summary(out))
         return
     _prepare_data(args, specs, device, world, lead, out)
-    processes = _processes(specs, device)
+    processes = _processes(specs, refusals)
     order = [s for group, _ in processes for s in group]
-    with tqdm(total=sum(windows(s) for s in order), unit="window", desc=args.command, disable=not lead) as bar:
+    with tqdm(total=sum(windows(s) for s in order if s not in refusals), unit="window", desc=args.command, disable=not lead) as bar:
         progress = _Progress(bar, order, world, writer, outcome)
         progress.describe(order[0])
         _run_processes(args, world, out, processes, progress)
@@ -159,12 +160,15 @@ RUN_FILES = {"results.csv", "results.csv.torn", "COMMAND.txt", "environment.json
              "ANSWER.md", "PREDICTION.md", ".lock"}   # what a run writes in its folder
 
 
-def _announce(args, argv, specs: list[RunSpec], world, out: Path, env: dict) -> None:
-    """Say the plan's size and record the command (and a copy of its --config) in OUT."""
+def _announce(args, argv, specs: list[RunSpec], refusals: dict, world, out: Path, env: dict) -> None:
+    """Say the plan's size (what will run; the processes skipped apart) and record the command (and a
+    copy of its --config) in OUT."""
     from ..report import plural
-    processes = plural(len(specs), "configuration process", "configuration processes")
-    print(f"pipebench {args.command}: the plan: {processes}, {plural(sum(map(windows, specs)), 'window')}",
-          file=sys.stderr)
+    runnable = [s for s in specs if s not in refusals]
+    processes = plural(len(runnable), "configuration process", "configuration processes")
+    print(f"pipebench {args.command}: the plan: {processes}, {plural(sum(map(windows, runnable)), 'window')}"
+          + (f" ({len(specs) - len(runnable)} more skipped: they cannot run here, said at the end)"
+             if refusals else ""), file=sys.stderr)
     launcher = ["torchrun", f"--nnodes={world.world_size // world.local_world_size}",
                 f"--nproc-per-node={world.local_world_size}", "-m", "bench.cli"] if world.distributed else ["pipebench"]
     record(out, [*launcher, *argv], env)
@@ -232,20 +236,22 @@ def _make_data(specs: list[RunSpec]) -> tuple[str, Path]:
     return source, folder
 
 
-def _processes(specs: list[RunSpec], device) -> list[tuple[list[RunSpec], str]]:
+def _refusals(specs: list[RunSpec], device) -> dict[RunSpec, str]:
+    """Why each configuration that cannot run here cannot: its pipeline not installed, photographs
+    only, or a step kind this device refuses (a skipped row each instead)."""
+    reasons = pipelines.available({s.pipeline for s in specs})
+    why = {s: (reasons.get(s.pipeline) or pipelines.source_refusal(s.pipeline, s.config) or step_refusal(s.step, device))
+           for s in specs}
+    return {s: reason for s, reason in why.items() if reason}
+
+
+def _processes(specs: list[RunSpec], refusals: dict[RunSpec, str]) -> list[tuple[list[RunSpec], str]]:
     """The configurations one process runs (`plan.shared`), or one that cannot run here: why not (a
     skipped row instead)."""
-    reasons = pipelines.available({s.pipeline for s in specs})
-
-    def refusal(spec: RunSpec) -> str:
-        return (reasons.get(spec.pipeline) or pipelines.source_refusal(spec.pipeline, spec.config)
-                or step_refusal(spec.step, device))
-
     processes = []
     for group in plan.shared(specs):
-        skips = {s: refusal(s) for s in group}
-        processes += [([s], skip) for s, skip in skips.items() if skip]
-        processes += [([s for s, skip in skips.items() if not skip], "")] * (not all(skips.values()))
+        processes += [([s], refusals[s]) for s in group if s in refusals]
+        processes += [([s for s in group if s not in refusals], "")] * any(s not in refusals for s in group)
     return processes
 
 
@@ -268,8 +274,9 @@ class _Progress:
         self.bar.set_postfix(img_per_s=f"{row['world_img_per_s']:,.0f}")
 
     def on_done(self, spec: RunSpec, rows: list[dict]) -> None:
-        """A configuration ended: its rows committed, the bar at its end, its failure said."""
-        self.windows += windows(spec)
+        """A configuration ended: its rows committed, the bar at its end (a skipped one had no
+        windows in it), its failure said."""
+        self.windows += windows(spec) * any(row["status"] != "skipped" for row in rows)
         self.configurations += 1
         self.bar.update(self.windows - self.bar.n)
         if self.writer is not None:
@@ -346,8 +353,9 @@ def summary(out: Path, run_id: str | None = None) -> str:
     if several:
         shown = "one GPU's cells" if (used == 1).any() else "rank 0's cells (no row used one GPU)"
         lines.append(f"({shown}; per GPU and per job at {several} GPUs: `pipebench report {out} --out {out}`)")
-    for _, row in group[~group.status.isin(["ok", "not-applicable"])].iterrows():
-        lines.append(f"{row.status}: {row.pipeline} {row['mode']} {row.model}: {row.error}")
+    failed = group[~group.status.isin(["ok", "not-applicable"])].fillna({"stage": ""})
+    said = failed[["status", "pipeline", "mode", "stage", "model", "error"]].drop_duplicates()   # once per configuration
+    lines += [f"{r.status}: {r.pipeline} {r.stage or r.mode} {r.model}: {r.error}" for r in said.itertuples()]
     answers = report.answers(c, seen.situations)
     if answers:
         report.write_answers(out, [(name, group, answers)], f"`pipebench report {out} --out {out}`")
