@@ -639,6 +639,17 @@ def test_cli_claims_second_run_in_the_same_second_replaces_the_first(tmp_path, s
     assert len(claims.read(out / "claims.csv")) == 1
 
 
+def test_claims_csv_holds_no_cell_a_spreadsheet_reads_as_a_formula(tmp_path, synthetic_root, monkeypatch):
+    """Issue 69: claims.csv was written unguarded (a host named `=cmd|...` became a formula there)."""
+    name = "=cmd|' /C calc'!A0"
+    environment = results.environment
+    monkeypatch.setattr(claims_command.results, "environment", lambda: {**environment(), "hostname": name})
+    out = tmp_path / "claims"
+    assert claims_cli(out, synthetic_root, "--claims", "1") == 0
+    assert pd.read_csv(out / "claims.csv").hostname.tolist() == ["'" + name]
+    assert claims.read(out / "claims.csv").hostname.tolist() == [name]
+
+
 def test_cli_report_only_needs_claims_csv(tmp_path):
     with pytest.raises(SystemExit, match="needs --out DIR holding claims.csv"):
         cli.main(["claims", "--report-only", "--out", str(tmp_path)])

@@ -35,8 +35,8 @@ def run_claims(args, argv: list[str]) -> Path:
         env = results.environment()
         record(args.out, ["pipebench", *argv], env)
         run_id = f"claims-{now:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"   # unique: CLAIMS.md takes the latest
-        writer = results.CsvWriter(args.out / "claims.csv", env, run_id=run_id,
-                                   columns=claims.COLUMNS)
+        writer = results.CsvWriter(args.out / "claims.csv", env, run_id=run_id, columns=claims.COLUMNS,
+                                   guarded=True)   # no cell a spreadsheet reads as a formula
         context = claims.Context(device, config, claims.Scale.tiny() if args.quick else claims.Scale())
         print(f"device: {device}; output: {args.out}/claims.csv", file=sys.stderr)
         with tqdm(total=len(args.claims), unit="claim", desc="claims") as bar:
