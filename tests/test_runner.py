@@ -1009,3 +1009,14 @@ def test_a_plan_named_like_a_run_s_file_is_kept_beside_it_not_over_it(tmp_path, 
     assert (out / f"plan-{name}").read_text() == plan.read_text()
     assert len(pd.read_csv(out / "results.csv")) == 2   # one configuration's two windows, measured once
     assert (out / "COMMAND.txt").read_text().count("pipebench sweep") >= 1
+
+
+def test_a_child_that_starts_after_its_run_stopped_ends_without_a_word(tmp_path):
+    """Issue 69: Ctrl-C as a configuration process started removed the run's temporary folder first,
+    and the child printed a FileNotFoundError traceback for its stacks-0.txt (3 of 3 runs)."""
+    gone = tmp_path / "removed"
+    code = ("import os, sys; from bench.running import children; "
+            f"children._child([], {{}}, os.getpid(), sys.path, dict(os.environ), os.getcwd(), "
+            f"{str(gone / 'rows-0.jsonl')!r}, {str(gone / 'stacks-0.txt')!r})")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (0, "")

@@ -94,14 +94,17 @@ def _child(specs: list[RunSpec], entries: dict, parent: int, path: list[str], en
     os.environ.clear()
     os.environ.update(environ)
     os.chdir(cwd)
-    dump = open(stacks, "w")
+    try:
+        dump, out = open(stacks, "w"), open(journal, "a")
+    except FileNotFoundError:   # the run stopped (Ctrl-C) and removed its folder before this child began
+        os._exit(0)
     dump.write(f"{MAIN_THREAD} 0x{threading.get_ident():016x}\n")   # which of the dumped threads is the main one
     dump.flush()
     faulthandler.register(signal.SIGUSR1, file=dump, all_threads=True)
     sys.path[:] = path
     pipelines._REGISTRY.update(entries)   # pipelines registered at run time in the parent (tests, plug-ins)
     shared = harness.Shared() if len(specs) > 1 else None
-    with open(journal, "a") as out:
+    with out:
         def emit(record: dict) -> None:
             out.write(json.dumps(record, default=str) + "\n")
             out.flush()
