@@ -165,6 +165,14 @@ def test_nothing_in_bench_imports_the_command_line():
     assert {module: found for module, found in upward.items() if found} == {}
 
 
+def test_the_loop_that_conducts_a_run_lives_in_bench_running_not_in_the_command_line():
+    """Issue 69: the loop over a run's configuration processes lived in bench/cli/measure.py; it is
+    `bench.running.conduct`, and no module of bench/cli calls the runner's ways of running one."""
+    calls = {f"{module}: {name}" for module, path in our_modules().items() if module.startswith("bench.cli")
+             for name in ("run_isolated", "run_in_process", "failed_row") if name in path.read_text()}
+    assert calls == set()
+
+
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 450, 60
 
 

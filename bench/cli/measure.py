@@ -27,10 +27,10 @@ from pipelines.sources import imagefolder
 from pipelines.contract import resolve_device
 
 from .. import results
-from ..measuring import distributed, harness, interrupts
+from ..measuring import distributed, interrupts
 from ..measuring.spec import RunSpec
-from ..measuring.training import step_refusal
-from ..running import plan, runner
+from ..running import conduct, plan, runner
+from ..running.conduct import windows
 from .common import _fail, record
 
 def specs_for(grids: list, device: torch.device, world: distributed.World = distributed.World()) -> list[RunSpec]:
@@ -122,11 +122,6 @@ def interrupted_text(outcome: runner.Outcome, out: Path, resume: str) -> str:
             f"(the one running was discarded; `{resume}` resumes)")
 
 
-def windows(spec: RunSpec) -> int:
-    """Windows (rows) one process of `spec` measures."""
-    return spec.repeats * len(spec.busy_levels)
-
-
 def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome: runner.Outcome) -> None:
     """Run `specs` into OUT (`run_grid`), counting them in `outcome` as they finish: the plan said and
     recorded, a sweep's finished ones left out, the data made, then each configuration process run."""
@@ -134,7 +129,7 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
     run_id = distributed.broadcast(f"{out.name}@{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}")
     writer = results.CsvWriter(out / "results.csv", env, run_id=run_id) if lead else None   # rank 0 writes; one id per invocation
     todo = list(range(len(specs)))
-    refusals = _refusals(specs, device)
+    refusals = conduct.refusals(specs, device)
     if lead:
         _announce(args, argv, specs, refusals, world, out, env)
         if args.command == "sweep":
@@ -146,12 +141,12 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
             print(summary(out))
         return
     _prepare_data(args, specs, device, world, lead, out)
-    processes = _processes(specs, refusals)
+    processes = conduct.processes(specs, refusals)
     order = [s for group, _ in processes for s in group]
     with tqdm(total=sum(windows(s) for s in order if s not in refusals), unit="window", desc=args.command, disable=not lead) as bar:
-        progress = _Progress(bar, order, world, writer, outcome)
+        progress = conduct.Progress(bar, order, world, writer, outcome)
         progress.describe(order[0])
-        _run_processes(args, world, out, processes, progress)
+        conduct.run_processes(args, world, out, processes, progress)
     if lead:
         print(summary(out, run_id))
 
@@ -234,77 +229,6 @@ def _make_data(specs: list[RunSpec]) -> tuple[str, Path]:
         prepare = sources.prepare_jpeg if copy == "jpeg" else sources.prepare_jpeg_tree
         prepare(folder, quality, size, cache)
     return source, folder
-
-
-def _refusals(specs: list[RunSpec], device) -> dict[RunSpec, str]:
-    """Why each configuration that cannot run here cannot: its pipeline not installed, photographs
-    only, or a step kind this device refuses (a skipped row each instead)."""
-    reasons = pipelines.available({s.pipeline for s in specs})
-    why = {s: (reasons.get(s.pipeline) or pipelines.source_refusal(s.pipeline, s.config) or step_refusal(s.step, device))
-           for s in specs}
-    return {s: reason for s, reason in why.items() if reason}
-
-
-def _processes(specs: list[RunSpec], refusals: dict[RunSpec, str]) -> list[tuple[list[RunSpec], str]]:
-    """The configurations one process runs (`plan.shared`), or one that cannot run here: why not (a
-    skipped row instead)."""
-    processes = []
-    for group in plan.shared(specs):
-        processes += [([s], refusals[s]) for s in group if s in refusals]
-        processes += [([s for s in group if s not in refusals], "")] * any(s not in refusals for s in group)
-    return processes
-
-
-class _Progress:
-    """The progress bar over the configurations in `order`, and what happens as each ends: its rows
-    written (rank 0), counted in `outcome`, its failure said."""
-
-    def __init__(self, bar, order: list[RunSpec], world, writer, outcome: runner.Outcome):
-        self.bar, self.order, self.world, self.writer, self.outcome = bar, order, world, writer, outcome
-        self.windows = self.configurations = 0
-
-    def describe(self, spec: RunSpec) -> None:
-        what = spec.stage or spec.payload or spec.mode
-        ranks = f" x{spec.config.world_size} GPUs" if spec.config.world_size > 1 and not self.world.distributed else ""
-        self.bar.set_description(f"{spec.pipeline} {what} {spec.model} {spec.config.image_size}px {spec.cpus} cores"
-                                 f"{ranks} #{spec.process + 1}")
-
-    def on_window(self, row: dict) -> None:
-        self.bar.update(1)
-        self.bar.set_postfix(img_per_s=f"{row['world_img_per_s']:,.0f}")
-
-    def on_done(self, spec: RunSpec, rows: list[dict]) -> None:
-        """A configuration ended: its rows committed, the bar at its end (a skipped one had no
-        windows in it), its failure said."""
-        self.windows += windows(spec) * any(row["status"] != "skipped" for row in rows)
-        self.configurations += 1
-        self.bar.update(self.windows - self.bar.n)
-        if self.writer is not None:
-            self.writer.write_block(rows)
-        self.outcome.written += 1
-        cause = self.outcome.record(spec, rows)
-        if self.writer is not None and cause:
-            self.bar.write(cause, file=sys.stderr)
-        if self.configurations < len(self.order):
-            self.describe(self.order[self.configurations])
-
-
-def _run_processes(args, world, out: Path, processes: list, progress: _Progress) -> None:
-    """Each configuration process: a skipped one's row, else its configurations in this process (one
-    after another, sharing what they can) or in child processes (`--isolate`, several GPUs)."""
-    for group, skip in processes:
-        if skip:
-            progress.on_done(group[0], [results.failed_row(group[0], "skipped", skip)])
-        elif world.distributed or (not args.isolate and group[0].config.world_size == 1):
-            shared = harness.Shared() if len(group) > 1 else None
-            for spec in group:
-                rows = runner.run_in_process(spec, world, progress.on_window, shared)
-                progress.on_done(spec, rows)
-                if shared is not None and any(r["status"] != "ok" for r in rows):
-                    shared = harness.Shared()   # what a failed one left (a half-captured step) is not the next's
-        else:
-            while group:   # a configuration that hangs or kills its process: the rest in a new one
-                group = group[runner.run_isolated(group, args.timeout, out, progress.on_window, progress.on_done):]
 
 
 RATE_COLUMNS = [   # the printed table's columns: header, width, a row's text, what it means where not plain
