@@ -185,3 +185,20 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_signal_that_lands_in_a_finalizer_is_raised_after_it_not_dropped(capfd):
+    """Issue 69: a Ctrl-C as a DataLoader iterator was collected at the end of `stability` was raised
+    inside its `__del__`, where Python printed the exception and dropped it: the run exited 0."""
+    class SignalledWhileCollected:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)   # the signal's handler runs here, inside the finalizer
+
+    with interrupts.signals_as_interrupts(), pytest.raises(interrupts.Interrupted) as stop:
+        SignalledWhileCollected()   # collected at once
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert stop.value.exit_code == 130
+    assert "Exception ignored" not in capfd.readouterr().err

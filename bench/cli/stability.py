@@ -3,6 +3,7 @@ OUT/stability.csv (the report: `bench.studies.stability.write_report`).
 """
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 
@@ -47,8 +48,9 @@ def run_stability(args, argv: list[str]) -> int:
     except OSError as e:   # a missing data root, a folder that cannot be written
         raise _fail("stability", e) from None
     except (interrupts.Interrupted, KeyboardInterrupt) as e:   # the epochs measured are written below
-        stop = e if isinstance(e, interrupts.Interrupted) else interrupts.Interrupted(signal.SIGINT)
-    if stop is not None:
+        stop = interrupts.Interrupted(e.exit_code - 128 if isinstance(e, interrupts.Interrupted) else signal.SIGINT)
+    if stop is not None:   # the interrupted epoch's iterator (its traceback held it) shut down now, not after
+        gc.collect()       # the exit's clean-up ended the resource tracker (11 KeyError tracebacks from it)
         rest = names[names.index(name) + 1:] if name else names
         ended = (f"stopped by {stop} after {sum(row['pipeline'] == name for row in rows)} of {args.epochs} epochs "
                  f"of `{name}`" + (f" (not run: {', '.join(rest)})" if rest else ""))

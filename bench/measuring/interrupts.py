@@ -8,6 +8,10 @@ starts every pipeline iterator inside `deferred()`: a signal that arrives there 
 block ends, once the iterator is whole and can be shut down, or after HOLD_S if the block has not
 ended by then (a pipeline stuck in its start, a blocked read, still stops on one signal); a second
 signal meanwhile is raised at once. Without the handler installed, `deferred()` changes nothing.
+
+A signal that lands in a finalizer (`__del__`: a DataLoader iterator's, shutting its workers down)
+is not raised there, where Python prints the exception and drops it (a Ctrl-C at the end of a
+`stability` run was lost, exit 0): it is sent again RESEND_S later, once the finalizer has returned.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ class Interrupted(BaseException):
 
 
 HOLD_S = 5.0   # the longest a signal is held back (module docstring)
+RESEND_S = 0.1   # a signal that landed in a finalizer is sent again this much later
 _held = {"depth": 0, "signum": None, "timer": None}   # deferred blocks entered; the signal held back, if any
 
 
@@ -36,7 +41,21 @@ def _handler(signum, frame):
         _held["timer"].daemon = True
         _held["timer"].start()
         return
+    if _in_finalizer(frame):
+        again = threading.Timer(RESEND_S, os.kill, (os.getpid(), signum))
+        again.daemon = True
+        again.start()
+        return
     raise Interrupted(signum)
+
+
+def _in_finalizer(frame) -> bool:
+    """Whether `frame` runs inside a `__del__` (an exception raised there would be dropped)."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextlib.contextmanager
