@@ -38,7 +38,7 @@ def test_the_wheel_ships_every_module_of_the_source_tree(wheel):
 
 def test_the_installed_command_runs_from_a_fresh_environment(wheel, tmp_path, synthetic_root):
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
+    venv.EnvBuilder().create(env_dir)   # no pip of its own (3 s): this one's installs into it (--python)
     python = env_dir / "bin" / "python"
     # Not this process's PYTHONPATH (the suite may run with the checkout on it, where building the
     # wheel left pipebench.egg-info: pip would take the project as installed and skip the wheel).
@@ -48,8 +48,8 @@ def test_the_installed_command_runs_from_a_fresh_environment(wheel, tmp_path, sy
     # This environment's packages (torch, pandas, ...) without its editable install of the project:
     # a path line in a .pth file adds the folder, not the .pth files inside it.
     (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True,
-                   capture_output=True, env=environ)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
+                    str(wheel)], check=True, capture_output=True, env=environ)
     command = env_dir / "bin" / "pipebench"
     outside = tmp_path / "elsewhere"
     outside.mkdir()
