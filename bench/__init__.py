@@ -4,9 +4,10 @@ One folder per role, each with a docstring saying why its files are split: `meas
 configuration timed in one process), `running/` (which configurations, in which order and which
 processes), `results/` (the rows and the settings they record), `report/` (rows to REPORT.md, the
 summary, the README's blocks), `claims/` (the common advice, each claim an experiment), `studies/`
-(the timeline, the busy step's stand-in check, stability) and `cli/` (the `pipebench` command).
+(the timeline, the busy step's stand-in check, stability, side-stream priority, a GPU decoder's stages) and
+`cli/` (the `pipebench` command).
 Each imports only from folders listed before it (`report/` and `claims/` from `measuring/`,
-`running/` and `results/`), but `studies/timeline` reads the sweep's options (`cli.parser`).
+`running/` and `results/`); nothing imports `cli/` (tests/test_imports.py).
 
 Every pipebench process (and its children) runs OpenMP's threads, torch's intra-op pool, with
 `OMP_WAIT_POLICY=PASSIVE` unless it is set: they sleep between parallel regions instead of
