@@ -22,6 +22,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -37,6 +38,14 @@ from pipelines import sources
 COL0, COL_STEP = 16, 7
 # seconds `python -c "import torch"` took on the idle 2-core machine the tests' allowances were set on
 STARTUP_REFERENCE_S = 2.0
+
+
+def pytest_configure(config):
+    """SIGINT catchable here, so the processes the tests start get Python's own Ctrl-C: a suite started
+    as a background job of a script inherits SIGINT ignored, and then every Ctrl-C test's signal was
+    lost (its run went on to the end, exit 0)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(items):
