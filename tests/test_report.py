@@ -1592,3 +1592,10 @@ def test_a_several_gpu_run_from_before_the_cpu_columns_is_reported(tmp_path):
     view = scaling.scaling(report.load([str(path)]))[0]
     assert {r["GPUs"]: r["vs 1 GPU"] for r in view.to_dict("records")} == {1: "100%", 2: "80%"}
     assert "### Several GPUs" in report.write([str(path)], tmp_path / "out").read_text()
+
+
+def test_a_cpu_run_with_a_skipped_pipeline_still_speaks_of_cores_not_cores_per_gpu():
+    """Issue 69: a CPU run's skipped rows (no device) made its report say "CPU cores per GPU"
+    (results/2026-12-02-cpu-first-command, `ffcv` skipped)."""
+    assert formatting.per_gpu(["cpu", "", float("nan")]) == ""
+    assert formatting.per_gpu(["cuda:0", "cpu"]) == " per GPU" and formatting.per_gpu(["", float("nan")]) == " per GPU"

@@ -31,8 +31,9 @@ def machine_text(row) -> str:
 
 def per_gpu(devices) -> str:
     """" per GPU" after a core count, "" for rows that ran on no GPU (`device` cpu: the cores are the
-    machine's)."""
-    return "" if all(str(d).startswith("cpu") for d in devices) else " per GPU"
+    machine's); a row that never ran (skipped: no device) says nothing either way."""
+    ran = [str(d) for d in devices if isinstance(d, str) and d]
+    return "" if ran and all(d.startswith("cpu") for d in ran) else " per GPU"
 
 
 def table_cell(text: str) -> str:
