@@ -1599,3 +1599,12 @@ def test_a_cpu_run_with_a_skipped_pipeline_still_speaks_of_cores_not_cores_per_g
     (results/2026-12-02-cpu-first-command, `ffcv` skipped)."""
     assert formatting.per_gpu(["cpu", "", float("nan")]) == ""
     assert formatting.per_gpu(["cuda:0", "cpu"]) == " per GPU" and formatting.per_gpu(["", float("nan")]) == " per GPU"
+
+
+def test_a_cpu_run_s_report_says_once_that_its_timers_ran_without_a_gpu(tmp_path):
+    """Issue 69: a CPU run's report spoke of an idle or busy GPU, with no word that none was there."""
+    rows = [*processes("model", "none", windows(100, 100, 100), model="m", device="cpu"),
+            *processes("e2e", "p", windows(99, 99, 99), model="m", device="cpu")]
+    assert report.write([write(tmp_path, rows, "cpu")], tmp_path / "a").read_text().count(report.files.NO_GPU) == 1
+    gpu = [dict(r, device="cuda:0") for r in rows]
+    assert report.files.NO_GPU not in report.write([write(tmp_path, gpu, "gpu")], tmp_path / "b").read_text()

@@ -10,12 +10,16 @@ import pandas as pd
 from .. import results
 from .analysis import RULES, load, runs, view_of
 from .answers import answers
-from .formatting import code, epoch_text, shown
+from .formatting import code, epoch_text, per_gpu, shown
 from .hosts import answer as hosts_answer, prediction_file
 from .scaling import most_gpus, one_gpu_rows
 from .readme import readme_blocks, update_readme
 from .sections import TIMERS, run_sections
 from .summary import gpus_sentence, summary
+
+NO_GPU = ("These rows ran without a GPU: the device the timers synchronize is the CPU, every loader row "
+          "ran alone (level 0, no busy step), and a core count is the machine's, not a GPU's.")
+
 
 def write_answers(out: Path, found: list[tuple[str, pd.DataFrame, list[str]]], whole: str) -> None:
     """OUT/ANSWER.md (`answer_file`; a path's bytes that are not UTF-8 written escaped: `shown`)."""
@@ -64,8 +68,10 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Pat
         briefs.append((name, summary(name, group, view, "REPORT.md", plots)))
         said.append((name, group, answers(view.cells, view.situations)))
     answered = [entry for entry in said if entry[2]]
+    cpu = [NO_GPU, ""] if not per_gpu(df.device) else []   # the timers' words are a GPU's: said once for a CPU run
     parts = ["# Report", "", "Sources: " + ", ".join(code(shown(Path(p).as_posix())) for p in dict.fromkeys(paths)),
-             "", *[line for _, brief in briefs for line in ["## Summary", "", *brief, ""]], TIMERS, "", RULES, "", *sections]
+             "", *[line for _, brief in briefs for line in ["## Summary", "", *brief, ""]], TIMERS, "", *cpu, RULES, "",
+             *sections]
     texts = {"SUMMARY.md": "\n".join(["# Summary", "", *[line for _, brief in briefs for line in [*brief, ""]]]),
              "ANSWER.md": answer_file(answered, "[REPORT.md](REPORT.md)") if answered else None,
              "REPORT.md": "\n".join(parts)}   # every text made before a file is written
