@@ -178,9 +178,27 @@ def test_a_damaged_results_file_is_one_line_naming_file_line_and_column(tmp_path
     assert not (tmp_path / "out").exists()
 
 
+def test_pipebench_s_own_warnings_are_one_line_named_by_the_command(monkeypatch, capsys):
+    """Issue 69's campaign: a torn last line was said as Python shows a warning (its class, then the
+    source line that warned)."""
+    import importlib
+    import warnings
+    passed = []   # what Python's own display got (put back after the test)
+    monkeypatch.setattr(warnings, "showwarning", lambda message, *rest, **more: passed.append(str(message)))
+    importlib.import_module("bench.cli.main").said_in_one_line("pipebench report")
+    warnings.showwarning(UserWarning("run/results.csv: its last line is torn (3 bytes without a newline); left out"),
+                         UserWarning, str(ROOT / "bench" / "report" / "analysis.py"), 109)
+    warnings.showwarning(UserWarning("another package's"), UserWarning, "/elsewhere/lib.py", 1)
+    assert capsys.readouterr().err == ("pipebench report: run/results.csv: its last line is torn (3 bytes without "
+                                       "a newline); left out\n")
+    assert passed == ["another package's"]
+
+
 def test_a_damaged_results_file_ends_the_process_in_one_line_exit_1(tmp_path):
     """As a user runs it: exit code 1, stderr one line, no traceback."""
     folder = damaged(tmp_path, lines_changed(6, lambda part: b",".join(part.split(b",")[:10]))).resolve()
+    with open(folder / "results.csv", "ab") as torn:   # and a torn last line: no word of it before the refusal
+        torn.write(b"run@1,2026")
     done = subprocess.run([sys.executable, "-m", "bench.cli", "report", str(folder), "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr

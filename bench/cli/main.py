@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from .top import COMMANDS, LINE_LIMIT, clip
@@ -22,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     """`pipebench ARGV` (sys.argv[1:] by default): its exit code. An error is one line, cut after
     LINE_LIMIT characters wherever it comes from (a megabyte value echoed in it is not printed back)."""
     from .starting import starting
+    if argv is None:   # the program itself (a caller of main(ARGV) keeps its own display of warnings)
+        said_in_one_line(_name(sys.argv[1:]))
     argv = sys.argv[1:] if argv is None else argv
     started, parsed = time.monotonic(), False
     try:
@@ -39,6 +42,21 @@ def main(argv: list[str] | None = None) -> int:
         raise
     except KeyboardInterrupt:   # where `starting` leaves SIGINT as it is, or in a command's work
         return _stopped(argv, started, parsed)
+
+
+def said_in_one_line(command: str) -> None:
+    """pipebench's own warnings (a torn last line of a results file, left out or set aside) said in one
+    line on stderr, named by the command ("pipebench report: …"), not in Python's form with the
+    warning's class and source line; other packages' warnings as Python shows them."""
+    python_s = warnings.showwarning
+    ours = tuple(str(Path(__file__).resolve().parents[2] / package) for package in ("bench", "pipelines"))
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if str(filename).startswith(ours):
+            print(f"{command}: {message}", file=file or sys.stderr)
+        else:
+            python_s(message, category, filename, lineno, file, line)
+    warnings.showwarning = show
 
 
 def _first_parser():

@@ -172,14 +172,13 @@ def read_rows(path: str | Path, required: list[str] = REQUIRED, lines: list[int]
     a row of more or fewer fields than its header: `cells.records`), naming the file and the line.
     `lines` (a list) is given each row's line in the file."""
     data = Path(path).read_bytes()
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        warnings.warn(f"{path}: its last line is torn ({len(data) - cut} bytes without a newline); left out",
-                      stacklevel=2)
-        data = data[:cut]
+    torn = len(data) - (data.rfind(b"\n") + 1)
+    data = data[:len(data) - torn]
     if not data.strip():
         raise ValueError(f"{path} is empty: not a pipebench results file")
-    found = cells.records(path, data, required)
+    found = cells.records(path, data, required)   # a damaged file is refused first: its torn line is no news
+    if torn:
+        warnings.warn(f"{path}: its last line is torn ({torn} bytes without a newline); left out", stacklevel=2)
     try:
         df = pd.read_csv(io.BytesIO(data), **options)
     except pd.errors.ParserError as e:   # a quote never closed
