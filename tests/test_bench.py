@@ -524,3 +524,18 @@ def test_a_carriage_return_in_a_name_stays_inside_its_row(tmp_path):
     rows = results.read_rows(path, keep_default_na=False)
     assert len(rows) == 2 and rows.model.tolist() == ["my\rnet.py:build", "none"]
     assert rows.run_id.tolist() == ["run\rname"] * 2
+
+
+def test_a_sweep_refuses_to_resume_into_rows_with_text_in_a_number_column(tmp_path, synthetic_root):
+    """Issue 69's campaign: `batch_size` 'sixteen' in a row was counted, the sweep appended and exited 0,
+    and its summary said "no rows"; `report` refused the same file naming line and column."""
+    grid = ["--pipelines", "resident", "--modes", "loader", "--no-isolate"]
+    sweep(tmp_path, synthetic_root, *grid)
+    path = tmp_path / "sweep" / "results.csv"
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    df.loc[1, "batch_size"] = "sixteen"
+    df.to_csv(path, index=False)
+    before = path.read_bytes()
+    with pytest.raises(SystemExit, match=r"line 3: batch_size holds 'sixteen', not a number: a damaged results file"):
+        sweep(tmp_path, synthetic_root, *grid, "--pipelines", "resident,prefetch")
+    assert path.read_bytes() == before

@@ -176,6 +176,7 @@ def _announce(args, argv, specs: list[RunSpec], refusals: dict, world, out: Path
 def _resume(args, specs: list[RunSpec], out: Path, env: dict) -> list[int]:
     """The indices of `specs` a sweep still has to run in OUT: those not finished; a block cut short is
     removed and run again; rows of another commit refused unless --resume-other-commit."""
+    _refuse_damaged(out / "results.csv")
     others = results.other_commits(out / "results.csv", env)
     if others and not args.resume_other_commit:
         raise ValueError(f"{out}/results.csv holds rows of commit {', '.join(others)}, this is "
@@ -193,6 +194,15 @@ def _resume(args, specs: list[RunSpec], out: Path, env: dict) -> list[int]:
     print(f"resume: {len(specs) - len(todo)} of {len(specs)} configuration processes already done",
           file=sys.stderr)
     return todo
+
+
+def _refuse_damaged(path: Path) -> None:
+    """A ValueError in one line naming the line, column and cell where the rows a sweep resumes hold
+    text in a number column, as `report` refuses them (a sweep counted such rows and went on)."""
+    if path.exists() and path.stat().st_size:
+        from ..report.analysis import numbers
+        lines: list[int] = []
+        numbers(results.read_rows(path, lines=lines), path, lines)
 
 
 def _prepare_data(args, specs: list[RunSpec], device, world, lead: bool, out: Path) -> None:
