@@ -526,6 +526,18 @@ def test_a_carriage_return_in_a_name_stays_inside_its_row(tmp_path):
     assert rows.run_id.tolist() == ["run\rname"] * 2
 
 
+def test_a_carriage_return_in_a_name_is_shown_not_acted_on_in_the_printed_table(tmp_path, synthetic_root, capsys):
+    """Issue 69's campaign: the printed rates and the progress bar wrote a model path's CR raw, and
+    the terminal overwrote the line's first columns with what followed it."""
+    (tmp_path / "my\rnet.py").write_text("import torch\n\ndef build():\n    return torch.nn.Sequential("
+                                         "torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 10))\n")
+    compare(tmp_path, synthetic_root, "--pipelines", "resident", "--modes", "model",
+            "--models", f"{tmp_path / 'my'}\rnet.py:build")
+    printed = capsys.readouterr()
+    assert "\r" not in printed.out and "my\\rnet.py:build" in printed.out
+    assert all("\\rnet.py" in part for part in printed.err.split("\r") if "net.py" in part)
+
+
 def test_a_sweep_refuses_to_resume_into_rows_with_text_in_a_number_column(tmp_path, synthetic_root):
     """Issue 69's campaign: `batch_size` 'sixteen' in a row was counted, the sweep appended and exited 0,
     and its summary said "no rows"; `report` refused the same file naming line and column."""

@@ -30,7 +30,7 @@ from .. import results
 from ..measuring import distributed, interrupts
 from ..measuring.spec import RunSpec
 from ..running import conduct, plan, runner
-from ..running.conduct import windows
+from ..running.conduct import printable, windows
 from .common import _fail, record
 
 def specs_for(grids: list, device: torch.device, world: distributed.World = distributed.World()) -> list[RunSpec]:
@@ -261,7 +261,7 @@ def rates_table(c) -> list[str]:
     shown = [col for col in RATE_COLUMNS if filled.get(col[0], True)]
 
     def line(cells: list[str]) -> str:
-        return " ".join(f"{text:<{-width}s}" if width < 0 else f"{text:>{width}s}"
+        return " ".join(f"{printable(text):<{-width}s}" if width < 0 else f"{printable(text):>{width}s}"
                         for text, (_, width, _, _) in zip(cells, shown))
     return [line([name for name, *_ in shown]) + "  img/s median [lowest-highest process] n=windows/processes",
             *[line([text(r) for _, _, text, _ in shown]) + f"  {rate(r)}" for r in c.itertuples()],
@@ -289,7 +289,7 @@ def summary(out: Path, run_id: str | None = None) -> str:
         lines.append(f"({shown}; per GPU and per job at {several} GPUs: `pipebench report {out} --out {out}`)")
     failed = group[~group.status.isin(["ok", "not-applicable"])].fillna({"stage": ""})
     said = failed[["status", "pipeline", "mode", "stage", "model", "error"]].drop_duplicates()   # once per configuration
-    lines += [f"{r.status}: {r.pipeline} {r.stage or r.mode} {r.model}: {r.error}" for r in said.itertuples()]
+    lines += [printable(f"{r.status}: {r.pipeline} {r.stage or r.mode} {r.model}: {r.error}") for r in said.itertuples()]
     answers = report.answers(c, seen.situations)
     if answers:
         report.write_answers(out, [(name, group, answers)], f"`pipebench report {out} --out {out}`")

@@ -6,6 +6,7 @@ or in child processes (`run_processes`, through `runner`), and what happens as e
 """
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -16,6 +17,15 @@ from ..measuring import harness
 from ..measuring.spec import RunSpec
 from ..measuring.training import step_refusal
 from . import plan, runner
+
+
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def printable(text: str) -> str:
+    """`text` for a terminal: a control character (a carriage return in a model's path) shown escaped,
+    never acted on (it overwrote the line's first columns)."""
+    return CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
 
 
 def windows(spec: RunSpec) -> int:
@@ -54,8 +64,8 @@ class Progress:
     def describe(self, spec: RunSpec) -> None:
         what = spec.stage or spec.payload or spec.mode
         ranks = f" x{spec.config.world_size} GPUs" if spec.config.world_size > 1 and not self.world.distributed else ""
-        self.bar.set_description(f"{spec.pipeline} {what} {spec.model} {spec.config.image_size}px {spec.cpus} cores"
-                                 f"{ranks} #{spec.process + 1}")
+        self.bar.set_description(printable(f"{spec.pipeline} {what} {spec.model} {spec.config.image_size}px "
+                                           f"{spec.cpus} cores{ranks} #{spec.process + 1}"))
 
     def on_window(self, row: dict) -> None:
         self.bar.update(1)
