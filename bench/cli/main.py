@@ -210,7 +210,8 @@ def _make_photos(args, final: Path, found) -> None:
             meta = photos.make_photos(final, args.photos, args.data_seed, progress=lambda: bar.update(), photos=found)
     except (OSError, ValueError) as e:
         raise SystemExit(f"pipebench prepare: {e}") from None
-    print(f"photos: {final} ({meta['count']} JPEGs in {len(meta['sources'])} classes; mean "
+    from ..report.formatting import plural
+    print(f"photos: {final} ({meta['count']} JPEGs in {plural(len(meta['sources']), 'class', 'classes')}; mean "
           f"{meta['bytes_mean']:.0f} B, median side {meta['side_median']:g} px; sources and licences "
           f"in {photos.META})")
 
