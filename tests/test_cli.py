@@ -283,3 +283,12 @@ def test_absurd_bounds_are_refused_in_one_line_before_anything_runs(argv, messag
     with pytest.raises(SystemExit) as stop:
         cli.main(argv)
     assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--versio"], ["--debug", "compare"], ["-x", "list"]])
+def test_an_unknown_option_before_the_command_is_named_as_such(argv, capsys):
+    """Issue 69's campaign: `pipebench --versio` answered "the following arguments are required: COMMAND"."""
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"pipebench: error: unrecognized arguments: {argv[0]}"

@@ -29,7 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     started, parsed = time.monotonic(), False
     try:
         with starting(_name(argv), started):
-            _first_parser().parse_args(argv)   # prints the help, the version or a usage error, and exits
+            first = _first_parser()
+            if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+                first.error(f"unrecognized arguments: {argv[0]}")   # not "COMMAND is required" (`--versio`)
+            first.parse_args(argv)   # prints the help, the version or a usage error, and exits
             args, grids = _parse(argv)   # imports torch and the pipelines
             if args.command in ("compare", "sweep"):   # which plan first: the run then holds SIGINT itself
                 from .measure import run_grid
