@@ -37,10 +37,14 @@ for name in names:
     try:
         runpy.run_path(script, run_name="__main__")
         code = 0
-    except SystemExit as exit:
-        code = exit.code if isinstance(exit.code, int) else print(exit.code, file=sys.stderr) or 1
+    except SystemExit as exit:   # as the interpreter ends on it: a message is printed, exit code 1
+        code = exit.code or 0
+        if isinstance(code, str):
+            print(code, file=sys.stderr)
+            code = 1
     except Exception:   # a traceback, as python train.py NAME prints it
-        code = traceback.print_exc() or 1
+        traceback.print_exc()
+        code = 1
     print(f"exit {code}", flush=True)
 """
 
