@@ -131,6 +131,24 @@ def test_a_host_sleep_step_records_no_units_its_label_as_idle_time_and_its_stret
     assert level.busy_stretch.to_numpy() == pytest.approx(level.busy_step_ms.to_numpy() / 2.0)
 
 
+def test_each_busy_level_is_timed_beside_a_null_pipeline_before_the_pipeline_exists(tmp_path, synthetic_root,
+                                                                                   monkeypatch):
+    """What the step allows in the harness's own loop: the consumer on one batch already on the
+    device, no pipeline, host clock per batch; every window of the level records it."""
+    built = []
+    monkeypatch.setattr(harness.pipelines, "build", lambda *a, build=harness.pipelines.build: (
+        built.append(len(nulls)), build(*a))[1])
+    nulls = []
+    monkeypatch.setattr(harness, "beside_null", lambda consume, step, device, real=harness.beside_null: (
+        nulls.append(step.ms), real(consume, step, device))[1])
+    df = compare(tmp_path, synthetic_root, "--modes", "loader", "--busy-ms", "0,2,4")
+    assert nulls == [2.0, 4.0] * 2 and built == [2, 4]   # every level, per process, before the pipeline
+    for ms in (2.0, 4.0):
+        level = df[df.busy_ms == ms].busy_null_ms.astype(float)
+        assert len(level) == 2 and ((level >= ms) & (level < ms * 1.5)).all(), level.tolist()
+    assert (df[df.busy_ms == 0].busy_null_ms == "").all()
+
+
 def test_rejected_windows_are_rows_of_their_own_left_out_of_every_number(tmp_path, synthetic_root, monkeypatch):
     monkeypatch.setattr(busy.BusyStep, "measured_ms", lambda self: 500 * self.ms)   # the rows say it took 1 s a step
     df = compare(tmp_path, synthetic_root, "--modes", "loader", "--busy-ms", "0,2")

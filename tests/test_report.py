@@ -219,6 +219,22 @@ def test_a_busy_level_is_read_at_its_idle_time_and_its_stretch_is_shown(tmp_path
     assert "step ×1.25" in report.write([write(tmp_path, rows)], tmp_path / "out").read_text()
 
 
+def test_a_level_is_read_against_the_step_beside_a_null_pipeline_where_that_was_recorded(tmp_path):
+    """The busy step stretches in the harness's loop beside no pipeline at all (3-4.5 % on an H100):
+    timed beside a null pipeline (`busy_null_ms`), that is what the step allows, so a pipeline that
+    delivers it reads 100 % and is never the limit, where against its idle time it would read 96 %;
+    the headspace table shows the step alone as its last row."""
+    null_ms = 2.0 * 1.04
+    rows = [*processes("loader", "p", [[512 / null_ms * 1e3], [512 / null_ms * 1e3]], busy=2.0, busy_step_ms=2.1,
+                       busy_idle_ms=2.0, busy_null_ms=null_ms, busy_stretch=1.05, busy_units=80),
+            *processes("loader", "p", [[900_000], [900_000]])]
+    c = report.cells(report.load([write(tmp_path, rows)]))
+    level = next(report.levels(c[c.pipeline == "p"]).itertuples())
+    assert level.t == null_ms and level.share == pytest.approx(1.0)
+    text = report.write([write(tmp_path, rows)], tmp_path / "out").read_text()
+    assert re.search(r"\| \(the step alone, beside a null pipeline\) +\| — +\| 246,154, step ×1\.04 +\|", text)
+
+
 def test_ties_are_within_the_between_process_range():
     a, b = r(100, 95, 105), r(108, 106, 110)
     assert report.ties(a, b) and not report.ties(r(100, 99, 101), r(108, 107, 109))

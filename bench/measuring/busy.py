@@ -32,6 +32,14 @@ overstated. A one-thread sleep kernel (`torch.cuda._sleep`) timed by events arou
 design before that, busied one SM of 132, moved no memory and counted host stalls as sleep.
 How far the stand-in's contention is from a real captured training step's: `bench.studies.standin`.
 
+The step has a stretch of its own, too: replayed once per batch by the harness's loop (a graph
+launch, the consumer's tiny kernel, the event reads) it takes a little longer per batch than its
+units back to back (3-4.5 % on an H100 beside pipelines that do no GPU work of their own). So each
+level is also timed beside a *null pipeline* (`beside_null`: the same loop and consumer on one
+batch already on the device, no pipeline) before the pipeline exists: `null_ms`, host clock per
+batch, is what the step alone allows in that loop, batch / null_ms, and the report reads a
+pipeline's share of that, so a pipeline that never holds the step back reads about 100 %.
+
 A stretched step is data, not a fault. The harness rejects only a window that delivered more than
 its step allows (batch / measured step time, TOLERANCE above): such a window is a row with status
 `rejected` and the reason, never averaged in.
@@ -43,6 +51,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Callable
 
 import torch
 
@@ -53,6 +62,8 @@ COPY_RING = 8             # buffers the units copy in turn: 128 MiB read, 128 Mi
 CALIBRATION_UNITS = 200   # units timed by the calibration graph (about 5 ms on an H100)
 WARM_S = 0.5              # seconds of calibration replays before the timed ones
 RING = 16                 # copies of a step's graph: the host runs at most this many steps ahead
+NULL_S = 0.25             # seconds the step is timed beside a null pipeline per level (`beside_null`)
+NULL_STEPS = 24           # ... and at least this many steps
 
 _WORK: dict[torch.device, "_Work"] = {}
 
@@ -124,6 +135,7 @@ class BusyStep:
         self.total_ms = 0.0      # the calls' times read so far
         self.read = 0            # how many of the calls have been read
         self.units, self.idle_ms = math.nan, ms
+        self.null_ms = math.nan  # its time per batch beside a null pipeline (`beside_null`)
         if self.cuda and ms:
             self.work = work(device)
             self.units = max(1, round(ms / self.work.unit_ms))
@@ -158,6 +170,28 @@ class BusyStep:
         self.calls = self.read = 0
         self.total_ms = 0.0
         return mean
+
+
+def beside_null(consume: Callable[[torch.Tensor, torch.Tensor], None], busy: BusyStep,
+                device: torch.device) -> float:
+    """The busy step's time per batch (ms, host clock) in the harness's loop beside a null pipeline
+    (module docstring): `consume` (the loader consumer that calls `busy`) on one batch already on the
+    device, RING untimed calls, then at least NULL_S seconds and NULL_STEPS calls between two
+    synchronizations; the step's counters are left read."""
+    images, labels = torch.zeros(1, 1, 1, 1, device=device), torch.zeros(1, device=device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda _device: None)
+    for _ in range(RING):
+        consume(images, labels)
+    busy.measured_ms()
+    steps = max(NULL_STEPS, math.ceil(NULL_S * 1e3 / busy.idle_ms))
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        consume(images, labels)
+    sync(device)
+    null_ms = (time.perf_counter() - t0) * 1e3 / steps
+    busy.measured_ms()
+    return null_ms
 
 
 def rejection(step_ms: float, images: int, steps: int, seconds: float) -> str:

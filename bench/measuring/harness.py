@@ -8,7 +8,8 @@ Modes (what each timer includes):
     exists; a host sleep without CUDA): the "headspace" method. Beside the pipeline that work is
     never re-sized: it runs longer where the pipeline contends for the GPU, as a training step
     does, and each window records its work units (`busy_units`), their idle time (`busy_idle_ms`),
-    the measured mean step over the window's steps (`busy_step_ms`; the drain runs no step) and the ratio
+    its time per batch in this loop beside a null pipeline (`busy_null_ms`, timed before the pipeline
+    exists: what the step allows), the measured mean step over the window's steps (`busy_step_ms`; the drain runs no step) and the ratio
     of the two (`busy_stretch`): the pipeline's contention cost. (A step refit beside the pipeline
     to last its label yields to the pipeline and overstates GPU-side pipelines' ceilings.) Level 0
     is the bare loop on an idle GPU;
@@ -125,7 +126,7 @@ from pipelines.contract import resolve_device
 from pipelines.epochs import shard_size
 
 from . import distributed, machine
-from .busy import BusyStep, rejection
+from .busy import BusyStep, beside_null, rejection
 from .drain import drain, drains, ready_at_start, restart_bursts, sync
 from .spec import RunSpec, Window
 from .training import Trainer, evaluate, reading
@@ -331,6 +332,9 @@ def _run(spec: RunSpec, cores: list[int], shared: Shared | None) -> Iterator[tup
     # loader mode's consumers, one per busy level, calibrated before the pipeline and its threads exist
     consumers = {b: Touch(device, BusyStep(device, b) if b else None) for b in spec.busy_levels} \
         if spec.mode == "loader" else {}
+    for consumer in consumers.values():   # what each step allows in this loop, beside a null pipeline
+        if consumer.busy is not None:
+            consumer.busy.null_ms = beside_null(consumer, consumer.busy, device)
     pipeline, batches = None, None
     try:
         if spec.mode == "model":
@@ -427,7 +431,7 @@ def _windows(spec: RunSpec, batches: Iterator, step: Callable, consumers: dict, 
 def record_busy(window: Window, busy: BusyStep) -> None:
     """A busy window's step (module docstring): its work, its idle and measured times, their ratio,
     and whether the window can count (`bench.measuring.busy.rejection`)."""
-    window.busy_units, window.busy_idle_ms = busy.units, busy.idle_ms
+    window.busy_units, window.busy_idle_ms, window.busy_null_ms = busy.units, busy.idle_ms, busy.null_ms
     window.busy_step_ms = busy.measured_ms()
     window.busy_stretch = window.busy_step_ms / window.busy_idle_ms
     window.rejected = rejection(window.busy_step_ms, window.images, len(window.step_ms), window.seconds)

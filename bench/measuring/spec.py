@@ -124,6 +124,7 @@ class Window:
     busy_ms: float = 0.0         # loader mode: the consumer's synthetic step per batch (its label)
     busy_units: float = math.nan     # loader mode: that step's work units, the same in every window (nan: a host sleep)
     busy_idle_ms: float = math.nan   # loader mode: their time on an idle GPU (the label on a host sleep)
+    busy_null_ms: float = math.nan   # loader mode: its time per batch beside a null pipeline (host clock, `busy.beside_null`)
     busy_step_ms: float = math.nan   # loader mode: that step's measured time beside the pipeline (mean over the window)
     busy_stretch: float = math.nan   # loader mode: busy_step_ms / busy_idle_ms, the pipeline's contention cost
     rejected: str = ""           # why the window cannot count ('' if it can): `bench.measuring.busy.rejection`

@@ -46,11 +46,13 @@ model-only (else "too few measurements", and the table names the pipeline thin, 
     kept up there);
   - not fed, cause not measured: no loader rows at the model's step time (on a GPU, rows of an idle
     GPU alone do not say what the pipeline delivers beside the step).
-A pipeline's headspace curve is its delivered rate against the busy step's time t per batch on an
-idle GPU (loader mode, `busy_ms`: a fixed amount of work, its idle time `busy_idle_ms`; rows from
-before the step kept its work read its measured time, to which it was refit); the step alone allows
-batch / t, and the share of it delivered includes the contention: beside the pipeline the step runs
-longer (its stretch, `busy_stretch`), as a training step would. What it delivers at a model's step
+A pipeline's headspace curve is its delivered rate against the busy step's time t per batch
+(loader mode, `busy_ms`: a fixed amount of work): its time per batch in the harness's loop beside a
+null pipeline (`busy_null_ms`, `bench.measuring.busy.beside_null`), so the step's own stretch is not
+counted against the pipeline; rows from before that was recorded read its idle time `busy_idle_ms`,
+and rows from before the step kept its work its measured time, to which it was refit. The step alone
+allows batch / t, and the share of it delivered includes the contention: beside the pipeline the
+step runs longer (its stretch, `busy_stretch`), as a training step would. What it delivers at a model's step
 time is read from the curve between the two levels around it (log-linear in t; below the fastest
 level, linear from the idle-GPU rate). Its loader ceiling (`ceilings`) is the rate at which it stops
 keeping up: where its share of batch / t crosses FED between the slowest level at which it fell
@@ -64,6 +66,7 @@ READY = 0.1   # windows that began with at least this share of their steps' batc
 SETTING = ["image_size", "batch_size", "dtype"]
 STEP_ORDER = ["eager", "graph", "compile"]
 NUMERIC = {"process": 0, "busy_ms": 0.0, "busy_step_ms": math.nan, "busy_idle_ms": math.nan, "busy_stretch": math.nan,
+           "busy_null_ms": math.nan,
            "sync_every": 0, "min_window_s": 0.0,
            "pipeline_cpu_s_per_kimg": math.nan, "train_cpu_s": math.nan, "next_cpu_s": math.nan, "cpu_s": math.nan,
            "cpus": math.nan,
@@ -199,7 +202,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     the fewest / most windows of one process, `dropped` its model-only or e2e windows shorter than the
     run's minimum (left out alone: `short_windows`), and the medians of the other measurements."""
     ok, dropped = short_windows(df[(df.status == "ok") & df.img_per_s.notna()])
-    ok = ok.assign(
+    ok = ok.copy().assign(   # one block: the rows' columns were added one by one
         bytes_per_image=lambda d: d.batch_bytes * d.steps / d.images,
         proc=lambda d: d.run_id + "#" + d.process.astype(str) + "#" + d.seed.astype(str),
         # CPU booked as `bench.measuring.harness` says: rows from before `next_cpu_s` cannot split it (NaN: all threads shown)
@@ -211,7 +214,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     if ok.empty:
         return pd.DataFrame(columns=[*key(), "img_per_s", "lo", "hi", "n", "p", "w", "w_hi", "dropped", "drift", "steady",
                                      "ready", "steps",
-                                     "restart", "cpu", "cpu_pipe", "cpu_train", "busy_step", "busy_idle", "stretch",
+                                     "restart", "cpu", "cpu_pipe", "cpu_train", "busy_step", "busy_idle", "busy_null", "stretch",
                                      "wait", "syncs", "seconds", "compile", "accuracy", "sm_mhz", "bytes_per_image",
                                      "copy", "device"])
     by_process = ok.groupby([*key(), "proc"], sort=True)
@@ -227,7 +230,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
         n=("img_per_s", "count"), steady=("steady_img_per_s", "median"), restart=("restart_ms", "median"),
         cpu=("cpu_s_per_kimg", "median"), cpu_pipe=("pipe_cpu_kimg", "median"),
         cpu_train=("train_cpu_kimg", "median"), busy_step=("busy_step_ms", "median"),
-        busy_idle=("busy_idle_ms", "median"), stretch=("busy_stretch", "median"),
+        busy_idle=("busy_idle_ms", "median"), busy_null=("busy_null_ms", "median"), stretch=("busy_stretch", "median"),
         wait=("wait_frac", "median"), syncs=("syncs", "any"), seconds=("seconds", "median"), device=("device", "first"),
         compile=("compile_first", "median"), accuracy=("test_accuracy", "median"), sm_mhz=("sm_mhz", "median"),
         bytes_per_image=("bytes_per_image", "median"), copy=("copy", "first"), ready=("ready_at_start", "median"),
@@ -258,14 +261,23 @@ def ties(a, b) -> bool:
 
 
 def levels(group: pd.DataFrame) -> pd.DataFrame:
-    """One pipeline's busy headspace levels (one setting and budget), by the step's time `t` on an
-    idle GPU (module docstring: its measured time in rows from before it was recorded, else its
-    label), with what the step alone allows (`cap`, batch / t) and the share of it delivered."""
+    """One pipeline's busy headspace levels (one setting and budget), by the step's time `t` beside a
+    null pipeline (module docstring: in older rows its idle time, its refit time, else its label), with
+    what the step alone allows (`cap`, batch / t) and the share of it delivered."""
     busy = group[group.busy_ms > 0].copy()
-    busy["t"] = busy.busy_idle.fillna(busy.busy_step).fillna(busy.busy_ms)
+    busy["t"] = busy.busy_null.fillna(busy.busy_idle).fillna(busy.busy_step).fillna(busy.busy_ms)
     busy["cap"] = busy.batch_size / (busy.t / 1e3)
     busy["share"] = busy.img_per_s / busy.cap
     return busy.sort_values("t")
+
+
+def step_alone(loader: pd.DataFrame) -> pd.DataFrame:
+    """Per busy level where it was recorded: what the busy step allows beside a null pipeline
+    (`img_per_s`, batch / its time per batch in the loop) and that time over its idle time (`stretch`)."""
+    timed = loader[loader.busy_null.notna() & (loader.busy_ms > 0)]
+    return timed.groupby("busy_ms").apply(lambda g: pd.Series({
+        "img_per_s": g.batch_size.iloc[0] / (g.busy_null.median() / 1e3),
+        "stretch": g.busy_null.median() / g.busy_idle.median()}), include_groups=False)
 
 
 def ceiling_of(group: pd.DataFrame) -> pd.Series:

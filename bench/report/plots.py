@@ -16,6 +16,7 @@ import matplotlib.ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .. import results  # noqa: E402
+from .analysis import step_alone  # noqa: E402
 from .verdicts import FED, NO_VERDICT  # noqa: E402
 from .formatting import per_gpu  # noqa: E402
 
@@ -73,6 +74,9 @@ def headspace_plot(loader: pd.DataFrame, batch: int, models: pd.DataFrame, path:
     if busy:
         xs = [busy[0] / 1.5, busy[-1] * 1.5]
         ax.plot(xs, [batch / (x / 1e3) for x in xs], color="grey", lw=3, alpha=0.3, label="the step is the limit")
+        alone = step_alone(loader)
+        if len(alone):
+            ax.plot(alone.index, alone.img_per_s, "x", color="black", ms=6, label="the step beside a null pipeline")
     for i, (name, rows) in enumerate(loader.groupby("pipeline")):
         rows = rows[rows.busy_ms > 0].sort_values("busy_ms")
         ax.plot(rows.busy_ms, rows.img_per_s, "o-", ms=4, color=colour(i), label=name)

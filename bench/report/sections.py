@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .analysis import READY, RunView, SETTING, at_setting, ceiling_text, label_variants
+from .analysis import READY, RunView, SETTING, at_setting, ceiling_text, label_variants, step_alone
 from .verdicts import DRIFT
 from .answers import answer, reads_text, share_text
 from .formatting import code, epoch_text, escape, pct, per_gpu, plural, rate, table
@@ -28,8 +28,10 @@ model; the consumer reads each batch (one tiny kernel) and, at a headspace level
 GPU per batch a fixed amount of bf16 matrix products and memory copies on every SM that lasts t ms
 on an idle GPU (`bench/measuring/busy.py`: sized before the pipeline exists and never re-sized, so beside the
 pipeline it runs longer, as a training step does; that stretch, "step ×s" in the headspace tables,
-is the pipeline's contention cost, and the share of batch / t includes it; in runs from before the
-stretch was recorded the step was re-sized beside the pipeline to last t). A window that delivered
+is the pipeline's contention cost, and the share of batch / t includes it; t is the step's time per
+batch in the same loop beside a null pipeline (one batch already on the device), so its own stretch
+is not counted against the pipeline, where that was recorded, else its time on an idle GPU; in runs
+from before the stretch was recorded the step was re-sized beside the pipeline to last t). A window that delivered
 more than its measured step allows is rejected and listed (in those earlier runs, also one whose
 step ran more than 5% off t), as is one that lasted under half the run's minimum window (batches
 queued before it handed over: a drain, not a rate). Level 0 is an idle GPU; the **loader ceiling**
@@ -52,7 +54,8 @@ window (the first step, which compiles, before it), then the test split's accura
 
 
 STRETCHED = ("Delivered img/s beside a synthetic step that lasts the given ms per batch on an idle GPU "
-             "(\"step ×s\": how much longer it ran beside the pipeline, median):")
+             "(\"step ×s\": how much longer it ran beside the pipeline, median; the last row, where recorded: "
+             "what the step allows in the same loop beside a null pipeline, the rate shares are read against):")
 REFIT = "Delivered img/s while the GPU is kept busy the given ms per batch:"   # rows from before the stretch
 
 
@@ -128,9 +131,16 @@ def headspace_table(loader: pd.DataFrame) -> pd.DataFrame:
     """Pipeline x busy level: the rate and, where recorded, the busy step's median stretch."""
     view = loader.assign(text=[rate(r) + ("" if pd.isna(r.stretch) else f", step ×{r.stretch:.2f}")
                                for r in loader.itertuples()]).pivot(index="pipeline", columns="busy_ms", values="text")
+    alone = step_alone(loader)
+    if len(alone):   # what the step allows in the harness's loop, and its own stretch there
+        view.loc[NULL_ROW] = pd.Series({k: f"{a.img_per_s:,.0f}, step ×{a.stretch:.2f}" for k, a in alone.iterrows()})
     view = view[sorted(view.columns)].fillna("—")
     view.columns = ["idle GPU" if k == 0 else f"{k:g} ms" for k in view.columns]
     return view.reset_index().assign(pipeline=lambda d: d.pipeline.map(escape))
+
+
+NULL_ROW = "(the step alone, beside a null pipeline)"
+
 
 
 def situation_table(s: pd.DataFrame) -> pd.DataFrame:

@@ -47,8 +47,8 @@ from ..measuring import machine
 from ..measuring.spec import RunSpec, Window
 from . import cells, settings
 
-MEASURE_COLUMNS = ["process", "repeat", "busy_ms", "busy_units", "busy_idle_ms", "busy_step_ms", "busy_stretch", "steps",
-                   "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
+MEASURE_COLUMNS = ["process", "repeat", "busy_ms", "busy_units", "busy_idle_ms", "busy_null_ms", "busy_step_ms",
+                   "busy_stretch", "steps", "images", "epochs", "seconds", "img_per_s", "world_img_per_s",
                    "steady_img_per_s", "wait_ms_p50", "wait_ms_p95", "wait_frac", "next_syncs", "restart_ms",
                    "step_ms_p50", "step_ms_p95", "cpu_s", "cpu_s_per_kimg", "train_cpu_s", "next_cpu_s",
                    "pipeline_cpu_s_per_kimg", "blocking_waits", "cpu_set", "sm_mhz", "mem_mhz", "pcie",
@@ -260,7 +260,8 @@ def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window) -> dict[str
     combined (`bench.running.runner.job_rows`)."""
     samples = facts.get("samples", math.nan)
     return {**_config_fields(spec), **facts, "process": spec.process, "repeat": repeat, "busy_ms": w.busy_ms,
-            "busy_units": w.busy_units, "busy_idle_ms": w.busy_idle_ms, "busy_step_ms": w.busy_step_ms,
+            "busy_units": w.busy_units, "busy_idle_ms": w.busy_idle_ms, "busy_null_ms": w.busy_null_ms,
+            "busy_step_ms": w.busy_step_ms,
             "busy_stretch": w.busy_stretch,
             "steps": len(w.step_ms), "images": w.images, "epochs": w.images / samples if samples else math.nan,
             "seconds": w.seconds, "img_per_s": w.images / w.seconds,
