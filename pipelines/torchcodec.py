@@ -37,5 +37,5 @@ class TorchcodecJpegPipeline(TorchvisionJpegPipeline):
     name = "torchcodec"
     missing = DECODE_JPEG
 
-    def decode_files(self, files: list[torch.Tensor], index) -> list[torch.Tensor]:
+    def decode_files(self, files: list[torch.Tensor], index, lane: int = 0) -> list[torch.Tensor]:
         return DECODE_JPEG.get()(files, mode="RGB", device=self.device)

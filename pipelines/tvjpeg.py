@@ -1,8 +1,9 @@
 """`tvjpeg`: the GPU-decode alternative a PyTorch user already has, `torchvision.io.decode_jpeg`.
 
 Bytes: the packed JPEG copy in host memory, wrapped once as one uint8 tensor per file (no copy)
--> one producer thread (`Producer`), on its own CUDA stream, up to DEPTH batches ahead of the
-consumer: per batch one `decode_jpeg(list, device="cuda")` (nvJPEG batched decode; the file bytes
+-> one producer thread (`Producer`; a subclass may run several *lanes*, each a thread and a CUDA
+stream of its own making every lanes-th batch, so that batches decode at once), on its own CUDA
+stream, up to DEPTH batches ahead of the consumer (at least one per lane): per batch one `decode_jpeg(list, device="cuda")` (nvJPEG batched decode; the file bytes
 cross the bus inside it) -> stack -> the shared GPU crop/flip gather on the zero-padded batch ->
 normalize -> an event -> `next()` takes the finished batch off the queue, makes the consumer's
 stream wait on its event and hands it over (`record_stream`): nothing is decoded, launched or
@@ -57,42 +58,45 @@ DEPTH = 3   # batches made ahead of the consumer (a batch of photographs varies 
 
 
 class Producer:
-    """A daemon thread that makes `jobs` in order (`make(*job)`: one batch each) at most `depth`
-    ahead of the batches taken: it starts one only while fewer than `depth` are made and not yet
-    taken. Iterating takes them in order; an exception raised making one is raised where that
-    batch would have been taken, and ends the thread. `make` (a `weakref.WeakMethod`) is held only
-    while a batch is made, so an owner garbage-collected mid-epoch lets this object go too, and its
-    finalizer (`stop`) ends the thread."""
+    """`lanes` daemon threads that make `jobs` (`make(*job, lane)`: one batch each; lane j makes jobs
+    j, j + lanes, ...) at most `depth` ahead of the batches taken, per lane: a lane starts one only
+    while fewer than `depth` of its own are made and not yet taken. Iterating takes them in the jobs'
+    order; an exception raised making one is raised where that batch would have been taken, and ends
+    its lane. `make` (a `weakref.WeakMethod`) is held only while a batch is made, so an owner
+    garbage-collected mid-epoch lets this object go too, and its finalizer (`stop`) ends the threads."""
 
-    def __init__(self, make: weakref.WeakMethod, jobs: list[tuple], depth: int, name: str):
-        self.count = len(jobs)
-        self.made: queue.SimpleQueue = queue.SimpleQueue()
-        self.free = threading.Semaphore(depth)
+    def __init__(self, make: weakref.WeakMethod, jobs: list[tuple], depth: int, name: str, lanes: int = 1):
+        self.count, self.lanes = len(jobs), lanes
+        self.made = [queue.SimpleQueue() for _ in range(lanes)]
+        self.free = [threading.Semaphore(depth) for _ in range(lanes)]
         self.stopping = threading.Event()
-        self.thread = threading.Thread(target=_produce, args=(make, jobs, self.made, self.free, self.stopping),
-                                       name=name, daemon=True)
-        self.thread.start()
-        self.stop = weakref.finalize(self, _stop, self.thread, self.free, self.stopping)   # idempotent
+        self.threads = [threading.Thread(target=_produce, args=(make, jobs[lane::lanes], lane, self.made[lane],
+                                                                self.free[lane], self.stopping),
+                                         name=f"{name}-{lane}" if lanes > 1 else name, daemon=True)
+                        for lane in range(lanes)]
+        for thread in self.threads:
+            thread.start()
+        self.stop = weakref.finalize(self, _stop, self.threads, self.free, self.stopping)   # idempotent
 
     def __iter__(self):
-        for _ in range(self.count):
-            failed, value = self.made.get()
-            self.free.release()
+        for i in range(self.count):
+            failed, value = self.made[i % self.lanes].get()
+            self.free[i % self.lanes].release()
             if failed:
                 raise value
             yield value
 
 
-def _produce(make_ref: weakref.WeakMethod, jobs: list[tuple], made: queue.SimpleQueue,
+def _produce(make_ref: weakref.WeakMethod, jobs: list[tuple], lane: int, made: queue.SimpleQueue,
              free: threading.Semaphore, stopping: threading.Event) -> None:
-    """The producer thread's loop (no reference to its owner while it waits for room)."""
+    """A producer thread's loop (no reference to its owner while it waits for room)."""
     for job in jobs:
         free.acquire()
         make = make_ref()
         if make is None or stopping.is_set():
             return
         try:
-            batch = (False, make(*job))
+            batch = (False, make(*job, lane))
         except BaseException as error:   # raised on the consumer's side, where this batch is taken
             batch = (True, error)
         del make
@@ -101,12 +105,14 @@ def _produce(make_ref: weakref.WeakMethod, jobs: list[tuple], made: queue.Simple
             return
 
 
-def _stop(thread: threading.Thread, free: threading.Semaphore, stopping: threading.Event) -> None:
-    """End a producer thread: no batch started after this; the one under way finishes first."""
+def _stop(threads: list[threading.Thread], free: list[threading.Semaphore], stopping: threading.Event) -> None:
+    """End a producer's threads: no batch started after this; the ones under way finish first."""
     stopping.set()
-    free.release()   # wakes it if it waits for room
-    if thread is not threading.current_thread():   # a collection may run on the producer thread itself
-        thread.join()
+    for room in free:
+        room.release()   # wakes a thread that waits for room
+    for thread in threads:
+        if thread is not threading.current_thread():   # a collection may run on a producer thread itself
+            thread.join()
 
 
 class TorchvisionJpegPipeline(Pipeline):
@@ -125,16 +131,28 @@ class TorchvisionJpegPipeline(Pipeline):
         else:
             warm_crop_normalize(self.device, self.config, planar=True)
         self.cuda = self.device.type == "cuda"
-        self.stream = side_stream(self.device)
-        self.finished: torch.cuda.Event | None = None   # the side stream's last batch (blocking)
+        self.streams = [side_stream(self.device) for _ in range(self.lanes)]   # a side stream per lane
+        self.stream = self.streams[0]
+        self.finished: list[torch.cuda.Event | None] = [None] * self.lanes   # each lane's last batch (blocking)
+
+    @property
+    def lanes(self) -> int:
+        """Batches made at once, each by a producer thread on a side stream of its own (1 here: one
+        batched nvJPEG decode at a time is all torchvision runs, behind one lock)."""
+        return 1
+
+    @property
+    def depth(self) -> int:
+        """Batches a lane makes ahead of the consumer: DEPTH in all, at least one per lane."""
+        return -(-DEPTH // self.lanes)
 
     @property
     def queue_capacity(self) -> int:
-        """The producer's batches made and not yet taken: at most DEPTH."""
-        return DEPTH
+        """The producer's batches made and not yet taken: at most `depth` per lane."""
+        return self.depth * self.lanes
 
-    def _side(self):
-        return torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext()
+    def _side(self, lane: int = 0):
+        return torch.cuda.stream(self.streams[lane]) if self.cuda else contextlib.nullcontext()
 
     def _iterate(self):
         batches = self.batches()   # the previous epoch's producer has ended (`_hand_over`)
@@ -143,9 +161,12 @@ class TorchvisionJpegPipeline(Pipeline):
         with self._side():
             order = self.uploads.order(batches)
             draws = self._placed(self.draws(batches))
+        for stream in self.streams[1:] if self.cuda else ():   # the other lanes after the epoch's uploads
+            stream.wait_stream(self.stream)
         starts = np.cumsum([0] + [len(index) for index in batches])
         jobs = [(index, int(start), draws, order) for index, start in zip(batches, starts)]
-        return self._hand_over(Producer(weakref.WeakMethod(self._batch), jobs, DEPTH, f"{self.name}-producer"))
+        return self._hand_over(Producer(weakref.WeakMethod(self._batch), jobs, self.depth, f"{self.name}-producer",
+                                        self.lanes))
 
     def _hand_over(self, producer: Producer):
         """The epoch's batches as the producer finishes them, each handed to the consumer's stream.
@@ -163,18 +184,18 @@ class TorchvisionJpegPipeline(Pipeline):
         finally:
             producer.stop()
 
-    def _batch(self, index: np.ndarray, start: int, draws, order: torch.Tensor):
-        """Producer thread: the batch of samples `index` (positions start.. of the epoch), made on
-        the side stream: its images, its labels and the event it is finished at."""
-        if self.finished is not None:
-            self.finished.synchronize()   # the decode may reuse what that batch freed (module docstring)
-        with self._side():
-            images = self._decode([self.files[i] for i in index], index, draws, start)
+    def _batch(self, index: np.ndarray, start: int, draws, order: torch.Tensor, lane: int):
+        """Producer thread of `lane`: the batch of samples `index` (positions start.. of the epoch),
+        made on the lane's side stream: its images, its labels and the event it is finished at."""
+        if self.finished[lane] is not None:
+            self.finished[lane].synchronize()   # the decode may reuse what that batch freed (module docstring)
+        with self._side(lane):
+            images = self._decode([self.files[i] for i in index], index, draws, start, lane)
             labels = self.labels[order[start:start + len(index)]]
             if self.cuda:
-                self.finished = torch.cuda.Event(blocking=True)
-                self.finished.record(self.stream)
-        return images, labels, self.finished
+                self.finished[lane] = torch.cuda.Event(blocking=True)
+                self.finished[lane].record(self.streams[lane])
+        return images, labels, self.finished[lane]
 
     def _placed(self, draws):
         """An epoch's draws on the device, where `_decode` reads them: CIFAR's crops
@@ -183,17 +204,17 @@ class TorchvisionJpegPipeline(Pipeline):
             return self.uploads("boxes", np.stack([d.numpy() for d in draws]))
         return self.uploads.draws(draws)
 
-    def decode_files(self, files: list[torch.Tensor], index: np.ndarray) -> list[torch.Tensor]:
+    def decode_files(self, files: list[torch.Tensor], index: np.ndarray, lane: int = 0) -> list[torch.Tensor]:
         """One batch of JPEG files (of samples `index`) -> 3 x H x W uint8 images on the device, in
-        one batched call."""
+        one batched call (by the producer thread of `lane`)."""
         return decode_jpeg(files, mode=ImageReadMode.RGB, device=self.device)
 
-    def _decode(self, files: list[torch.Tensor], index, draws, start: int) -> torch.Tensor:
+    def _decode(self, files: list[torch.Tensor], index, draws, start: int, lane: int = 0) -> torch.Tensor:
         """The files of samples `index` (positions start.. of the epoch) -> contract images: decode,
         crop/flip (CIFAR: the epoch's crop grid; photographs: their boxes, resized) + normalize."""
         n = len(files)
         try:
-            decoded = self.decode_files(files, index)
+            decoded = self.decode_files(files, index, lane)
             if self.photographs:
                 return normalize(resized_crops(decoded, draws[:, start:start + n], self.config.image_size), self.config)
             pixels = torch.stack(decoded).permute(0, 2, 3, 1)   # B x S x S x 3 view
@@ -226,6 +247,7 @@ class TorchvisionJpegPipeline(Pipeline):
                       pins=False, device=lambda: self._decode(first, index, draws, 0))
 
     def _release(self) -> None:
-        if self.stream is not None:
-            self.stream.synchronize()
+        for stream in self.streams:
+            if stream is not None:
+                stream.synchronize()
         self.files = []

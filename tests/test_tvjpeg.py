@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -24,6 +25,8 @@ RESIZE_MEAN_LEVELS = 0.01         # float32, against the per-image resize (the s
 FLOAT16_MEAN_LEVELS = 0.05        # float16 (the GPU's), against the per-image resize
 PIL_MEAN_LEVELS = 0.3             # against PIL, which rounds to uint8 between its two passes
 PHOTO_READERS = ["tvjpeg", "torchcodec", "nvimgcodec"]
+
+NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
 def per_image(images: list[torch.Tensor], boxes: torch.Tensor, size: int) -> torch.Tensor:
@@ -100,7 +103,7 @@ def test_the_resize_in_float16_stays_within_a_level():
     assert half.max() <= RESIZE_MAX_LEVELS and half.mean() <= FLOAT16_MEAN_LEVELS, (half.max(), half.mean())
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@NEEDS_CUDA
 def test_the_batched_resize_on_cuda_cuts_what_the_cpu_reference_cuts():
     rng = np.random.default_rng(2)
     images = photographs(rng, 60)
@@ -149,7 +152,7 @@ def test_photographs_are_the_crops_dataloader_cuts_within_a_level(folder, name, 
 
 
 def producers(name: str = "tvjpeg") -> int:
-    return sum(t.name == f"{name}-producer" for t in threading.enumerate())
+    return sum(t.name.startswith(f"{name}-producer") for t in threading.enumerate())
 
 
 def none_left(name: str = "tvjpeg", timeout: float = 10.0) -> bool:
@@ -195,11 +198,11 @@ def test_a_batch_that_fails_on_the_thread_is_raised_where_it_would_have_been_tak
     decode = tvjpeg.TorchvisionJpegPipeline.decode_files
     calls = []
 
-    def third_fails(self, files, index):
+    def third_fails(self, files, index, lane=0):
         calls.append(len(files))
         if len(calls) == 3:
             raise MemoryError("the third batch")
-        return decode(self, files, index)
+        return decode(self, files, index, lane)
 
     monkeypatch.setattr(tvjpeg.TorchvisionJpegPipeline, "decode_files", third_fails)
     with build("tvjpeg", photo_config(folder)) as p:
@@ -231,3 +234,44 @@ def test_nvimgcodec_decodes_on_two_threads_at_once_as_on_one(folder):
             thread.join(timeout=60)
         assert not any(thread.is_alive() for thread in threads), "a decode call hung"
         assert not failures
+
+
+def test_lanes_hand_batches_over_in_order_and_a_lane_s_error_where_its_batch_is_taken():
+    """Lane j makes jobs j, j + lanes, ...; the consumer takes them in the jobs' order however the
+    lanes finish; a failing batch is raised where it would have been taken; every lane ends."""
+    class Maker:
+        def make(self, k, lane):
+            time.sleep(0.02 * (3 - lane))   # lane 2 finishes first, lane 0 last
+            if k == 7:
+                raise MemoryError("batch 7")
+            return k, lane, threading.current_thread().name
+
+    maker = Maker()
+    producer = tvjpeg.Producer(weakref.WeakMethod(maker.make), [(k,) for k in range(10)], 2, "lanes-test", lanes=3)
+    taken = []
+    with pytest.raises(MemoryError, match="batch 7"):
+        for batch in producer:
+            taken.append(batch)
+    assert [(k, lane) for k, lane, _ in taken] == [(k, k % 3) for k in range(7)]
+    assert {name for _, _, name in taken} == {"lanes-test-0", "lanes-test-1", "lanes-test-2"}
+    producer.stop()
+    assert not any(t.name.startswith("lanes-test") and t.is_alive() for t in threading.enumerate())
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=NEEDS_CUDA)])
+def test_nvimgcodec_in_three_lanes_gives_the_batches_of_one(folder, device):
+    """Three batches decoded at once, each by a lane of its own (thread, decoder, side stream): the
+    same images (on a GPU within a level: the hardware and CUDA decoders may split a batch otherwise)
+    and labels, in the same order, as one lane; its producer threads end with the epoch."""
+    epochs = {}
+    for lanes in (1, 3):
+        with build("nvimgcodec", photo_config(folder, batch_size=2, nvimgcodec_lanes=lanes, device=device)) as p:
+            p.set_epoch(1)
+            epochs[lanes] = [(images.float().cpu(), labels.cpu()) for images, labels in p]
+            assert p.queue_capacity == tvjpeg.DEPTH and len(p.decoders) == lanes   # one ahead per lane of 3
+    assert len(epochs[3]) == len(epochs[1]) == 7
+    level = 1.5 / 255 / min(STD)   # a level and a half of 0-255, normalized
+    assert all(torch.equal(b, d) for (_, b), (_, d) in zip(epochs[1], epochs[3]))
+    assert max((a - c).abs().max().item() for (a, _), (c, _) in zip(epochs[1], epochs[3])) <= (
+        0 if device == "cpu" else level)
+    assert none_left("nvimgcodec")
