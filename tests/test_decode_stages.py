@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from bench.studies import decode_stages
+from pipelines import PipelineConfig
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without CUDA")
@@ -22,6 +23,15 @@ def test_the_table_gives_each_stage_its_median_and_range():
     text = decode_stages.report(rows, "python -m bench.studies.decode_stages --out x", "a GPU")
     assert "| `tvjpeg` | idle | 3 | 2.0 [1.0–9.0] | 11.0 [10.0–12.0] | 0.5 [0.5–0.7] | 8,000 |" in text
 
+
+def test_the_producer_s_batches_are_timed_on_a_cpu_too(monkeypatch, photo_folder_for_stages):
+    """The wrapper around the producer's batch (its lane's wait, the decode, the rest) on the CPU's
+    decoder, the device's synchronizations left out: what the GPU test times, without a GPU."""
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *args: None)
+    config = PipelineConfig(source=f"imagefolder:{photo_folder_for_stages}", image_size=64, batch_size=64,
+                            num_workers=1, device="cpu")
+    rows = pd.DataFrame(decode_stages.run("tvjpeg", config, "idle", 2))
+    assert len(rows) == 2 and (rows.decode_ms > 0).all() and (rows.wait_ms == 0).all()
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_each_counted_batch_has_its_stages(tmp_path, photo_folder_for_stages):

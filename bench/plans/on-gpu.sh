@@ -28,18 +28,18 @@ runs=runs/$1
 if [ ! -e "$runs/started" ] && [ -n "${CONTINUE:-}" ]; then
   echo "on-gpu.sh: this machine has no sweep of $1: the earlier machine went back, and its sweep with it" >&2; exit 3
 fi
-if [ ! -e "$runs/started" ] && grep -q '"dali' "$plan" && ! python -c "import nvidia.dali" 2> /dev/null; then
-  echo "on-gpu.sh: $plan times DALI, which this Python cannot import (source .devcarry/env.sh first?)" >&2; exit 3
-fi
-if [ ! -e "$runs/started" ] && grep -q '"ffcv"' "$plan" && ! python -c "import ffcv" 2> /dev/null; then
-  echo "on-gpu.sh: $plan times FFCV, which this Python cannot import (source .devcarry/ffcv-env.sh first?)" >&2; exit 3
-fi
 mkdir -p "$runs/warm"
 if [ "${2:-}" = prepare ]; then   # only start making the photo set, in the background, and return
   touch "$runs/prepare.started"
   setsid bash -c "python -m bench.cli prepare --photos ${PHOTOS:-2500} --photos-from runs/skphotos --data-root runs/data \
     > $runs/prepare.txt 2>&1; echo \$? > $runs/prepare.rc" < /dev/null > /dev/null 2>&1 &
   exit 0
+fi
+if [ ! -e "$runs/started" ] && grep -q '"dali' "$plan" && ! python -c "import nvidia.dali" 2> /dev/null; then
+  echo "on-gpu.sh: $plan times DALI, which this Python cannot import (source .devcarry/env.sh first?)" >&2; exit 3
+fi
+if [ ! -e "$runs/started" ] && grep -q '"ffcv"' "$plan" && ! python -c "import ffcv" 2> /dev/null; then
+  echo "on-gpu.sh: $plan times FFCV, which this Python cannot import (source .devcarry/ffcv-env.sh first?)" >&2; exit 3
 fi
 if [ ! -e "$runs/started" ]; then
   touch "$runs/started"

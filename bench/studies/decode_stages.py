@@ -54,9 +54,9 @@ def run(name: str, config: PipelineConfig, condition: str, batches: int) -> list
     with pipelines.build(name, config) as p:
         make = p._batch
 
-        def batch(*args):
+        def batch(*args):   # (index, start, draws, order, lane)
             stages.clear()
-            finished = p.finished
+            finished = p.finished[args[-1]]   # the lane's last batch
             if finished is not None:
                 t0 = time.perf_counter()
                 finished.synchronize()
