@@ -29,9 +29,12 @@ from pipelines.contract import resolve_device
 from .. import results
 from ..measuring import distributed, interrupts
 from ..measuring.spec import RunSpec
-from ..running import conduct, plan, runner
+from ..running import conduct, estimate, plan, runner
 from ..running.conduct import printable, windows
 from .common import _fail, record
+
+ROOT = Path(__file__).resolve().parents[2]   # the project: its results/ hold the rows estimates rest on
+
 
 def specs_for(grids: list, device: torch.device, world: distributed.World = distributed.World()) -> list[RunSpec]:
     """Every configuration of the grids (one per --config grid, else the command line's), each in
@@ -51,6 +54,21 @@ def check_size(grids: list, device: torch.device, world: distributed.World) -> N
         raise ValueError(f"{where} {listed:,} configuration processes, more than --max-configurations "
                          f"{args.max_configurations:,}: list fewer values, or pass --max-configurations {listed} "
                          "to run them all")
+
+
+def predicted(args, specs: list[RunSpec], device: torch.device, world: distributed.World) -> bool:
+    """The plan's predicted device time said (`bench.running.estimate`); a one-line ValueError where it
+    is past --lease-minutes on a GPU (unless --estimate or --past-lease). True once said."""
+    folders = [ROOT / "results", *([args.out] if args.out else [])]
+    found = estimate.plan_estimate(specs, device, folders)
+    if world.rank == 0:
+        print(f"pipebench {args.command}: the plan is {found.text()}", file=sys.stderr)
+        for line in found.per_cell() if args.estimate else ():
+            print(f"  {line}", file=sys.stderr)
+    if not args.estimate and not args.past_lease and found.seconds > args.lease_minutes * 60:
+        raise ValueError(f"the plan is predicted to take {found.seconds / 60:.0f} min, more than --lease-minutes "
+                         f"{args.lease_minutes:g}: split it (fewer cells per run), or pass --past-lease")
+    return True
 
 
 def resume_command(argv: list[str], out: Path) -> str:
@@ -77,6 +95,9 @@ def run_grid(grids: list, argv: list[str]) -> int:
         device = resolve_device(device_name)
         check_size(grids, device, world)
         specs = specs_for(grids, device, world)
+        if args.estimate or (device.type == "cuda" and not args.past_lease):
+            if predicted(args, specs, device, world) and args.estimate:
+                return 0
     except ValueError as e:
         raise _fail(args.command, e) from None
     lead = world.rank == 0

@@ -20,6 +20,7 @@ from ..results import settings
 from ..results.settings import once, positive
 from . import plan, runner
 
+LEASE_MINUTES = 30.0   # the device time a plan on a GPU may be predicted to take (a lease, a job's limit)
 MAX_CONFIGURATIONS = 10_000   # --max-configurations: days of measuring at seconds each; a typo's millions, refused
 
 
@@ -177,3 +178,13 @@ def _gpu_options(g) -> None:
     g.add_argument("--max-configurations", type=positive(int), default=MAX_CONFIGURATIONS,
                    help="the most configuration processes (configurations x --processes) a run may list; "
                         "more are refused before anything runs, the count said (default: %(default)s)")
+    g.add_argument("--estimate", action="store_true",
+                   help="print the plan's predicted device time (per cell and in all, from the rows of earlier "
+                        "runs under the project's results/ and OUT: bench/running/estimate.py) and exit without "
+                        "running it")
+    g.add_argument("--lease-minutes", type=positive(float), default=LEASE_MINUTES,
+                   help="on a GPU the plan's device time is predicted first, and a plan predicted to take longer "
+                        "than this is refused before anything runs: split it, or pass --past-lease "
+                        "(default: %(default)g)")
+    g.add_argument("--past-lease", action="store_true",
+                   help="run a plan predicted to take longer than --lease-minutes anyway")

@@ -1,0 +1,303 @@
+"""What a plan will cost in device time, predicted before it runs from the rows the suite already has
+(issue 70: results/2026-11-28-ladder-cost's model, made part of the suite).
+
+A plan is configuration processes, each running its members (`Member`: one configuration) one after
+another; processes run one after another. Predicted, from rows of earlier runs (`Costs.of`: every
+`results.csv` under the given folders, ok rows):
+  - a member's timed windows: `repeats` windows per busy level, each as long as the harness sizes it
+    (`bench.measuring.harness.window_steps`: whole epochs, or blocks of MODEL_BLOCK steps for model-only,
+    lasting at least WINDOW_MARGIN x min_window_s; `requested_steps` where given) at the member's rate:
+    the median img/s of rows of the same mode, pipeline, model, step, image size, batch and busy level,
+    on the same GPU and cores where there are such rows, else any GPU, else any cores; an e2e member
+    with no rows of its own at model-only's rate, which nothing trains faster than (its time then a
+    lower bound, and counted as such);
+  - a member's time outside its windows (construction, compile or cache load, warm-up, drain, the
+    previous member's teardown): the median, over rows of the same pipeline and mode, of the time from
+    the row before it in its process to its own row less its window (`gap`), for a member's first
+    window and for each later one; pipelines never seen take the median of all;
+  - a process's start before its first member (interpreter, imports, CUDA, the first model's compile):
+    the median time from a process's last row to the next process's first row in one run, less that
+    first row's window and its first-window gap.
+What is not predicted: a member with no rate at all (a model never measured) is counted apart; a plan
+with several ranks is predicted as one rank (the ranks run at once).
+
+How good this is, on committed runs predicted from the others' rows: tests/test_estimate.py.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from ..measuring.harness import MODEL_BLOCK, WINDOW_MARGIN, window_steps
+from ..measuring.spec import RunSpec
+from ..results import config_columns
+
+PHOTO_SUFFIXES = {".jpg", ".jpeg", ".png"}
+KEY = ["mode", "pipeline", "model", "step", "image_size", "batch_size", "busy_ms"]
+
+
+@dataclass(frozen=True)
+class Member:
+    """One configuration of a plan, as the estimate needs it."""
+    mode: str
+    pipeline: str
+    model: str
+    step: str
+    image_size: int
+    batch_size: int
+    cpus: float
+    busy_levels: tuple[float, ...] = (0.0,)
+    repeats: int = 2
+    min_window_s: float = 0.5
+    requested_steps: int | None = None
+    samples: int = 50_000   # per epoch (per rank)
+
+    @classmethod
+    def of(cls, spec: RunSpec, samples: int) -> "Member":
+        c = spec.config
+        return cls(spec.mode, spec.pipeline, spec.model if spec.mode in ("model", "e2e", "train") else "none",
+                   spec.step if spec.mode in ("model", "e2e", "train") else "", c.image_size, c.batch_size,
+                   float(spec.cpus) if spec.cpus else math.nan, tuple(spec.busy_levels), spec.repeats,
+                   spec.min_window_s or 0.0, spec.requested_steps, samples)
+
+
+@dataclass
+class Estimate:
+    """Predicted seconds per process (in plan order), members priced at model-only's rate (`bounds`) and
+    members with no rate (`unknown`)."""
+    processes: list[float] = field(default_factory=list)
+    cells: list[str] = field(default_factory=list)   # each process's cell, as `cell_text` names it
+    bounds: int = 0
+    unknown: int = 0
+    sources: int = 0   # runs whose rows it rests on
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.processes)
+
+    def text(self) -> str:
+        minutes = self.seconds / 60
+        notes = [f"from the rows of {self.sources} committed runs"]
+        if self.bounds:
+            notes.append(f"{self.bounds} members priced at model-only's rate, a lower bound")
+        if self.unknown:
+            notes.append(f"{self.unknown} members with no rows to price them: left out")
+        return f"predicted {minutes:.1f} min of device time ({len(self.processes)} configuration processes; " \
+               f"{'; '.join(notes)})"
+
+    def per_cell(self) -> list[str]:
+        """A line per cell, in plan order: its processes and their predicted minutes."""
+        seconds: dict[str, list[float]] = {}
+        for cell, s in zip(self.cells, self.processes):
+            seconds.setdefault(cell, []).append(s)
+        return [f"{cell}: {len(s)} process{'es' if len(s) > 1 else ''}, {sum(s) / 60:.1f} min"
+                for cell, s in seconds.items()]
+
+
+class Costs:
+    """What earlier rows say a member costs (module docstring)."""
+
+    def __init__(self, rows: pd.DataFrame, cuda: bool):
+        """From `rows` of runs on a GPU (`cuda`) or on a CPU alone: a CPU run's processes start, warm up
+        and time otherwise."""
+        on_gpu = rows.device.astype(str).str.startswith("cuda") if "device" in rows else False
+        rows = rows[on_gpu == cuda]
+        ok = rows[(rows.status == "ok") & rows.img_per_s.notna() & rows.seconds.notna()].copy()
+        ok["t"] = pd.to_datetime(ok.timestamp, utc=True, errors="coerce", format="ISO8601")
+        self.rows = ok[ok.t.notna()]
+        self.sources = self.rows.run_id.nunique() if len(self.rows) else 0
+        self.gaps = _gaps(self.rows)
+        self.start = _process_start(self.gaps)
+
+    def without(self, run_ids: set[str]) -> "Costs":
+        """These costs less the rows of the runs `run_ids` (a run predicted from the others' rows)."""
+        other = object.__new__(Costs)
+        other.rows = self.rows[~self.rows.run_id.isin(run_ids)]
+        other.gaps = self.gaps[~self.gaps.run_id.isin(run_ids)]
+        other.sources, other.start = other.rows.run_id.nunique(), _process_start(other.gaps)
+        return other
+
+    @classmethod
+    def of(cls, folders: list[Path], cuda: bool) -> "Costs":
+        """From every pipebench `results.csv` under `folders` (a study's own CSV of that name is passed over)."""
+        from ..report.analysis import load   # the report's reading: old columns filled
+        frames = []
+        for path in sorted({p for folder in folders for p in Path(folder).rglob("results.csv")}):
+            try:
+                frames.append(load([path]))
+            except ValueError:   # not pipebench's rows, or damaged: nothing to price with
+                continue
+        return cls(pd.concat(frames, ignore_index=True) if frames else
+                   pd.DataFrame(columns=["status", "img_per_s", "seconds", "timestamp", "run_id", "rank", "device"]),
+                   cuda)
+
+    def rate(self, m: Member, busy: float, gpu: str) -> tuple[float, bool]:
+        """The member's img/s at busy level `busy` and whether it is model-only's (a bound); nan if unknown."""
+        want = dict(zip(KEY, (m.mode, m.pipeline, m.model, m.step, m.image_size, m.batch_size, busy)))
+        found = self._median(want, m.cpus, gpu)
+        if math.isnan(found) and m.mode == "e2e":
+            return self._median({**want, "mode": "model", "pipeline": "none"}, m.cpus, gpu), True
+        return found, False
+
+    def _median(self, want: dict, cpus: float, gpu: str) -> float:
+        """The median rate of rows like `want` on this GPU and cores, else these cores, else any."""
+        if not hasattr(self, "_medians"):   # per key, once: a plan asks for hundreds
+            self._medians = [self.rows.groupby(KEY + extra).img_per_s.median().to_dict()
+                             for extra in (["gpu", "cpus"], ["cpus"], [])] if len(self.rows) else [{}, {}, {}]
+        key = tuple(want[k] for k in KEY)
+        for medians, extra in zip(self._medians, ((gpu, cpus), (cpus,), ())):
+            if key + extra in medians:
+                return float(medians[key + extra])
+        return math.nan
+
+    def outside(self, m: Member, first: bool) -> float:
+        """A window's time outside it (module docstring), the member's first or a later one: rows of its
+        pipeline, mode and image size, else of its pipeline and mode, else all."""
+        gaps = self.gaps[(self.gaps["first"] == first) & ~self.gaps.start] if len(self.gaps) else self.gaps
+        if not len(gaps):
+            return 0.0
+        own = gaps[(gaps.pipeline == m.pipeline) & (gaps["mode"] == m.mode)]
+        sized = own[own.image_size == m.image_size]
+        return float((sized if len(sized) else own if len(own) else gaps).gap.median())
+
+    def member_seconds(self, m: Member, gpu: str) -> tuple[float, bool]:
+        """A member's predicted seconds and whether they are a lower bound; nan if it has no rate."""
+        total, bound = 0.0, False
+        for busy in m.busy_levels:
+            rate, at_model = self.rate(m, busy, gpu)
+            if math.isnan(rate):
+                return math.nan, False
+            bound |= at_model
+            total += m.repeats * (_window_s(m, rate, busy) + self.outside(m, False))
+        first, later = self.outside(m, True), self.outside(m, False)
+        return total + first - later, bound
+
+    def predict(self, processes: list[list[Member]], gpu: str) -> Estimate:
+        estimate = Estimate(sources=self.sources)
+        for members in processes:
+            seconds = self.start
+            for m in members:
+                s, bound = self.member_seconds(m, gpu)
+                if math.isnan(s):
+                    estimate.unknown += 1
+                    continue
+                estimate.bounds += bound
+                seconds += s
+            estimate.processes.append(seconds)
+            estimate.cells.append(cell_text(members[0]) if members else "")
+        return estimate
+
+
+def plan_estimate(specs: list[RunSpec], device: torch.device, folders: list[Path]) -> Estimate:
+    """The predicted cost of `specs` (their processes: `plan.shared`) on `device` from the rows under
+    `folders`."""
+    from .plan import shared
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+    samples = {}
+    processes = []
+    for members in shared(specs):
+        for s in members:
+            key = (s.config.source, s.config.data_root, s.config.max_samples, s.config.world_size)
+            if key not in samples:
+                samples[key] = samples_of(s.config)
+        processes.append([Member.of(s, samples[(s.config.source, s.config.data_root, s.config.max_samples,
+                                                s.config.world_size)]) for s in members])
+    return Costs.of(folders, device.type == "cuda").predict(processes, gpu)
+
+
+def samples_of(config) -> int:
+    """Samples per epoch per rank: a folder of photographs' training files (counted), else CIFAR-10's
+    50,000; at most `max_samples`."""
+    n = 50_000
+    if config.source.startswith("imagefolder:"):
+        folder = Path(config.source.split(":", 1)[1])
+        train = folder / "train" if (folder / "train").is_dir() else folder
+        n = sum(1 for f in train.rglob("*") if f.suffix.lower() in PHOTO_SUFFIXES) or n
+    if config.max_samples:
+        n = min(n, config.max_samples)
+    return max(1, n // max(1, config.world_size))
+
+
+def ran(rows: pd.DataFrame) -> list[list[Member]]:
+    """The plan a run's rows (rank 0's, ok) say it ran: its processes in the order they began, each its
+    members in order (`_gaps`' boundaries)."""
+    rows = rows[(rows.status == "ok") & (rows["rank"].fillna(0) == 0)].copy()
+    rows["t"] = pd.to_datetime(rows.timestamp, utc=True, errors="coerce", format="ISO8601")
+    rows = rows.sort_values("t")
+    config = _config_of(rows)
+    processes: list[list[Member]] = []
+    for key, member in rows.groupby(config, sort=False):
+        r = member.iloc[0]
+        if not processes or pd.isna(r.slot) or r.slot == 0:
+            processes.append([])
+        samples = int(r.samples) if pd.notna(r.samples) else 50_000
+        processes[-1].append(Member(r["mode"], r.pipeline, r.model, r.step, int(r.image_size), int(r.batch_size),
+                                    float(r.cpus), tuple(sorted(member.busy_ms.unique())), int(member.repeat.nunique()),
+                                    float(r.min_window_s) if pd.notna(r.min_window_s) else 0.0,
+                                    None if pd.isna(r.requested_steps) else int(r.requested_steps), samples))
+    return processes
+
+
+def _config_of(rows: pd.DataFrame) -> pd.Series:
+    """Per row, its configuration and process as one hashable value (nan read as empty)."""
+    columns = list(dict.fromkeys([c for c in config_columns() if c in rows and c != "busy_levels"] + ["process"]))
+    config = rows[columns].astype(object)
+    return pd.Series([repr(tuple(r)) for r in config.where(config.notna(), "").itertuples(index=False)],
+                     index=rows.index)
+
+
+def cell_text(m: Member) -> str:
+    """A process's cell as the estimate names it."""
+    what = f"{m.model} {m.step}" if m.mode in ("model", "e2e", "train") else f"{m.mode} {m.pipeline}"
+    return f"{m.image_size} px, batch {m.batch_size}, {m.cpus:g} cores, {what}"
+
+
+def _window_s(m: Member, rate: float, busy: float) -> float:
+    """One timed window's seconds at `rate` (`bench.measuring.harness.window_steps`)."""
+    steps_per_epoch = max(1, math.ceil(m.samples / m.batch_size))
+    unit = MODEL_BLOCK if m.mode == "model" else steps_per_epoch
+    step_s = m.batch_size / rate
+    spec = _Sizing(m.mode, m.requested_steps, m.min_window_s)
+    return window_steps(spec, unit, step_s, busy) * step_s
+
+
+@dataclass(frozen=True)
+class _Sizing:
+    """What `window_steps` reads of a spec."""
+    mode: str
+    requested_steps: int | None
+    min_window_s: float
+
+
+def _gaps(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per row of rank 0 after its run's first: the time since the run's previous row less its own
+    window (`gap`), whether it is its member's first window (`first`: the previous row is another
+    configuration's) and whether a new process began with it (`start`: the first window of a
+    process's first member, `slot` 0, or of a configuration in a process of its own)."""
+    found = []
+    for _, run in rows[rows["rank"].fillna(0) == 0].groupby("run_id", sort=False):
+        run = run.sort_values("t")
+        member = _config_of(run)
+        first = member != member.shift()
+        starts = first & (run.slot.isna() | (run.slot == 0))
+        gap = (run.t - run.t.shift()).dt.total_seconds() - run.seconds
+        found.append(pd.DataFrame({"run_id": run.run_id, "pipeline": run.pipeline, "mode": run["mode"],
+                                   "image_size": run.image_size, "first": first, "start": starts, "gap": gap}).iloc[1:])
+    gaps = pd.concat(found) if found else pd.DataFrame(columns=["run_id", "pipeline", "mode", "image_size", "first",
+                                                                "start", "gap"])
+    return gaps[gaps.gap >= 0]
+
+
+def _process_start(gaps: pd.DataFrame) -> float:
+    """The median time before a process's first row that its first member's first-window gap does not
+    explain (module docstring); 0 where no run began a second process."""
+    if not len(gaps):
+        return 0.0
+    member = gaps[gaps["first"] & ~gaps.start].groupby(["pipeline", "mode"]).gap.median()
+    starts = gaps[gaps.start]
+    own = [member.get((p, m), member.median() if len(member) else 0.0) for p, m in zip(starts.pipeline, starts["mode"])]
+    return float((starts.gap - own).median()) if len(starts) else 0.0

@@ -1,0 +1,93 @@
+"""`bench.running.estimate`: a plan's device time predicted from earlier rows. Committed runs are
+predicted from the other runs' rows (never their own) within ESTIMATE_ERROR of the time their rows
+span; windows are sized as the harness sizes them; `--estimate` prints and runs nothing; a plan
+predicted past `--lease-minutes` is refused in one line naming the flag that lifts it."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from bench import cli
+from bench.cli import measure
+from bench.measuring.distributed import World
+from bench.report.analysis import load
+from bench.running import estimate
+from bench.running.estimate import Costs, Member
+
+ROOT = Path(__file__).resolve().parents[1]
+ESTIMATE_ERROR = 0.30
+# runs made by today's harness or close to it, on a GPU and on the CPU, shared processes or not
+RUNS = ["2026-12-02-h200-lanes", "2026-12-02-h200-null-step", "2026-12-02-h200-gpu-decode", "2026-11-27-h100-ladder",
+        "2026-11-27-h100-photos-best", "2026-12-02-cpu-first-command", "2026-11-26-cpu-first-command"]
+
+
+@pytest.fixture(scope="module")
+def committed() -> tuple[pd.DataFrame, dict[bool, Costs]]:
+    """Every committed run's rows, and the costs they give on a GPU and on a CPU."""
+    frames = []
+    for path in sorted((ROOT / "results").rglob("results.csv")):
+        try:
+            frames.append(load([path]))
+        except ValueError:   # a study's own CSV
+            continue
+    rows = pd.concat(frames, ignore_index=True)
+    return rows, {cuda: Costs(rows, cuda) for cuda in (True, False)}
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_a_committed_run_is_predicted_from_the_other_runs_rows(committed, name):
+    rows, costs = committed
+    own = rows[rows.results_folder == str(ROOT / "results" / name)]
+    processes = estimate.ran(own)
+    t = pd.to_datetime(own.timestamp, utc=True, format="ISO8601")
+    span = (t.max() - t.min()).total_seconds()   # from its first row to its last: its first process's start not in it
+    costs = costs[own.device.str.startswith("cuda").any()].without(set(own.run_id))
+    found = costs.predict(processes, own.gpu.iloc[0])
+    members = sum(map(len, processes))
+    assert found.unknown <= members // 10 and len(found.processes) == len(processes) >= 6   # a peer never run there
+    assert abs((found.seconds - costs.start) / span - 1) <= ESTIMATE_ERROR, (found.seconds / 60, span / 60)
+
+
+def test_a_window_is_whole_epochs_lasting_the_minimum_with_its_margin():
+    m = Member("e2e", "p", "m", "eager", 32, 100, 2.0, samples=1_000)   # an epoch: 10 steps
+    assert estimate._window_s(m, rate=10_000.0, busy=0.0) == pytest.approx(0.6)   # 6 epochs of 0.1 s >= 1.2 x 0.5
+    assert estimate._window_s(m, rate=100.0, busy=0.0) == pytest.approx(10.0)     # one epoch of 10 s
+    model = Member("model", "none", "m", "eager", 32, 100, 2.0, samples=1_000)   # blocks of 50 steps
+    assert estimate._window_s(model, rate=10_000.0, busy=0.0) == pytest.approx(1.0)   # 2 blocks of 0.5 s
+
+
+def test_members_without_rows_are_counted_apart_and_e2e_falls_back_to_model_only():
+    rows = pd.DataFrame([
+        dict(run_id="r", rank=0, process=0, status="ok", mode="model", pipeline="none", model="m", step="eager",
+             image_size=32, batch_size=100, busy_ms=0.0, cpus=2.0, gpu="", device="cpu", img_per_s=1_000.0,
+             seconds=1.0, timestamp="2026-12-02T10:00:00+00:00", slot=float("nan"))])
+    costs = Costs(rows, cuda=False)
+    e2e = Member("e2e", "p", "m", "eager", 32, 100, 2.0, samples=1_000)
+    unknown = Member("e2e", "p", "other", "eager", 32, 100, 2.0, samples=1_000)
+    found = costs.predict([[e2e], [unknown]], "")
+    assert (found.bounds, found.unknown) == (1, 1)
+    assert found.processes[0] == pytest.approx(2 * 1.0)   # 2 windows of one epoch (1,000 images at 1,000 img/s)
+
+
+def test_estimate_prints_the_plan_s_cost_and_runs_nothing(tmp_path, synthetic_root, capsys):
+    out = tmp_path / "run"
+    assert cli.main(["sweep", "--estimate", "--device", "cpu", "--pipelines", "resident", "--modes", "loader",
+                     "--max-samples", "64", "--batch-size", "16", "--data-root", str(synthetic_root),
+                     "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "the plan is predicted" in err and "min of device time" in err and "loader resident" in err
+    assert not out.exists()
+
+
+def test_a_plan_past_the_lease_is_refused_naming_the_flag_that_lifts_it(monkeypatch):
+    found = estimate.Estimate(processes=[1_900.0], cells=["c"], sources=1)
+    monkeypatch.setattr(estimate, "plan_estimate", lambda *a: found)
+    args = argparse.Namespace(command="sweep", out=None, estimate=False, past_lease=False, lease_minutes=30.0)
+    with pytest.raises(ValueError, match=r"predicted to take 32 min, more than --lease-minutes 30: .* --past-lease"):
+        measure.predicted(args, [], torch.device("cpu"), World())
+    assert measure.predicted(argparse.Namespace(**{**vars(args), "past_lease": True}), [], torch.device("cpu"),
+                             World())
