@@ -162,3 +162,34 @@ def test_a_cpu_above_32_px_defaults_to_short_windows_of_a_smaller_model():
     small = specs()
     assert {(s.model, s.config.batch_size, s.requested_steps, s.warmup, s.min_window_s) for s in small} == {
         ("resnet9-w0.25", plan.default("batch_size", torch.device("cpu"))[0], None, 2, 0.5)}
+
+
+def test_a_plan_in_parts_keeps_each_cell_whole_and_every_configuration_once():
+    """--part K/N (issue 70): settings x models cut into parts of about equal size; model-only and
+    every pipeline of a cell (all its processes) in one part, a setting's loader runs with its first
+    model; the parts together are the plan, each configuration once."""
+    from bench.measuring.spec import RunSpec
+    from pipelines.config import PipelineConfig
+    specs = [RunSpec(pipeline, mode, model, PipelineConfig(image_size=32), cpus=cpus, process=process)
+             for cpus in (4, 2) for process in range(3)
+             for model in ("m1", "m2", "m3")
+             for pipeline, mode in (("none", "model"), ("a", "e2e"), ("b", "e2e"))] \
+        + [RunSpec(p, "loader", "none", PipelineConfig(image_size=32), cpus=cpus) for cpus in (4, 2) for p in "ab"]
+    parts = [plan.part(specs, k, 3) for k in (1, 2, 3)]
+    assert sorted(map(id, specs)) == sorted(id(s) for p in parts for s in p)   # each once, none lost
+    assert all(abs(len(p) - len(specs) / 3) <= 9 for p in parts), [len(p) for p in parts]   # about equal
+    for p in parts:
+        cells = {(s.cpus, s.model) for s in p if s.model != "none"}
+        for cpus, model in cells:   # whole: every process of model-only and both pipelines
+            assert sum(s.cpus == cpus and s.model == model for s in p) == 9
+        for s in p:
+            if s.mode == "loader":   # beside its setting's first model
+                assert (s.cpus, "m1") in cells
+    assert plan.part(specs, 1, 1) == specs
+
+
+@pytest.mark.parametrize("value", ["0/2", "3/2", "1/0", "a/b", "2"])
+def test_a_part_that_is_not_k_of_n_is_one_line(tmp_path, capsys, value):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["sweep", "--part", value, "--out", str(tmp_path / "run")])
+    assert exit.value.code == 2 and "expected K/N, part K of N" in capsys.readouterr().err

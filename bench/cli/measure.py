@@ -39,10 +39,12 @@ ROOT = Path(__file__).resolve().parents[2]   # the project: its results/ hold th
 def specs_for(grids: list, device: torch.device, world: distributed.World = distributed.World()) -> list[RunSpec]:
     """Every configuration of the grids (one per --config grid, else the command line's), each in
     its grid's --processes independent processes, in rounds (`plan.grid`, `plan.rounds`), once per
-    --ranks value (`plan.worlds`)."""
+    --ranks value (`plan.worlds`); of a plan cut in parts, --part K/N's (`plan.part`)."""
     sweeps = [plan.sweep(options) for options in grids]
-    return plan.rounds([(plan.grid(sweep, device, layout), sweep.processes or plan.default("processes", device))
-                        for sweep in sweeps for layout in plan.worlds(sweep, device, world)])
+    specs = plan.rounds([(plan.grid(sweep, device, layout), sweep.processes or plan.default("processes", device))
+                         for sweep in sweeps for layout in plan.worlds(sweep, device, world)])
+    k, n = getattr(grids[0], "part", None) or (1, 1)
+    return plan.part(specs, k, n) if n > 1 else specs
 
 
 def check_size(grids: list, device: torch.device, world: distributed.World) -> None:

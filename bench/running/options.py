@@ -131,6 +131,14 @@ def add_device(g) -> None:
     g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
 
 
+def part_of(text: str) -> tuple[int, int]:
+    """argparse type: K/N, 1 <= K <= N <= 100."""
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n) <= 100):
+        raise argparse.ArgumentTypeError(f"{echo(text)}: expected K/N, part K of N (1 <= K <= N <= 100), e.g. 1/3")
+    return int(k), int(n)
+
+
 def run_options(p: argparse.ArgumentParser, description: str) -> argparse.ArgumentParser:
     """compare's and sweep's options, in groups: what a first run gives (the data, the pipelines, models,
     image sizes and cores, the device, the output folder), then the other settings
@@ -188,3 +196,8 @@ def _gpu_options(g) -> None:
                         "(default: %(default)g)")
     g.add_argument("--past-lease", action="store_true",
                    help="run a plan predicted to take longer than --lease-minutes anyway")
+    g.add_argument("--part", type=part_of, metavar="K/N",
+                   help="run part K of N of the plan: its settings and models cut into N parts of about equal "
+                        "size, each holding model-only and every pipeline of its cells (and a setting's loader "
+                        "runs with its first model), so each part's verdicts are its own; each part in an --out "
+                        "of its own (default: the whole plan)")

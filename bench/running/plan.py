@@ -281,6 +281,31 @@ def rounds(grids: list[tuple[list[RunSpec], int]]) -> list[RunSpec]:
     return list(dict.fromkeys(order))   # a configuration listed by two grids runs once per round
 
 
+def part(specs: list[RunSpec], k: int, n: int) -> list[RunSpec]:
+    """Part `k` of `n` of a plan (issue 70: a plan too long for one lease run in self-contained parts):
+    its groups in plan order, each a setting (image size, batch, dtype, cores, ranks) and a model, cut
+    into n runs of about equal numbers of configurations, whole groups each, so that model-only and
+    every pipeline of a cell run in one part (and a shared process stays whole); the loader, stage and
+    copy configurations of a setting go with its first model's group."""
+    def setting(s: RunSpec) -> tuple:
+        c = s.config
+        return c.image_size, c.batch_size, c.dtype, s.cpus, c.world_size, s.more
+
+    first_model = {}
+    for s in specs:
+        if s.model != "none":
+            first_model.setdefault(setting(s), s.model)
+    group = [(*setting(s), s.model if s.model != "none" else first_model.get(setting(s), "none")) for s in specs]
+    order = list(dict.fromkeys(group))
+    sizes = [group.count(g) for g in order]
+    cut, total, done = [], sum(sizes), 0
+    for g, size in zip(order, sizes):   # a group falls in the part its middle lies in
+        cut.append(min(n - 1, int((done + size / 2) * n / total)))
+        done += size
+    chosen = {g for g, p in zip(order, cut) if p == k - 1}
+    return [s for s, g in zip(specs, group) if g in chosen]
+
+
 def williams(n: int) -> list[list[int]]:
     """The rows of a Williams design for `n` members: Latin-square orders of 0..n-1 balanced for
     first-order carry-over. Square row i is the first row (0, 1, n-1, 2, n-2, ...) plus i (mod n), so
