@@ -91,3 +91,9 @@ def test_a_plan_past_the_lease_is_refused_naming_the_flag_that_lifts_it(monkeypa
         measure.predicted(args, [], torch.device("cpu"), World())
     assert measure.predicted(argparse.Namespace(**{**vars(args), "past_lease": True}), [], torch.device("cpu"),
                              World())
+
+
+def test_without_earlier_rows_a_plan_is_not_predicted_and_not_refused():
+    found = Costs(pd.DataFrame(columns=["status", "img_per_s", "seconds", "timestamp", "run_id", "rank", "device"]),
+                  cuda=True).predict([[Member("e2e", "p", "m", "eager", 32, 100, 2.0)]], "")
+    assert found.text().startswith("not predicted") and found.unknown == 1

@@ -67,7 +67,7 @@ def predicted(args, specs: list[RunSpec], device: torch.device, world: distribut
         print(f"pipebench {args.command}: the plan is {found.text()}", file=sys.stderr)
         for line in found.per_cell() if args.estimate else ():
             print(f"  {line}", file=sys.stderr)
-    if not args.estimate and not args.past_lease and found.seconds > args.lease_minutes * 60:
+    if not args.estimate and not args.past_lease and found.sources and found.seconds > args.lease_minutes * 60:
         raise ValueError(f"the plan is predicted to take {found.seconds / 60:.0f} min, more than --lease-minutes "
                          f"{args.lease_minutes:g}: split it (fewer cells per run), or pass --past-lease")
     return True

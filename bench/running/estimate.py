@@ -80,6 +80,8 @@ class Estimate:
         return sum(self.processes)
 
     def text(self) -> str:
+        if not self.sources:
+            return "not predicted: no rows of earlier runs to predict it from (results/, OUT)"
         minutes = self.seconds / 60
         notes = [f"from the rows of {self.sources} committed runs"]
         if self.bounds:
