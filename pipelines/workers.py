@@ -8,8 +8,10 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import multiprocessing.forkserver
+import multiprocessing.resource_tracker
+import multiprocessing.util
 import os
-import signal
+import subprocess
 import sys
 import threading
 import time
@@ -70,29 +72,40 @@ def worker_context(config: PipelineConfig, preload: list[str], workers: int):
 def start_forkserver(preload: list[str]) -> None:
     """Start this process's multiprocessing forkserver importing `preload` (a no-op while one runs:
     the first caller's preload holds), with
-    - SIGINT ignored: a terminal's Ctrl-C reaches every process of its group, and a forkserver still
-      importing torch printed a KeyboardInterrupt traceback; the process that started it handles
-      Ctrl-C and ends what the server forked (which ignore SIGINT too);
+    - a session of its own: a terminal's Ctrl-C reaches every process of its group, and a forkserver
+      still importing torch printed a KeyboardInterrupt traceback; the process that started it handles
+      Ctrl-C and ends what the server forked. (This process ignoring SIGINT while the server started,
+      so that it inherited that, lost a Ctrl-C sent in those milliseconds: whichever thread took it
+      ignored it, in 2 of 4 tries of a fault campaign's Ctrl-C sent as a sweep's first configuration
+      started.) The server still ends with this process (its pipe from it closes). The resource
+      tracker is started first, as multiprocessing starts it, in this process's group;
     - this process's import path (PYTHONPATH) and not the current folder (PYTHONSAFEPATH): started
       by `python -c`, it would have the current folder first on its path, and a user's random.py
       there (a --models file) would replace the standard library's module that torch imports
       (Python >= 3.11 honours PYTHONSAFEPATH)."""
     multiprocessing.get_context("forkserver").set_forkserver_preload(preload)
-    main = threading.current_thread() is threading.main_thread()   # only the main thread sets handlers
+    multiprocessing.resource_tracker.ensure_running()
     env = {"PYTHONSAFEPATH": "1", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     before = {name: os.environ.get(name) for name in env}
-    handler = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    spawn = multiprocessing.util.spawnv_passfds
     os.environ.update(env)
+    multiprocessing.util.spawnv_passfds = _spawn_in_own_session   # how the forkserver module starts it
     try:
         multiprocessing.forkserver.ensure_running()
     finally:
+        multiprocessing.util.spawnv_passfds = spawn
         for name, value in before.items():
             if value is None:
                 del os.environ[name]
             else:
                 os.environ[name] = value
-        if main:
-            signal.signal(signal.SIGINT, handler)
+
+
+def _spawn_in_own_session(path: str, args: list[str], passfds) -> int:
+    """`multiprocessing.util.spawnv_passfds` (the program `path` with `args`, only `passfds` open),
+    in a session of its own; its pid."""
+    return subprocess.Popen(args, executable=path, pass_fds=tuple(sorted(map(int, passfds))), close_fds=True,
+                            start_new_session=True).pid
 
 
 class SharedArrays:

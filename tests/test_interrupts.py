@@ -202,3 +202,27 @@ def test_a_signal_that_lands_in_a_finalizer_is_raised_after_it_not_dropped(capfd
             time.sleep(0.01)
     assert stop.value.exit_code == 130
     assert "Exception ignored" not in capfd.readouterr().err
+
+
+FORKSERVER_SESSION = """
+import os, signal
+import multiprocessing.forkserver as forkserver
+from pipelines import workers
+ignored, real = [], signal.signal
+signal.signal = lambda signum, handler: (ignored.append(signum) if handler is signal.SIG_IGN else None,
+                                         real(signum, handler))[1]
+workers.start_forkserver([])
+pid = forkserver._forkserver._forkserver_pid
+print(os.getsid(pid) == pid != os.getsid(0), ignored)
+"""
+
+
+def test_the_forkserver_starts_in_a_session_of_its_own_and_no_ctrl_c_is_ignored_meanwhile():
+    """A terminal's Ctrl-C does not reach the forkserver (it printed a KeyboardInterrupt traceback
+    while importing torch), and pipebench never ignores SIGINT to keep it off the server: ignored
+    while the server started, a Ctrl-C sent as a sweep's first configuration started was lost in 2
+    of 4 tries of the fault campaign of 2026-12-02 (the sweep ran to its end, exit 0)."""
+    done = subprocess.run([sys.executable, "-c", FORKSERVER_SESSION], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "[]"], done.stdout

@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from ..measuring.harness import MODEL_BLOCK, WINDOW_MARGIN, window_steps
+from ..measuring.harness import MODEL_BLOCK, window_steps
 from ..measuring.spec import RunSpec
 from ..results import config_columns
 

@@ -67,7 +67,7 @@ import pipelines
 from pipelines.contract import resolve_device
 
 from .. import results
-from ..measuring import distributed, harness, machine, workloads
+from ..measuring import distributed, harness, interrupts, machine, workloads
 from ..measuring.spec import RunSpec
 from .children import _alive, _call_child, _child, _context, _innermost
 
@@ -247,8 +247,9 @@ def run_isolated(specs: list[RunSpec], timeout: float, out: Path, on_window, on_
                                                        {**os.environ, **extra}, os.getcwd(), str(journal), str(stacks)))
             children.append(_Rank(process, journal, stacks))
         try:
-            for child in children:
-                child.process.start()
+            with interrupts.deferred():   # a child half started (its data half sent) printed an EOFError traceback
+                for child in children:
+                    child.process.start()
             return _follow(specs, children, timeout, out, on_window, on_done)
         finally:   # measured, failed, Ctrl-C, a parent-side bug: nothing of the configuration keeps running
             for child in children:
