@@ -25,6 +25,7 @@ How good this is, on committed runs predicted from the others' rows: tests/test_
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,15 +200,8 @@ def plan_estimate(specs: list[RunSpec], device: torch.device, folders: list[Path
     `folders`."""
     from .plan import shared
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
-    samples = {}
-    processes = []
-    for members in shared(specs):
-        for s in members:
-            key = (s.config.source, s.config.data_root, s.config.max_samples, s.config.world_size)
-            if key not in samples:
-                samples[key] = samples_of(s.config)
-        processes.append([Member.of(s, samples[(s.config.source, s.config.data_root, s.config.max_samples,
-                                                s.config.world_size)]) for s in members])
+    counted = functools.cache(samples_of)   # a photo folder counted once per plan, not per member
+    processes = [[Member.of(s, counted(s.config)) for s in members] for members in shared(specs)]
     return Costs.of(folders, device.type == "cuda").predict(processes, gpu)
 
 
@@ -232,7 +226,7 @@ def ran(rows: pd.DataFrame) -> list[list[Member]]:
     rows = rows.sort_values("t")
     config = _config_of(rows)
     processes: list[list[Member]] = []
-    for key, member in rows.groupby(config, sort=False):
+    for _, member in rows.groupby(config, sort=False):
         r = member.iloc[0]
         if not processes or pd.isna(r.slot) or r.slot == 0:
             processes.append([])
