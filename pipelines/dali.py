@@ -30,33 +30,30 @@ stops gaining threads early, the GPU Huffman decoder (`hybrid_huffman_threshold=
 engine are slower, and libjpeg-turbo on many threads is faster and leaves the GPU to the training step.
 
 `dali_reader="parallel"` runs the external source in `num_workers` spawned processes (DALI's
-parallel external source). `dali_reader="file"` reads the folder-tree copy with `fn.readers.file`
-instead: DALI's own sharding and per-epoch shuffle (`shuffle_after_epoch`, seeded), one training
-batch per DALI batch; epochs follow the reader's sequence from construction and `set_epoch` does
-not select one. The reader reads on across epoch ends too (DALI's iterator only counts the epoch's
-samples), so its queue does not drain there either. Its sharding policy is DALI's: contiguous
-shards of the (shuffled) file list whose sizes differ by at most one sample, each padded by
-repeating its last sample to whole batches (`pad_last_batch`), so every rank runs the same number
-of batches; "drop" then drops the shard's incomplete last batch. Its crops and flips are drawn per epoch like the external source's, by
-position in the epoch.
+parallel external source). `dali_reader="file"` reads the folder-tree copy (photographs: their own
+files) with `fn.readers.file` instead: DALI's own sharding and per-epoch shuffle
+(`shuffle_after_epoch`, seeded), one training batch per DALI batch; epochs follow the reader's
+sequence from construction and `set_epoch` does not select one. The reader reads on across epoch
+ends too (DALI's iterator only counts the epoch's samples), so its queue does not drain there
+either. Its sharding policy is DALI's: contiguous shards of the (shuffled) file list whose sizes
+differ by at most one sample, each padded by repeating its last sample to whole batches
+(`pad_last_batch`), so every rank runs the same number of batches; "drop" then drops the shard's
+incomplete last batch. CIFAR's crops and flips are drawn per epoch like the external source's, by
+position in the epoch; photographs' by DALI itself, as NVIDIA's example draws them (`dali_photos`).
 
 Measured loader ceilings per CPU budget, for both decoders and `dali-raw`, and what they feed: the
 reference run, results/2026-11-24-h100-reference/REPORT.md; on photographs (threads x
 `dali_hw_decoder_load` too): results/2026-11-26-h100-photos/ and results/2026-11-26-h100-photos-dali/.
 
-Photographs (`source="imagefolder:PATH"`), set up as NVIDIA's ResNet-50 example sets DALI up, with one
-training batch per DALI batch (`dali_batch_multiple` is not read): the external source hands DALI each
-file with its box and flip (`crops`: RandomResizedCrop, or eval's centre crop, the boxes every pipeline
-draws) -> `fn.decoders.image_slice` decodes the box only (region-of-interest decoding; "mixed": nvJPEG
-with the example's memory padding and preallocation for the set's largest photograph,
-`dali_hw_decoder_load` of it on the hardware JPEG engine; "cpu": libjpeg-turbo on DALI's threads, the
-box's pixels then copied to the GPU) -> `fn.resize` to S x S on the GPU (antialiased linear) ->
-`fn.crop_mirror_normalize` mirrors and normalizes into the contract's layout (HWC seen as channels_last,
-or CHW) as float32, or float16 for a bfloat16 contract (DALI has no bfloat16) -> the one copy that makes
-the batch torch's converts it to the contract's dtype. `dali_cpu_share` splits every batch between the
-two decoders: two DALI pipelines, one decoding round(share x B) files of each batch with libjpeg-turbo,
-the other the rest with nvJPEG, each fed its slice of the same plan (one graph cannot concatenate two
-batches), `dali_threads` shared in proportion; the copy that owns the batch concatenates the two.
+Photographs (`source="imagefolder:PATH"`): DALI decodes, resizes, mirrors and normalizes them into
+the contract's images itself, one training batch per DALI batch (`dali_batch_multiple` is not read), in
+the graphs of `dali_photos`: the boxes every pipeline draws, decoded alone (external source), or DALI
+set up as NVIDIA's ResNet-50 example sets it up, its own file reader and random crop
+(`dali_reader="file"`); the one copy that makes the batch torch's converts it to the contract's dtype.
+`dali_cpu_share` splits every batch between the two decoders: two DALI pipelines, one decoding
+round(share x B) files of each batch with libjpeg-turbo, the other the rest with nvJPEG, each fed its
+slice of the same plan (one graph cannot concatenate two batches), `dali_threads` shared in proportion;
+the copy that owns the batch concatenates the two.
 
 Without a GPU the same graphs run CPU-only (`device_id=None`, CPU decoder). The knobs are declared in
 `dali_options`, the external source's callbacks in `dali_sources`; neither needs DALI."""
@@ -68,7 +65,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import sources
+from . import dali_photos, sources
 from .streams import Borrowed
 from .config import MEAN, STD
 from .contract import Pipeline, Stages
@@ -80,9 +77,6 @@ from .jpeg_errors import refuse_unframed, undecodable_jpeg, undecodable_sample
 from .kernels import crop_normalize, warm_crop_normalize
 from .options import NUM_WORKERS
 from .peers import Peer
-
-# NVIDIA's ResNet-50 example's nvJPEG memory padding (its ImageNet's largest sample), in bytes
-DEVICE_MEMORY_PADDING, HOST_MEMORY_PADDING = 211025920, 140544512
 
 
 def _import_dali() -> SimpleNamespace:
@@ -107,8 +101,9 @@ class DaliPipeline(Pipeline):
 
     @classmethod
     def copies(cls, config):
-        """The JPEG copy, and with `dali_reader="file"` its file tree."""
-        return super().copies(config) + (("jpeg-tree",) if config.dali_reader == "file" else ())
+        """The JPEG copy, and with `dali_reader="file"` its file tree (photographs: their own files)."""
+        tree = config.dali_reader == "file" and not config.photos
+        return super().copies(config) + (("jpeg-tree",) if tree else ())
 
     @classmethod
     def resolve(cls, config):
@@ -119,14 +114,15 @@ class DaliPipeline(Pipeline):
         if CPU_SHARE in self.options:
             refuse_share(self.name, config)
         super().__init__(config, data)
-        if config.dali_reader == "file" and self.data.folder is None:
-            raise ValueError(f"{self.name}: dali_reader='file' reads the JPEG file tree of a data folder; the "
+        if config.dali_reader == "file" and self.data.folder is None and self.data.sizes is None:
+            raise ValueError(f"{self.name}: dali_reader='file' reads the JPEG file tree of a data folder or "
+                             f"photographs' files; the "
                              f"data passed ({self.data.source}) has none: use dali_reader='external'")
         self.cuda = self.device.type == "cuda"
         self.file_reader = config.dali_reader == "file"
         side = None if self.data.images is None else self.data.images.shape[1]   # photographs: any size
-        if self.encoding == "jpeg" and not self.file_reader:   # before DALI sees a file it may die of
-            refuse_unframed(self.data.jpeg, config.split, side)
+        if self.encoding == "jpeg" and (not self.file_reader or side is None):   # before DALI sees a file it
+            refuse_unframed(self.data.jpeg, config.split, side)                   # may die of (photos: as read)
         self.multiple = 1 if self.file_reader else self.config.dali_batch_multiple   # batches per DALI batch
         self.labels = torch.from_numpy(self.data.labels).to(self.device)
         if self.data.sizes is None:   # photographs come out of DALI as contract images
@@ -170,33 +166,6 @@ class DaliPipeline(Pipeline):
         images = dali.fn.decoders.image(samples, device="cpu", output_type=dali.types.RGB)
         return images.gpu() if self.cuda else images
 
-    def decode_photos(self, decoder: str, files, anchors, shapes, flips):
-        """Photographs' files -> contract images where the rest of the graph runs: each box (anchors
-        (x, y), shapes (w, h)) decoded alone by `decoder`, resized to S x S on the GPU, mirrored where
-        flips is set and normalized into the contract's layout (module docstring)."""
-        dali = DALI.get()
-        c = self.config
-        mixed = self.cuda and decoder == "mixed"
-        images = dali.fn.decoders.image_slice(files, anchors, shapes, output_type=dali.types.RGB,
-                                              axis_names="WH", **self._photo_decoder(mixed))
-        if self.cuda and not mixed:
-            images = images.gpu()
-        images = dali.fn.resize(images, resize_x=c.image_size, resize_y=c.image_size, antialias=True)
-        dtype = dali.types.FLOAT if c.dtype == "float32" else dali.types.FLOAT16
-        return dali.fn.crop_mirror_normalize(images, dtype=dtype, output_layout="HWC" if c.channels_last else "CHW",
-                                             mean=[255 * v for v in MEAN], std=[255 * v for v in STD], mirror=flips)
-
-    def _photo_decoder(self, mixed: bool) -> dict:
-        """The region-of-interest decoder's arguments: "mixed" as NVIDIA's ResNet-50 example sets
-        nvJPEG up (its memory padding; the hardware decoder's buffers preallocated for the set's
-        largest photograph), with `dali_hw_decoder_load`; else libjpeg-turbo."""
-        if not mixed:
-            return dict(device="cpu")
-        height, width = (int(side) for side in self.data.sizes.max(axis=0))
-        return dict(device="mixed", hw_decoder_load=self.config.dali_hw_decoder_load,
-                    device_memory_padding=DEVICE_MEMORY_PADDING, host_memory_padding=HOST_MEMORY_PADDING,
-                    preallocate_width_hint=width, preallocate_height_hint=height)
-
     def _source(self, first_epoch: int) -> EpochSource:
         return EpochSource(self.config, self.samples(), len(self.data), first_epoch, self.multiple, self.data.sizes)
 
@@ -207,10 +176,14 @@ class DaliPipeline(Pipeline):
         c = self.config
         if source is not None:
             return dali.fn.external_source(source=source, batch=True, batch_info=True,
-                                           num_outputs=1 if self.data.sizes is None else 4, parallel=parallel)
-        root = self.tree_root = sources.prepare_jpeg_tree(self.data.folder, c.jpeg_quality, c.image_size,
-                                                          c.cache_root)
-        files = [sources.tree_path(c.split, i, label) for i, label in enumerate(self.data.labels)]
+                                           num_outputs=1 if self.data.sizes is None or self.file_reader else 4,
+                                           parallel=parallel)   # the file reader's photos: the files alone
+        if self.data.sizes is not None:   # photographs: their own files
+            root, files = dali_photos.reader_files(self.data.jpeg.paths)
+        else:
+            root = self.tree_root = sources.prepare_jpeg_tree(self.data.folder, c.jpeg_quality, c.image_size,
+                                                              c.cache_root)
+            files = [sources.tree_path(c.split, i, label) for i, label in enumerate(self.data.labels)]
         return dali.fn.readers.file(
             file_root=str(root), files=files, labels=self.data.labels.tolist(), name="reader",
             random_shuffle=False, shuffle_after_epoch=c.shuffle, seed=c.seed, shard_id=c.rank,
@@ -242,10 +215,15 @@ class DaliPipeline(Pipeline):
                            seed=c.seed, **workers)   # no random operator in the graph: crops and flips are drawn here
         def graph():
             inputs = self._inputs(source, parallel)
+            if self.data.sizes is None:
+                images = self.decode(inputs[0])
+            elif self.file_reader:   # DALI's own random crop, also on stages()' fixed files
+                images = dali_photos.random_crop_graph(dali, c, self.data.sizes, self.cuda, decoder, inputs[0])
+            else:
+                images = dali_photos.boxes_graph(dali, c, self.data.sizes, self.cuda, decoder, *inputs)
             if source is None:   # readers.file: labels come with the files
-                labels = inputs[1].gpu() if self.cuda else inputs[1]
-                return self.decode(inputs[0]), labels
-            return self.decode_photos(decoder, *inputs) if self.data.sizes is not None else self.decode(inputs[0])
+                return images, inputs[1].gpu() if self.cuda else inputs[1]
+            return images
 
         return graph()
 
@@ -305,12 +283,7 @@ class DaliPipeline(Pipeline):
         if self.data.sizes is None:
             images = outs[0][0]["images"].clone()
         else:
-            c = self.config
-            parts = [out[0]["images"] for out in outs]
-            parts = [part.permute(0, 3, 1, 2) for part in parts] if c.channels_last else parts
-            images = torch.cat(parts, out=torch.empty(
-                (sum(len(part) for part in parts), *parts[0].shape[1:]), dtype=getattr(torch, c.dtype),
-                device=parts[0].device, memory_format=torch.channels_last if c.channels_last else torch.contiguous_format))
+            images = dali_photos.contract_images([out[0]["images"] for out in outs], self.config)
         self.borrowed.hold(outs)   # DALI reuses them once dropped, whatever this stream has queued
         return images, labels
 
@@ -354,6 +327,9 @@ class DaliPipeline(Pipeline):
         c = self.config
         if self.encoding != "jpeg":
             return None
+        if self.file_reader and self.data.sizes is not None:   # photographs: any of them
+            bad = undecodable_jpeg(self.data.jpeg, range(len(self.data)), None)
+            return None if bad is None else undecodable_sample(c.split, *bad, paths=self.data.jpeg.paths)
         if self.file_reader:
             paths = [self.tree_root / sources.tree_path(c.split, i, label)
                      for i, label in enumerate(self.data.labels)]
@@ -390,7 +366,8 @@ class DaliPipeline(Pipeline):
         first, batch = self.batches()[0], source(SimpleNamespace(iteration=0))
         for pipe in self.fixed_pipes:   # stages() called again: one set of fixed pipelines at a time
             pipe._shutdown()
-        self.fixed_pipes = self._pipelines(lambda: FixedSource(batch))
+        files_only = self.file_reader and self.data.sizes is not None   # DALI draws the crops
+        self.fixed_pipes = self._pipelines(lambda: FixedSource(batch[:1] if files_only else batch))
         self.fixed = [self._iterator(pipe, fixed=True) for pipe in self.fixed_pipes]
         draws = None if self.data.sizes is not None else self.uploads.draws(
             epoch_draws(self.config, self.epoch, len(groups[0])))

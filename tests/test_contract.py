@@ -133,8 +133,9 @@ def test_dali_s_file_reader_refuses_data_without_a_folder(small_indexed_root):
     config = PipelineConfig(data_root=str(small_indexed_root), source="cifar10", max_samples=64, device="cpu",
                             dali_reader="file")
     data = dataclasses.replace(sources.open_split(pipelines.resolve_config("dali", config)), folder=None)
-    with pytest.raises(ValueError, match="dali: dali_reader='file' reads the JPEG file tree of a data folder; "
-                                         "the data passed \\(custom\\) has none: use dali_reader='external'"):
+    with pytest.raises(ValueError, match="dali: dali_reader='file' reads the JPEG file tree of a data folder or "
+                                         "photographs' files; the data passed \\(custom\\) has none: use "
+                                         "dali_reader='external'"):
         pipelines.build("dali", config, data=data)
 
 

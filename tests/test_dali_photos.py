@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import pipelines
-from pipelines import PipelineConfig, dali_options, dali_sources, sources
+from pipelines import PipelineConfig, dali_options, dali_photos, dali_sources, sources
 from pipelines.config import MEAN, STD
 from pipelines.kernels import normalize
 
@@ -117,12 +117,37 @@ def test_nvjpeg_is_set_up_as_nvidias_resnet50_example_sets_it_up(folder):
     """The mixed decoder's arguments: the example's memory padding, the hardware decoder's buffers
     preallocated for the set's largest photograph, DALI's share for the hardware decoder."""
     with pipelines.build("dali", photos_config(folder)) as p:
-        args = p._photo_decoder(mixed=True)
+        args = dali_photos.decoder_args(p.config, p.data.sizes, mixed=True)
         heights, widths = p.data.sizes[:, 0], p.data.sizes[:, 1]
     assert args == dict(device="mixed", hw_decoder_load=dali_options.PHOTO_HW_DECODER_LOAD, device_memory_padding=211025920,
                         host_memory_padding=140544512, preallocate_width_hint=widths.max(),
                         preallocate_height_hint=heights.max())
     assert widths.max() != heights.max()   # a swap of the two hints shows
+
+
+def test_the_file_reader_reads_the_photographs_themselves_with_dalis_own_crops(folder):
+    """`dali_reader="file"` (NVIDIA's example): no file-tree copy; each epoch every photograph once with
+    its own label (12 in batches of 5: 5, 5, 2), DALI's random crops normalized into the contract (so
+    two epochs differ), and `stages()` runs its graph; eval (no shuffle, no augmentation): the files in
+    order, the centre crop the external source cuts within a resampling's rounding."""
+    config = photos_config(folder, dali_reader="file")
+    assert "jpeg-tree" not in pipelines.copies("dali", pipelines.resolve_config("dali", config))
+    data = sources.open_split(pipelines.resolve_config("dali", config))
+    train = epochs("dali", config)
+    assert [[len(y) for _, y in e] for e in train] == [[5, 5, 2]] * 2
+    for e in train:
+        assert sorted(torch.cat([y for _, y in e]).tolist()) == sorted(data.labels.tolist())
+        for x, _ in e:
+            assert x.shape[1:] == (3, 64, 64) and (normalize(pixels(x), config) - x).abs().max() < 1e-5
+    assert not torch.equal(train[0][0][0], train[1][0][0])
+    with pipelines.build("dali", config) as p:   # stages(): DALI's reader runs inside, its graph on fixed files
+        stages = p.stages()
+        assert stages.host is None and stages.device().shape == (5, 3, 64, 64)
+    plain = dict(augment=False, shuffle=False)
+    (file_reader,), (external,) = epochs("dali", config.replace(**plain), 1), epochs(
+        "dali", photos_config(folder, **plain), 1)
+    for (a, la), (b, lb) in zip(file_reader, external):
+        assert torch.equal(la, lb) and (a - b).abs().mean() < 0.1
 
 
 def test_a_photograph_that_does_not_decode_in_a_split_is_named_in_one_line(folder):
@@ -172,3 +197,18 @@ def test_on_cuda_nvjpeg_and_the_split_give_the_cpu_decoders_images(folder, chang
         assert a.device.type == b.device.type == "cuda" and torch.equal(la, lb)
         assert b.dtype == getattr(torch, layout["dtype"]) and b.is_contiguous(memory_format=memory)
         assert (a.float() - b.float()).abs().mean() < 0.05   # IDCTs and upsampling round differently
+
+
+@CUDA
+def test_on_cuda_the_file_reader_as_nvidia_sets_it_up_runs_nvjpeg_in_the_contracts_layout(folder):
+    """`dali_reader="file"` with nvJPEG: eval's centre crops are the CPU decoder's within a decoder's
+    rounding; training batches come out bfloat16 channels_last on the device with every label."""
+    config = photos_config(folder, device="cuda", dali_reader="file", dtype="bfloat16", channels_last=True)
+    plain = config.replace(augment=False, shuffle=False)
+    cpu, gpu = epochs("dali", plain.replace(dali_decoder="cpu"), 1)[0], epochs("dali", plain, 1)[0]
+    for (a, la), (b, lb) in zip(cpu, gpu):
+        assert torch.equal(la, lb) and (a.float() - b.float()).abs().mean() < 0.05
+    train = epochs("dali", config, 1)[0]
+    assert [len(y) for _, y in train] == [5, 5, 2]
+    for x, _ in train:
+        assert x.is_cuda and x.dtype == torch.bfloat16 and x.is_contiguous(memory_format=torch.channels_last)

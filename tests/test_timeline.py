@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from bench.studies import timeline
+from bench.studies import host_waits, timeline
 from bench.studies.timeline import Work
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -116,8 +116,9 @@ def test_the_table_gives_medians_ranges_and_n_per_configuration_and_a_sentence_e
         "period.",
         "Beside `dali` the step's own GPU work took 1.25 × its time alone and the training stream idled 40 % of each "
         "step's period; other streams ran 5.00 ms of kernels per step, 2.50 ms of them during the step."]
-    text = timeline.report(rows(), "python -m bench.studies.timeline --out x --pipelines dali")
-    assert text.count("\n| `") == 2 and "timeline.png" in text and "`torchvision:resnet50`, compile step, 224 px, batch 256, bfloat16, 16 cores" in text
+    waits = [host_waits.summary(*trace_calls()) | {"configuration": "dali"}]
+    text = timeline.report(rows(), "python -m bench.studies.timeline --out x --pipelines dali", waits)
+    assert text.count("\n| `") == 3 and "host-calls.csv" in text and "timeline.png" in text and "`torchvision:resnet50`, compile step, 224 px, batch 256, bfloat16, 16 cores" in text
 
 
 def test_a_variant_is_a_pipeline_with_knobs_it_reads():
@@ -214,6 +215,11 @@ def test_a_small_timeline_writes_its_files_and_its_numbers_obey_physics(tmp_path
     assert df.stream.nunique() == 1   # the step runs on the training thread's stream in every configuration
     text = (out / "TIMELINE.md").read_text()
     assert all(f"`{v}`" in text for v in variants) and (out / "timeline.png").stat().st_size > 0
+    calls = pd.read_csv(out / "host-calls.csv")   # the training thread's CUDA calls and batch waits, every configuration
+    training = calls[calls.thread == "training"]
+    assert set(training.pipeline) == {"model-only", *variants} and (calls.ms_per_step >= 0).all()
+    assert set(training[training.kind == "batch wait"].pipeline) == {"model-only", *variants}
+    assert text.count("\n| `") == 2 * (1 + len(variants))   # both tables
 
 
 def test_the_picture_draws_a_panel_per_configuration(tmp_path):
@@ -222,3 +228,63 @@ def test_the_picture_draws_a_panel_per_configuration(tmp_path):
     timeline.draw({"model-only": ([w for w in WORK if w.stream == TRAIN], TRAIN, steps), "dali": (WORK, TRAIN, steps)},
                   path)
     assert path.read_bytes().startswith(b"\x89PNG")
+
+
+def call(tid, name, start, end, correlation=None, cat="cuda_runtime"):
+    return {"ph": "X", "cat": cat, "name": name, "tid": tid, "ts": start * MS, "dur": (end - start) * MS,
+            "args": {} if correlation is None else {"correlation": correlation}}
+
+
+def gpu(stream, start, end, correlation, cat="kernel"):
+    return {"ph": "X", "cat": cat, "name": "k", "tid": stream, "ts": start * MS, "dur": (end - start) * MS,
+            "args": {"stream": stream, "correlation": correlation}}
+
+
+def mark(tid, name, start, end):
+    return {"ph": "X", "cat": "user_annotation", "name": name, "tid": tid, "ts": start * MS, "dur": (end - start) * MS}
+
+
+# two recorded steps on thread 1 over [0, 40) ms, their batch fetches 2 and 6 ms; a producer thread 2 that
+# synchronizes 10 ms and frees 1 ms, a thread 3 that only launches; a call outside the span is not counted;
+# the pipeline's kernels: one launched at 5 (the step runs [0, 15)) starting at 15, one launched at 22
+# (the training stream idle) starting at 22.5, a copy launched at 31 (busy [30, 38)) starting at 34
+TRACE = [mark(1, timeline.MARK + "0", 0, 20), mark(1, timeline.MARK + "1", 20, 40),
+         mark(1, host_waits.NEXT_MARK + "0", 0, 2), mark(1, host_waits.NEXT_MARK + "1", 20, 26),
+         call(1, "cudaGraphLaunch", 3, 4, 1), call(1, "cudaGraphLaunch", 27, 28, 2),
+         gpu(TRAIN, 0, 15, 1), gpu(TRAIN, 30, 38, 2),
+         call(2, "cudaStreamSynchronize", 5, 15), call(2, "cuMemFree_v2", 16, 17, cat="cuda_driver"),
+         call(2, "cudaLaunchKernel", 5, 5.5, 10), call(2, "cudaLaunchKernel", 22, 22.2, 11),
+         call(3, "cudaMemcpyAsync", 31, 31.5, 12), call(3, "cudaEventSynchronize", 50, 60),
+         gpu(SIDE, 15, 16, 10), gpu(SIDE, 22.5, 23, 11), gpu(COPIES, 34, 35, 12, "gpu_memcpy")]
+
+
+def trace_calls():
+    return host_waits.host_calls(TRACE, timeline.MARK), host_waits.queueing(TRACE, TRAIN)
+
+
+def test_host_calls_per_thread_and_kind_per_recorded_step_and_the_batch_wait():
+    calls, _ = trace_calls()
+    got = {(r.thread, r.kind): tuple(round(v, 9) for v in (r.ms_per_step, r.calls_per_step, r.longest_ms))
+           for r in calls.itertuples()}
+    assert got == ({
+        ("training", "batch wait"): (4, 1, 6), ("training", "launch"): (1, 1, 1),
+        ("thread 1", "sync"): (5, 0.5, 10), ("thread 1", "alloc"): (0.5, 0.5, 1), ("thread 1", "launch"): (0.35, 1, 0.5),
+        ("thread 2", "copy"): (0.25, 0.5, 0.5)})   # its sync at 50 ms lies past the recorded span
+    assert list(calls.thread[:2]) == ["training", "training"]
+    assert [host_waits.call_kind(n) for n in ("cuStreamSynchronize", "cudaMallocAsync", "cudaHostRegister",
+                                              "cudaMemsetAsync", "cudaLaunchKernel")] == [
+        "sync", "alloc", "alloc", "copy", "launch"]
+
+
+def test_queueing_tells_work_launched_while_the_step_runs_from_work_launched_while_it_idles():
+    calls, queued = trace_calls()
+    assert sorted((round(d, 9), during) for d, during in queued.values.tolist()) == [(0.5, False), (3, True), (10, True)]
+    s = host_waits.summary(calls, queued)
+    assert s == pytest.approx({"batch_wait_ms": 4, "training_sync_ms": 0, "pipeline_sync_ms": 5, "pipeline_alloc_ms": 0.5,
+                               "queue_busy_n": 2, "queue_busy_ms": 6.5, "queue_busy_p90_ms": 9.3,
+                               "queue_idle_n": 1, "queue_idle_ms": 0.5, "queue_idle_p90_ms": 0.5})
+    assert host_waits.sentence(s | {"configuration": "dali"}) == (
+        "`dali`: the training thread waited 4.00 ms per step for its batch; of the pipeline's threads, the one most "
+        "in synchronizing CUDA calls spent 5.00 ms per step in them, the one most in allocations 0.50 ms; its GPU "
+        "work launched while the step ran waited 6.50 ms (median) to start, launched while the training stream "
+        "idled 0.50 ms.")

@@ -36,8 +36,12 @@ the next step's (so each configuration gives `steps` rows):
   stretch            step_kernel_ms over the median of model-only's (SM contention makes it > 1);
   gpu_jpg_util       the hardware JPEG decoder's utilization at the recording's end
                      (`machine.GpuMonitor`; empty where NVML cannot give it).
-Written into DIR: timeline.csv (a row per configuration and recorded step), TIMELINE.md (medians
-[min-max] over the steps, what each timer includes, a sentence per configuration), timeline.png
+Each recorded step's batch fetch (`next()`) is marked too, and `bench.studies.host_waits` reads from the
+same trace what every thread spends in CUDA calls, how long the training thread waits for its batch
+and how long the pipeline's GPU work queues, while the step runs and while it idles.
+Written into DIR: timeline.csv (a row per configuration and recorded step), host-calls.csv (a row per
+configuration, thread and kind of CUDA call), TIMELINE.md (medians [min-max] over the steps, what
+each timer includes, a sentence per configuration; then the host's and the queues' table), timeline.png
 (`bench.studies.timeline_plot`: a few consecutive steps per configuration, model-only on top: a lane per
 CUDA stream, the training stream first); with --traces also each configuration's trace as
 trace-<variant>.json.gz where it compresses under TRACE_MAX_BYTES (off by default: three files
@@ -72,6 +76,7 @@ from ..measuring.workloads import endless, real_batches
 from ..report.formatting import machine_text
 from ..running import plan
 from ..running.options import run_options
+from . import host_waits
 from .timeline_plot import draw
 
 STEPS = 20                # recorded steps per configuration (--steps)
@@ -289,7 +294,7 @@ def sentences(df: pd.DataFrame) -> list[str]:
     return found
 
 
-def report(df: pd.DataFrame, command: str) -> str:
+def report(df: pd.DataFrame, command: str, waits: list[dict]) -> str:
     first = df.iloc[0]
     return "\n".join([
         "# Where the GPU's time goes: the training step alone and beside each pipeline", "",
@@ -306,7 +311,15 @@ def report(df: pd.DataFrame, command: str) -> str:
         "pipeline's), summed over streams, inside the step's span / over the period; *other copies*: copies on "
         "the other streams in the period; *JPEG engine*: NVML's utilization of the hardware JPEG decoder at the "
         "recording's end.", "",
-        table(df).to_markdown(index=False), "", *sentences(df), "", "![timeline](timeline.png)", ""])
+        table(df).to_markdown(index=False), "", *sentences(df), "", "![timeline](timeline.png)", "",
+        "## On the host and in the GPU's queues", "",
+        "Per configuration, over its recorded steps (`bench.studies.host_waits`'s docstring says how): *batch wait*: "
+        "the training thread's time in the pipeline's `next()`, ms per step; *sync* / *alloc*: ms per step in "
+        "CUDA calls that synchronize / allocate or free, on the training thread and, most among the pipeline's "
+        "threads, on one of them ([host-calls.csv](host-calls.csv): every thread and kind); *queued*: the "
+        "pipeline's GPU work from its launching call to its start, for work launched while the training stream "
+        "ran a step's work and while it idled: n pieces, median [p90] ms.", "",
+        host_waits.table(waits), "", *[host_waits.sentence(w) for w in waits], ""])
 
 
 def profiled(batches, step, steps: int, device: torch.device, monitor: machine.GpuMonitor) -> tuple[list[dict], dict]:
@@ -315,10 +328,11 @@ def profiled(batches, step, steps: int, device: torch.device, monitor: machine.G
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:
         for i in range(-PROFILER_WARMUP, steps + 1):
-            images, labels = next(batches)
             if i < 0:
-                step(images, labels)
+                step(*next(batches))
                 continue
+            with torch.profiler.record_function(f"{host_waits.NEXT_MARK}{i}"):
+                images, labels = next(batches)
             with torch.profiler.record_function(f"{MARK}{i}"):
                 step(images, labels)
         gpu = monitor.sample()
@@ -329,9 +343,11 @@ def profiled(batches, step, steps: int, device: torch.device, monitor: machine.G
         return json.loads(path.read_text())["traceEvents"], gpu
 
 
-def record(label: str, spec: RunSpec, shared: Shared, device: torch.device, out: Path | None) -> tuple[list[Work], dict]:
+def record(label: str, spec: RunSpec, shared: Shared, device: torch.device,
+           out: Path | None) -> tuple[list[dict], list[Work], dict]:
     """One configuration built and warmed up as the harness does (module docstring), then
-    profiled; its trace kept gzipped in `out` (None: not kept) where small enough."""
+    profiled: its trace's events, their GPU work and the NVML readings; the trace kept gzipped in
+    `out` (None: not kept) where small enough."""
     t0 = time.perf_counter()
     print(f"bench.studies.timeline: {label}: building; the first training call (compiles the step the first time), "
           f"{spec.warmup} warm-up steps, then {spec.requested_steps} recorded", flush=True)
@@ -358,21 +374,26 @@ def record(label: str, spec: RunSpec, shared: Shared, device: torch.device, out:
     if out is not None and len(packed) < TRACE_MAX_BYTES:
         (out / f"trace-{re.sub(r'[^A-Za-z0-9_.-]+', '-', label)}.json.gz").write_bytes(packed)
     print(f"bench.studies.timeline: {label}: {spec.requested_steps} steps recorded ({time.perf_counter() - t0:.0f} s)", flush=True)
-    return work_from_trace(events), gpu
+    return events, work_from_trace(events), gpu
 
 
 def measure(model: RunSpec, variants: list[tuple[str, RunSpec]], device: torch.device, out: Path,
-            traces_kept: bool = False) -> pd.DataFrame:
-    """Every configuration recorded in this process (module docstring); a row per recorded step."""
-    rows, traces, shared = [], {}, Shared()
+            traces_kept: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
+    """Every configuration recorded in this process (module docstring): a row per recorded step; a
+    row per configuration, thread and kind of host call, and a summary per configuration (`host_waits`)."""
+    rows, calls, waits, traces, shared = [], [], [], {}, Shared()
     with machine.cpu_budget(model.cpus):
         machine.blocking_waits(device)
         # the profiler started once before any CUDA graph is captured: PyTorch's workaround for the kernels of a
         # graph made before the profiler's first use, which traces may otherwise lack (pytorch/pytorch#100441)
         torch.profiler._utils._init_for_cuda_graphs()
         for label, spec in [(MODEL_ONLY, model), *variants]:
-            work, gpu = record(label, spec, shared, device, out if traces_kept else None)
+            events, work, gpu = record(label, spec, shared, device, out if traces_kept else None)
             stream = training_stream(work)
+            found = host_waits.host_calls(events, MARK)
+            calls.append(found.assign(pipeline=label))
+            waits.append({"configuration": label, **host_waits.summary(found, host_waits.queueing(events, stream))})
+            del events
             steps = step_rows(work, stream)
             traces[label] = (work, stream, steps)
             c = spec.config
@@ -380,7 +401,7 @@ def measure(model: RunSpec, variants: list[tuple[str, RunSpec]], device: torch.d
                       "batch_size": c.batch_size, "dtype": c.dtype, "cpus": spec.cpus, "source": c.source,
                       **row, "gpu_jpg_util": gpu.get("gpu_jpg_util")} for row in steps]
     draw(traces, out / "timeline.png")
-    return with_stretch(pd.DataFrame(rows))
+    return with_stretch(pd.DataFrame(rows)), pd.concat(calls, ignore_index=True), waits
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -406,12 +427,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     environment = results.environment()
-    df = measure(model, variants, device, args.out, args.traces)
+    df, calls, waits = measure(model, variants, device, args.out, args.traces)
+    calls.to_csv(args.out / "host-calls.csv", index=False)
     df = df.assign(**{k: v for k, v in environment.items() if k not in df.columns})
     df.to_csv(args.out / "timeline.csv", index=False)
     command = shlex.join(["python", "-m", "bench.studies.timeline", *(argv if argv is not None else sys.argv[1:])])
-    (args.out / "TIMELINE.md").write_text(report(df, command))
-    print("\n".join(sentences(df)))
+    (args.out / "TIMELINE.md").write_text(report(df, command, waits))
+    print("\n".join(sentences(df) + [host_waits.sentence(w) for w in waits]))
     return 0
 
 

@@ -1,0 +1,130 @@
+"""Where a pipeline's time goes on the host and in the GPU's queues, from the Chrome trace of a
+timeline recording (`bench.studies.timeline`): what each thread spends in CUDA calls, how long the
+training thread waits for its batch, and how long the pipeline's GPU work waits to start.
+
+Over the recorded steps' span (the first recorded step's call to the last one's end):
+- *host calls*: every CUDA runtime and driver call the trace holds (CUPTI records them on every
+  thread of the process: the training thread's, the pipeline's producer threads', DALI's and
+  nvJPEG's own), per thread and kind, ms per recorded step: `sync` (a call whose name says it
+  synchronizes: the thread waits for GPU work to end), `alloc` (allocations, frees, host
+  registrations: a device-wide synchronization where they reach the driver), `copy` (memcpy and
+  memset calls, asynchronous or not: one from pageable memory waits for its staging), `launch` (the
+  rest); the longest single call too. Threads are named `training` (the one whose calls are inside
+  the recorded steps) or by their rank in total call time (`thread 1` the most);
+- *batch wait*: the training thread's time inside the pipeline's `next()` (the timeline marks each
+  recorded call with NEXT_MARK), ms per recorded step: how long the step waited for its input;
+- *queueing*: per piece of the pipeline's GPU work (kernels, memsets and copies on other streams than
+  the training stream), from the start of the call that launched it to its start on the GPU, split by
+  whether the training stream was running work at that call's start: whether its work waits behind
+  the step's (and an idle GPU's queueing beside it, in the same trace).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+NEXT_MARK = "timeline next "   # the record_function name of a recorded step's batch fetch
+KINDS = (("sync", ("synchronize",)), ("alloc", ("malloc", "free", "memalloc", "hostalloc", "hostregister",
+                                                "hostunregister", "mempool")), ("copy", ("memcpy", "memset")))
+CALLS = ("cuda_runtime", "cuda_driver")
+WORK = ("kernel", "gpu_memset", "gpu_memcpy")
+
+
+def call_kind(name: str) -> str:
+    """A CUDA call's kind by its name (module docstring)."""
+    lower = name.lower()
+    return next((kind for kind, words in KINDS if any(word in lower for word in words)), "launch")
+
+
+def _category(event: dict) -> str:
+    return str(event.get("cat", "")).lower()
+
+
+def _marked(events: list[dict], mark: str) -> list[dict]:
+    return [e for e in events if _category(e) == "user_annotation" and str(e.get("name", "")).startswith(mark)]
+
+
+def host_calls(events: list[dict], step_mark: str) -> pd.DataFrame:
+    """Per thread and kind of call: ms and calls per recorded step, the longest call (ms), over the
+    recorded steps' span (module docstring); plus the training thread's batch wait as kind `batch wait`."""
+    steps = _marked(events, step_mark)
+    if not steps:
+        raise ValueError(f"the trace holds no recorded step ({step_mark!r})")
+    low, high = min(e["ts"] for e in steps), max(e["ts"] + e["dur"] for e in steps)
+    training = {e["tid"] for e in steps}
+    calls = pd.DataFrame([{"tid": e["tid"], "kind": call_kind(str(e.get("name", ""))), "dur": float(e["dur"])}
+                          for e in events if _category(e) in CALLS and e.get("ph") == "X" and low <= e["ts"] <= high])
+    waits = pd.DataFrame([{"tid": e["tid"], "kind": "batch wait", "dur": float(e["dur"])}
+                          for e in _marked(events, NEXT_MARK) if low <= e["ts"] <= high])
+    found = pd.concat([calls, waits], ignore_index=True)
+    if found.empty:
+        return pd.DataFrame(columns=["thread", "kind", "ms_per_step", "calls_per_step", "longest_ms"])
+    totals = found[~found.tid.isin(training)].groupby("tid").dur.sum().sort_values(ascending=False)
+    ranks = {tid: 0 for tid in training} | {tid: k for k, tid in enumerate(totals.index, 1)}
+    n = len(steps)
+    rows = pd.DataFrame([{"rank": ranks[tid], "thread": f"thread {ranks[tid]}" if ranks[tid] else "training",
+                          "kind": kind, "ms_per_step": g.dur.sum() / 1e3 / n, "calls_per_step": len(g) / n,
+                          "longest_ms": g.dur.max() / 1e3} for (tid, kind), g in found.groupby(["tid", "kind"])])
+    return rows.sort_values(["rank", "kind"]).drop(columns="rank").reset_index(drop=True)
+
+
+def queueing(events: list[dict], stream: int) -> pd.DataFrame:
+    """Per piece of the pipeline's GPU work (not on `stream`, the training stream) whose launching
+    call the trace holds: its queueing delay (ms) and whether `stream` ran work at that call's start."""
+    launches = {e["args"]["correlation"]: float(e["ts"]) for e in events
+                if _category(e) in CALLS and "correlation" in e.get("args", {})}
+    gpu = [e for e in events if _category(e) in WORK and e.get("ph") == "X"]
+    busy = sorted((float(e["ts"]), float(e["ts"] + e["dur"])) for e in gpu if int(e["args"]["stream"]) == stream)
+    starts, ends = np.array([b[0] for b in busy]), np.maximum.accumulate(np.array([b[1] for b in busy] or [0.0]))
+    rows = []
+    for e in gpu:
+        launched = launches.get(e["args"].get("correlation"))
+        if int(e["args"]["stream"]) == stream or launched is None:
+            continue
+        k = np.searchsorted(starts, launched, side="right") - 1   # the last training work started by then
+        rows.append({"delay_ms": (float(e["ts"]) - launched) / 1e3, "during_step": bool(k >= 0 and ends[k] > launched)})
+    return pd.DataFrame(rows, columns=["delay_ms", "during_step"])
+
+
+def summary(calls: pd.DataFrame, queued: pd.DataFrame) -> dict:
+    """The numbers a configuration's sentence and table row quote: the training thread's batch wait and
+    sync time, the most any other thread spent in sync and in alloc calls (ms per step), the queueing
+    medians and p90s."""
+    def per_step(thread_filter, kind):
+        rows = calls[thread_filter & (calls.kind == kind)]
+        return float(rows.ms_per_step.max()) if len(rows) else 0.0
+
+    others = calls.thread != "training"
+    found = {"batch_wait_ms": per_step(~others, "batch wait"), "training_sync_ms": per_step(~others, "sync"),
+             "pipeline_sync_ms": per_step(others, "sync"), "pipeline_alloc_ms": per_step(others, "alloc")}
+    for during, label in ((True, "busy"), (False, "idle")):
+        delays = queued.delay_ms[queued.during_step == during]
+        found |= {f"queue_{label}_n": len(delays),
+                  f"queue_{label}_ms": float(delays.median()) if len(delays) else float("nan"),
+                  f"queue_{label}_p90_ms": float(delays.quantile(0.9)) if len(delays) else float("nan")}
+    return found
+
+
+def table(found: list[dict]) -> str:
+    """A markdown table of `summary`'s numbers, a row per configuration (its `configuration` key)."""
+    def delay(s, label):
+        n = s[f"queue_{label}_n"]
+        return f"{n}: {s[f'queue_{label}_ms']:.2f} [{s[f'queue_{label}_p90_ms']:.2f}]" if n else "0"
+
+    return pd.DataFrame([{
+        "configuration": f"`{s['configuration']}`", "batch wait ms": f"{s['batch_wait_ms']:.2f}",
+        "training thread sync ms": f"{s['training_sync_ms']:.2f}",
+        "pipeline thread sync ms": f"{s['pipeline_sync_ms']:.2f}", "pipeline thread alloc ms": f"{s['pipeline_alloc_ms']:.2f}",
+        "queued while the step runs: n: median [p90] ms": delay(s, "busy"),
+        "queued while it idles: n: median [p90] ms": delay(s, "idle")} for s in found]).to_markdown(index=False)
+
+
+def sentence(s: dict) -> str:
+    """What a configuration's numbers say, in one sentence."""
+    busy, idle = s["queue_busy_ms"], s["queue_idle_ms"]
+    queued = (f"its GPU work launched while the step ran waited {busy:.2f} ms (median) to start, launched while the "
+              f"training stream idled {idle:.2f} ms" if s["queue_busy_n"] and s["queue_idle_n"] else
+              "too little of its GPU work was launched both while the step ran and while it idled to compare")
+    return (f"`{s['configuration']}`: the training thread waited {s['batch_wait_ms']:.2f} ms per step for its "
+            f"batch; of the pipeline's threads, the one most in synchronizing CUDA calls spent {s['pipeline_sync_ms']:.2f} "
+            f"ms per step in them, the one most in allocations {s['pipeline_alloc_ms']:.2f} ms; {queued}.")
