@@ -202,6 +202,31 @@ def test_a_users_captured_or_compiled_step_reads_the_batches_handed_over_on_phot
     check(name, config_for(sets, photos=True), mode)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_a_users_captured_or_compiled_step_reads_the_batches_nvimgcodec_hands_over_from_two_lanes(mode, sets):
+    """Two producer threads, each decoding on its own stream (`nvimgcodec_lanes`): batches in order."""
+    reason = pipelines.available(["nvimgcodec"])["nvimgcodec"]
+    if reason:
+        pytest.skip(reason)
+    check("nvimgcodec", config_for(sets, photos=True).replace(nvimgcodec_lanes=2), mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_users_captured_or_compiled_step_reads_what_dali_set_up_as_nvidias_example_hands_over(mode, sets):
+    """`dali_reader="file"` on photographs draws its own order and crops (seeded): the step reads the
+    images and labels a synchronizing consumer is handed, every photograph once an epoch."""
+    reason = pipelines.available(["dali"])["dali"]
+    if reason:
+        pytest.skip(reason)
+    config = config_for(sets, photos=True).replace(dali_reader="file")
+    everyone = sorted(sources.open_split(pipelines.resolve_config("dali", config)).labels.tolist())
+    want, _ = reference("dali", config)
+    for epoch, ((means, labels), (want_means, want_labels)) in enumerate(zip(run_loop("dali", config, mode), want)):
+        assert sorted(want_labels.tolist()) == everyone, f"epoch {epoch}: not every photograph once"
+        assert torch.equal(labels, want_labels), f"epoch {epoch}: the step read other labels than handed over"
+        assert torch.allclose(means, want_means, atol=5e-3, rtol=0), f"epoch {epoch}: the step read other images"
+
+
 @pytest.fixture(scope="module")
 def large_photos(tmp_path_factory):
     """1,536 JPEG photographs of 300-500 px a side in ten classes: six batches of 256."""
