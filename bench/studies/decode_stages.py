@@ -50,7 +50,7 @@ def _timed(stages: dict, name: str, call):
 def run(name: str, config: PipelineConfig, condition: str, batches: int) -> list[dict]:
     """One pipeline in one condition: a row per counted batch (its producer's stages, ms)."""
     step = busy.BusyStep(torch.device("cuda"), STEP_MS if condition != "idle" else 0.0)
-    rows, stages, made = [], {}, []
+    rows, stages, made = [], {}, {}   # made: a batch's stages by its index in the epoch
     with pipelines.build(name, config) as p:
         make = p._batch
 
@@ -62,7 +62,7 @@ def run(name: str, config: PipelineConfig, condition: str, batches: int) -> list
                 finished.synchronize()
                 stages["wait"] = (time.perf_counter() - t0) * 1e3
             out = _timed(stages, "batch", make)(*args)
-            made.append(dict(stages))
+            made[args[1] // config.batch_size] = dict(stages)   # args[1]: its first position in the epoch
             return out
 
         p.timed_batch = batch   # held here: the producer holds its method weakly
@@ -74,12 +74,13 @@ def run(name: str, config: PipelineConfig, condition: str, batches: int) -> list
             taken += 1
             if taken == WARM:
                 torch.cuda.synchronize()
-                t0, first = time.perf_counter(), len(made)
+                t0 = time.perf_counter()
             if taken == WARM + batches:
                 break
         torch.cuda.synchronize()
         seconds = time.perf_counter() - t0
-    for k, s in enumerate(made[first:first + batches]):
+    for k in range(batches):   # the batches the consumer took after the warm ones, however far ahead they were made
+        s = made[WARM + k]
         decode = s.get("decode", float("nan"))
         rows.append(dict(pipeline=name, condition=condition, batch=k, wait_ms=s.get("wait", 0.0), decode_ms=decode,
                          resize_ms=s["batch"] - decode,
