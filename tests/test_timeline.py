@@ -117,8 +117,9 @@ def test_the_table_gives_medians_ranges_and_n_per_configuration_and_a_sentence_e
         "Beside `dali` the step's own GPU work took 1.25 × its time alone and the training stream idled 40 % of each "
         "step's period; other streams ran 5.00 ms of kernels per step, 2.50 ms of them during the step."]
     waits = [host_waits.summary(*trace_calls()) | {"configuration": "dali"}]
-    text = timeline.report(rows(), "python -m bench.studies.timeline --out x --pipelines dali", waits)
-    assert text.count("\n| `") == 3 and "host-calls.csv" in text and "timeline.png" in text and "`torchvision:resnet50`, compile step, 224 px, batch 256, bfloat16, 16 cores" in text
+    syncs = host_waits.sync_calls(TRACE, timeline.MARK, [15 * MS, 38 * MS]).assign(pipeline="dali")
+    text = timeline.report(rows(), "python -m bench.studies.timeline --out x --pipelines dali", waits, syncs)
+    assert text.count("\n| `") == 5 and "host-calls.csv" in text and "host-syncs.csv" in text and "timeline.png" in text and "`torchvision:resnet50`, compile step, 224 px, batch 256, bfloat16, 16 cores" in text
 
 
 def test_a_variant_is_a_pipeline_with_knobs_it_reads():
@@ -219,7 +220,9 @@ def test_a_small_timeline_writes_its_files_and_its_numbers_obey_physics(tmp_path
     training = calls[calls.thread == "training"]
     assert set(training.pipeline) == {"model-only", *variants} and (calls.ms_per_step >= 0).all()
     assert set(training[training.kind == "batch wait"].pipeline) == {"model-only", *variants}
-    assert text.count("\n| `") == 2 * (1 + len(variants))   # both tables
+    syncs = pd.read_csv(out / "host-syncs.csv")   # the pipelines' threads' synchronizing calls, if any, by name
+    assert set(syncs.pipeline) <= set(variants) and syncs.ended_with_step.between(0, 1).all()
+    assert text.count("\n| `") == 2 * (1 + len(variants)) + min(3, len(syncs))   # the tables' rows
 
 
 def test_the_picture_draws_a_panel_per_configuration(tmp_path):
@@ -245,7 +248,9 @@ def mark(tid, name, start, end):
 
 
 # two recorded steps on thread 1 over [0, 40) ms, their batch fetches 2 and 6 ms; a producer thread 2 that
-# synchronizes 10 ms and frees 1 ms, a thread 3 that only launches; a call outside the span is not counted;
+# synchronizes 10 ms (ending as step 0's GPU work ends) and frees 1 ms, a thread 3 that copies and
+# synchronizes 1.4 ms (ending with nothing) and 0.05 ms (just after step 0's end, but begun after it);
+# a call outside the span is not counted;
 # the pipeline's kernels: one launched at 5 (the step runs [0, 15)) starting at 15, one launched at 22
 # (the training stream idle) starting at 22.5, a copy launched at 31 (busy [30, 38)) starting at 34
 TRACE = [mark(1, timeline.MARK + "0", 0, 20), mark(1, timeline.MARK + "1", 20, 40),
@@ -255,6 +260,7 @@ TRACE = [mark(1, timeline.MARK + "0", 0, 20), mark(1, timeline.MARK + "1", 20, 4
          call(2, "cudaStreamSynchronize", 5, 15), call(2, "cuMemFree_v2", 16, 17, cat="cuda_driver"),
          call(2, "cudaLaunchKernel", 5, 5.5, 10), call(2, "cudaLaunchKernel", 22, 22.2, 11),
          call(3, "cudaMemcpyAsync", 31, 31.5, 12), call(3, "cudaEventSynchronize", 50, 60),
+         call(3, "cuEventSynchronize", 31.6, 33, cat="cuda_driver"), call(3, "cuEventSynchronize", 15.05, 15.1),
          gpu(SIDE, 15, 16, 10), gpu(SIDE, 22.5, 23, 11), gpu(COPIES, 34, 35, 12, "gpu_memcpy")]
 
 
@@ -269,7 +275,7 @@ def test_host_calls_per_thread_and_kind_per_recorded_step_and_the_batch_wait():
     assert got == ({
         ("training", "batch wait"): (4, 1, 6), ("training", "launch"): (1, 1, 1),
         ("thread 1", "sync"): (5, 0.5, 10), ("thread 1", "alloc"): (0.5, 0.5, 1), ("thread 1", "launch"): (0.35, 1, 0.5),
-        ("thread 2", "copy"): (0.25, 0.5, 0.5)})   # its sync at 50 ms lies past the recorded span
+        ("thread 2", "copy"): (0.25, 0.5, 0.5), ("thread 2", "sync"): (0.725, 1, 1.4)})   # not its sync at 50 ms
     assert list(calls.thread[:2]) == ["training", "training"]
     assert [host_waits.call_kind(n) for n in ("cuStreamSynchronize", "cudaMallocAsync", "cudaHostRegister",
                                               "cudaMemsetAsync", "cudaLaunchKernel")] == [
@@ -288,3 +294,14 @@ def test_queueing_tells_work_launched_while_the_step_runs_from_work_launched_whi
         "in synchronizing CUDA calls spent 5.00 ms per step in them, the one most in allocations 0.50 ms; its GPU "
         "work launched while the step ran waited 6.50 ms (median) to start, launched while the training stream "
         "idled 0.50 ms.")
+
+
+def test_synchronizing_calls_by_name_and_the_share_that_ended_as_a_steps_gpu_work_ended():
+    """Step 0's GPU work ends at 15 ms, step 1's at 38: the 10-ms stream synchronization ends at 15
+    (with the step); the event synchronizations end at 33 (with nothing) and at 15.1 (begun after
+    the step's end: not with it); a 0.2-ms window after each of 2 step ends covers 1 % of the 40-ms span."""
+    syncs = host_waits.sync_calls(TRACE, timeline.MARK, [15 * MS, 38 * MS])
+    assert list(syncs.name) == ["cudaStreamSynchronize", "cuEventSynchronize"]
+    assert syncs.drop(columns="name").round(9).values.tolist() == [[0.5, 5, 10, 10, 1, 0.01], [1, 0.725, 0.725, 1.4, 0, 0.01]]
+    table = " ".join(host_waits.sync_table(syncs.assign(pipeline="dali")).split())   # the cells, not their padding
+    assert "| `dali` | `cudaStreamSynchronize` | 0.5 | 5.00 | 10.000 [10.00] | 100 (by chance 1.0) |" in table

@@ -13,6 +13,11 @@ Over the recorded steps' span (the first recorded step's call to the last one's 
   the recorded steps) or by their rank in total call time (`thread 1` the most);
 - *batch wait*: the training thread's time inside the pipeline's `next()` (the timeline marks each
   recorded call with NEXT_MARK), ms per recorded step: how long the step waited for its input;
+- *synchronizing calls by name*: per name, on the pipeline's threads: calls and ms per recorded step,
+  the median and longest call, and the share of calls that ended within ENDED_WITH_STEP_MS after a
+  recorded step's GPU work ended (its last piece of work on the training stream): a call that waits,
+  directly or not, for the step ends there; by chance a call ends there about as often as that window
+  covers the span (the share `by_chance`, given beside it);
 - *queueing*: per piece of the pipeline's GPU work (kernels, memsets and copies on other streams than
   the training stream), from the start of the call that launched it to its start on the GPU, split by
   whether the training stream was running work at that call's start: whether its work waits behind
@@ -24,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 NEXT_MARK = "timeline next "   # the record_function name of a recorded step's batch fetch
+ENDED_WITH_STEP_MS = 0.2        # a synchronizing call ending this soon after a step's GPU work ended ended with it
 KINDS = (("sync", ("synchronize",)), ("alloc", ("malloc", "free", "memalloc", "hostalloc", "hostregister",
                                                 "hostunregister", "mempool")), ("copy", ("memcpy", "memset")))
 CALLS = ("cuda_runtime", "cuda_driver")
@@ -66,6 +72,30 @@ def host_calls(events: list[dict], step_mark: str) -> pd.DataFrame:
                           "kind": kind, "ms_per_step": g.dur.sum() / 1e3 / n, "calls_per_step": len(g) / n,
                           "longest_ms": g.dur.max() / 1e3} for (tid, kind), g in found.groupby(["tid", "kind"])])
     return rows.sort_values(["rank", "kind"]).drop(columns="rank").reset_index(drop=True)
+
+
+def sync_calls(events: list[dict], step_mark: str, step_ends: list[float]) -> pd.DataFrame:
+    """Per name of synchronizing call on the pipeline's threads over the recorded steps' span: calls
+    and ms per recorded step, the median and longest call (ms), the share that ended with a step
+    (`step_ends`: the µs at which each step's GPU work ended) and that share by chance (module docstring)."""
+    steps = _marked(events, step_mark)
+    low, high = min(e["ts"] for e in steps), max(e["ts"] + e["dur"] for e in steps)
+    training, window = {e["tid"] for e in steps}, ENDED_WITH_STEP_MS * 1e3
+    ends = np.sort(np.asarray(step_ends, dtype=float))
+    rows = []
+    for e in events:
+        if (_category(e) in CALLS and e.get("ph") == "X" and low <= e["ts"] <= high and e["tid"] not in training
+                and call_kind(str(e.get("name", ""))) == "sync"):
+            end = float(e["ts"] + e["dur"])
+            k = np.searchsorted(ends, end, side="right") - 1   # the last step end before the call's end
+            rows.append({"name": str(e["name"]), "dur": float(e["dur"]),
+                         "with_step": bool(k >= 0 and ends[k] >= e["ts"] and end - ends[k] <= window)})
+    found = pd.DataFrame(rows, columns=["name", "dur", "with_step"])
+    n, chance = len(steps), min(1.0, window * len(ends) / max(high - low, 1.0))
+    columns = ["name", "calls_per_step", "ms_per_step", "median_ms", "longest_ms", "ended_with_step", "by_chance"]
+    by_name = pd.DataFrame([(name, len(g) / n, g.dur.sum() / 1e3 / n, g.dur.median() / 1e3, g.dur.max() / 1e3,
+                             g.with_step.mean(), chance) for name, g in found.groupby("name")], columns=columns)
+    return by_name.sort_values("ms_per_step", ascending=False, ignore_index=True)
 
 
 def queueing(events: list[dict], stream: int) -> pd.DataFrame:
@@ -128,3 +158,17 @@ def sentence(s: dict) -> str:
     return (f"`{s['configuration']}`: the training thread waited {s['batch_wait_ms']:.2f} ms per step for its "
             f"batch; of the pipeline's threads, the one most in synchronizing CUDA calls spent {s['pipeline_sync_ms']:.2f} "
             f"ms per step in them, the one most in allocations {s['pipeline_alloc_ms']:.2f} ms; {queued}.")
+
+
+def sync_table(syncs: pd.DataFrame, top: int = 3) -> str:
+    """A markdown table of `sync_calls`' rows (with their `pipeline`), each configuration's `top` names
+    by time."""
+    rows = syncs.groupby("pipeline", sort=False).head(top)
+    return pd.DataFrame({
+        "configuration": rows.pipeline.map(lambda v: f"`{v}`"), "call": rows.name.map(lambda v: f"`{v}`"),
+        "calls per step": rows.calls_per_step.map(lambda v: f"{v:.1f}"),
+        "ms per step": rows.ms_per_step.map(lambda v: f"{v:.2f}"),
+        "median [longest] ms": [f"{m:.3f} [{x:.2f}]" for m, x in zip(rows.median_ms, rows.longest_ms)],
+        "ended with a step %": [f"{100 * w:.0f} (by chance {100 * c:.1f})"
+                                for w, c in zip(rows.ended_with_step, rows.by_chance)]}).to_markdown(
+        index=False, disable_numparse=True)

@@ -39,9 +39,9 @@ the next step's (so each configuration gives `steps` rows):
 Each recorded step's batch fetch (`next()`) is marked too, and `bench.studies.host_waits` reads from the
 same trace what every thread spends in CUDA calls, how long the training thread waits for its batch
 and how long the pipeline's GPU work queues, while the step runs and while it idles.
-Written into DIR: timeline.csv (a row per configuration and recorded step), host-calls.csv (a row per
-configuration, thread and kind of CUDA call), TIMELINE.md (medians [min-max] over the steps, what
-each timer includes, a sentence per configuration; then the host's and the queues' table), timeline.png
+Written into DIR: timeline.csv (a row per configuration and recorded step), host-calls.csv and
+host-syncs.csv (per configuration, thread and kind of CUDA call; synchronizing call's name), TIMELINE.md (medians [min-max] over the steps, what
+each timer includes, a sentence per configuration; then the host's and the queues' tables), timeline.png
 (`bench.studies.timeline_plot`: a few consecutive steps per configuration, model-only on top: a lane per
 CUDA stream, the training stream first); with --traces also each configuration's trace as
 trace-<variant>.json.gz where it compresses under TRACE_MAX_BYTES (off by default: three files
@@ -294,7 +294,7 @@ def sentences(df: pd.DataFrame) -> list[str]:
     return found
 
 
-def report(df: pd.DataFrame, command: str, waits: list[dict]) -> str:
+def report(df: pd.DataFrame, command: str, waits: list[dict], syncs: pd.DataFrame) -> str:
     first = df.iloc[0]
     return "\n".join([
         "# Where the GPU's time goes: the training step alone and beside each pipeline", "",
@@ -319,7 +319,12 @@ def report(df: pd.DataFrame, command: str, waits: list[dict]) -> str:
         "threads, on one of them ([host-calls.csv](host-calls.csv): every thread and kind); *queued*: the "
         "pipeline's GPU work from its launching call to its start, for work launched while the training stream "
         "ran a step's work and while it idled: n pieces, median [p90] ms.", "",
-        host_waits.table(waits), "", *[host_waits.sentence(w) for w in waits], ""])
+        host_waits.table(waits), "", *[host_waits.sentence(w) for w in waits], "",
+        "The pipeline threads' synchronizing calls by name, each configuration's three costliest "
+        "([host-syncs.csv](host-syncs.csv): every name): calls and ms per recorded step, median [longest] call, "
+        f"and the share of calls that ended within {host_waits.ENDED_WITH_STEP_MS:g} ms after a step's GPU work "
+        "ended (beside it, the share a call ending at a random moment would reach).", "",
+        host_waits.sync_table(syncs), ""])
 
 
 def profiled(batches, step, steps: int, device: torch.device, monitor: machine.GpuMonitor) -> tuple[list[dict], dict]:
@@ -378,10 +383,11 @@ def record(label: str, spec: RunSpec, shared: Shared, device: torch.device,
 
 
 def measure(model: RunSpec, variants: list[tuple[str, RunSpec]], device: torch.device, out: Path,
-            traces_kept: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
+            traces_kept: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[dict]]:
     """Every configuration recorded in this process (module docstring): a row per recorded step; a
-    row per configuration, thread and kind of host call, and a summary per configuration (`host_waits`)."""
-    rows, calls, waits, traces, shared = [], [], [], {}, Shared()
+    row per configuration, thread and kind of host call; per configuration and synchronizing call's name;
+    and a summary per configuration (`host_waits`)."""
+    rows, calls, syncs, waits, traces, shared = [], [], [], [], {}, Shared()
     with machine.cpu_budget(model.cpus):
         machine.blocking_waits(device)
         # the profiler started once before any CUDA graph is captured: PyTorch's workaround for the kernels of a
@@ -392,6 +398,8 @@ def measure(model: RunSpec, variants: list[tuple[str, RunSpec]], device: torch.d
             stream = training_stream(work)
             found = host_waits.host_calls(events, MARK)
             calls.append(found.assign(pipeline=label))
+            ends = [max(w.end for w in work if w.step == i and w.stream == stream) for i in range(len(steps) + 1)]
+            syncs.append(host_waits.sync_calls(events, MARK, ends).assign(pipeline=label))
             waits.append({"configuration": label, **host_waits.summary(found, host_waits.queueing(events, stream))})
             del events
             steps = step_rows(work, stream)
@@ -401,7 +409,7 @@ def measure(model: RunSpec, variants: list[tuple[str, RunSpec]], device: torch.d
                       "batch_size": c.batch_size, "dtype": c.dtype, "cpus": spec.cpus, "source": c.source,
                       **row, "gpu_jpg_util": gpu.get("gpu_jpg_util")} for row in steps]
     draw(traces, out / "timeline.png")
-    return with_stretch(pd.DataFrame(rows)), pd.concat(calls, ignore_index=True), waits
+    return with_stretch(pd.DataFrame(rows)), pd.concat(calls, ignore_index=True), pd.concat(syncs, ignore_index=True), waits
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -427,12 +435,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     environment = results.environment()
-    df, calls, waits = measure(model, variants, device, args.out, args.traces)
+    df, calls, syncs, waits = measure(model, variants, device, args.out, args.traces)
     calls.to_csv(args.out / "host-calls.csv", index=False)
+    syncs.to_csv(args.out / "host-syncs.csv", index=False)
     df = df.assign(**{k: v for k, v in environment.items() if k not in df.columns})
     df.to_csv(args.out / "timeline.csv", index=False)
     command = shlex.join(["python", "-m", "bench.studies.timeline", *(argv if argv is not None else sys.argv[1:])])
-    (args.out / "TIMELINE.md").write_text(report(df, command, waits))
+    (args.out / "TIMELINE.md").write_text(report(df, command, waits, syncs))
     print("\n".join(sentences(df) + [host_waits.sentence(w) for w in waits]))
     return 0
 
