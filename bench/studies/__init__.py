@@ -1,7 +1,7 @@
 """Studies: measurements beside the sweep, each a command of its own, that explain or check it.
 
 `timeline` (`python -m bench.studies.timeline`: where the GPU's time goes, from a profiler trace;
-`timeline_plot` draws it), `standin` (`python -m bench.studies.standin`: how well the busy step
+`timeline_plot` draws it, `host_waits` reads the host's CUDA calls and the GPU's queues from it), `standin` (`python -m bench.studies.standin`: how well the busy step
 stands in for a real training step), `stability` (`pipebench stability`: memory over many
 epochs), `priority` (a pipeline's GPU work beside a busy step, by stream priority) and
 `decode_stages` (a GPU-decoding producer's time per batch). They use `measuring/` and `results/` as
