@@ -36,9 +36,8 @@ the next step's (so each configuration gives `steps` rows):
   stretch            step_kernel_ms over the median of model-only's (SM contention makes it > 1);
   gpu_jpg_util       the hardware JPEG decoder's utilization at the recording's end
                      (`machine.GpuMonitor`; empty where NVML cannot give it).
-Each recorded step's batch fetch (`next()`) is marked too, and `bench.studies.host_waits` reads from the
-same trace what every thread spends in CUDA calls, how long the training thread waits for its batch
-and how long the pipeline's GPU work queues, while the step runs and while it idles.
+Each recorded step's batch fetch (`next()`) is marked too; `bench.studies.host_waits` reads from the trace
+every thread's CUDA calls, the training thread's wait for its batch and the pipeline's GPU queueing.
 Written into DIR: timeline.csv (a row per configuration and recorded step), host-calls.csv and
 host-syncs.csv (per configuration, thread and kind of CUDA call; synchronizing call's name), TIMELINE.md (medians [min-max] over the steps, what
 each timer includes, a sentence per configuration; then the host's and the queues' tables), timeline.png
