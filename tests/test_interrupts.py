@@ -86,6 +86,29 @@ def test_ctrl_c_while_dataloader_workers_start_stops_after_the_iterator_is_whole
     assert not multiprocessing.active_children()
 
 
+def test_ctrl_c_while_stability_starts_its_dataloader_workers_stops_after_the_iterator_is_whole(
+        tmp_path, synthetic_root, monkeypatch, capfd):
+    """`pipebench stability`: a Ctrl-C while an epoch's DataLoader iterator is being built stops the
+    run once it is whole (a worker unpickling a semaphore the stopped run had unlinked printed a
+    FileNotFoundError traceback: issue 69's campaign, case 13): exit 130, no traceback, no worker left."""
+    built = []
+    reset = torch_dataloader._MultiProcessingDataLoaderIter._reset
+
+    def interrupted_reset(self, loader, first_iter=False):
+        if not built:
+            os.kill(os.getpid(), signal.SIGINT)
+        reset(self, loader, first_iter)
+        built.append(True)
+    monkeypatch.setattr(torch_dataloader._MultiProcessingDataLoaderIter, "_reset", interrupted_reset)
+    code = cli.main(["stability", "--device", "cpu", "--data-root", str(synthetic_root), "--pipelines", "dataloader",
+                     "--workers", "2", "--max-samples", "128", "--batch-size", "16", "--epochs", "3",
+                     "--out", str(tmp_path / "run")])
+    err = capfd.readouterr().err
+    assert code == 130 and built and "stopped by SIGINT after 0 of 3 epochs" in err
+    assert "Traceback" not in err and "Error" not in err
+    assert not multiprocessing.active_children()
+
+
 # `pipebench ARGV` (argv[3:]) whose first import of module argv[1] says so on stderr, once, and with
 # argv[2] == "hold" waits there until a signal comes (two minutes at most): a Ctrl-C while it imports
 ANNOUNCED_IMPORT = """

@@ -29,7 +29,9 @@ class Interrupted(BaseException):
         self.exit_code = 128 + signum
 
 
-HOLD_S = 5.0   # the longest a signal is held back (module docstring)
+HOLD_S = 20.0   # the longest a signal is held back (module docstring): a DataLoader's first worker waits for the
+               # forkserver's import of torch, over 5 s on a loaded 2-core machine (5 s let 3 of 12 stops of
+               # `stability` as it started print a worker's traceback: results/2026-12-02-tests/ctrl-c-stability-*.txt)
 RESEND_S = 0.1   # a signal that landed in a finalizer is sent again this much later
 _held = {"depth": 0, "signum": None, "timer": None}   # deferred blocks entered; the signal held back, if any
 

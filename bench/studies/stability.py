@@ -9,10 +9,13 @@ as timm's PrefetchLoader once did) shows a line that climbs; a flat line after t
 the pass. Stopped early (Ctrl-C), it writes the epochs measured and says where it stopped.
 
 Rows come from `measure` as each epoch ends (`harness.Touch` reads each batch; the device is
-synchronized around every epoch), so an interrupted run keeps every epoch it finished.
+synchronized around every epoch), so an interrupted run keeps every epoch it finished. Each epoch's
+iterator starts, up to its first batch, with Ctrl-C held back (`interrupts.deferred`), as the harness
+starts its own: a stop never leaves a DataLoader's workers half started.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from pathlib import Path
@@ -29,7 +32,7 @@ import pipelines  # noqa: E402
 from pipelines.config import PipelineConfig  # noqa: E402
 from pipelines.contract import resolve_device  # noqa: E402
 
-from ..measuring import harness, machine  # noqa: E402
+from ..measuring import harness, interrupts, machine  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -52,7 +55,10 @@ def measure(name: str, config: PipelineConfig, epochs: int) -> Iterator[dict]:
             pipeline.set_epoch(epoch)
             harness.sync(device)
             start, images = time.perf_counter(), 0
-            for x, y in pipeline:
+            with interrupts.deferred():   # the epoch's iterator whole, up to its first batch, before a stop
+                batches = iter(pipeline)
+                first = next(batches, None)
+            for x, y in itertools.chain([] if first is None else [first], batches):
                 touch(x, y)
                 images += len(y)
             harness.sync(device)
