@@ -126,8 +126,8 @@ def test_nvjpeg_is_set_up_as_nvidias_resnet50_example_sets_it_up(folder):
 
 
 def test_the_file_reader_reads_the_photographs_themselves_with_dalis_own_crops(folder):
-    """`dali_reader="file"` (NVIDIA's example): no file-tree copy; each epoch every photograph once with
-    its own label (12 in batches of 5: 5, 5, 2), DALI's random crops normalized into the contract (so
+    """`dali_reader="file"` (NVIDIA's example): no file-tree copy; each epoch, the first too, every
+    photograph once with its own label, shuffled (12 in batches of 5: 5, 5, 2), DALI's random crops normalized into the contract (so
     two epochs differ), and `stages()` runs its graph; eval (no shuffle, no augmentation): the files in
     order, the centre crop the external source cuts within a resampling's rounding."""
     config = photos_config(folder, dali_reader="file")
@@ -140,6 +140,7 @@ def test_the_file_reader_reads_the_photographs_themselves_with_dalis_own_crops(f
         for x, _ in e:
             assert x.shape[1:] == (3, 64, 64) and (normalize(pixels(x), config) - x).abs().max() < 1e-5
     assert not torch.equal(train[0][0][0], train[1][0][0])
+    assert torch.cat([y for _, y in train[0]]).tolist() != data.labels.tolist()   # the first epoch shuffled too
     with pipelines.build("dali", config) as p:   # stages(): DALI's reader runs inside, its graph on fixed files
         stages = p.stages()
         assert stages.host is None and stages.device().shape == (5, 3, 64, 64)
