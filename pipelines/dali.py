@@ -32,8 +32,7 @@ engine are slower, and libjpeg-turbo on many threads is faster and leaves the GP
 `dali_reader="parallel"` runs the external source in `num_workers` spawned processes (DALI's
 parallel external source). `dali_reader="file"` reads the folder-tree copy (photographs: their own
 files) with `fn.readers.file` instead: DALI's own sharding and per-epoch shuffle
-(`shuffle_after_epoch`, seeded; DALI shuffles after an epoch only, so the list it is given is the first
-epoch's order, permuted with the seed), one training batch per DALI batch; epochs follow the reader's
+(`shuffle_after_epoch`, seeded), one training batch per DALI batch; epochs follow the reader's
 sequence from construction and `set_epoch` does not select one. The reader reads on across epoch
 ends too (DALI's iterator only counts the epoch's samples), so its queue does not drain there
 either. Its sharding policy is DALI's: contiguous shards of the (shuffled) file list whose sizes
@@ -185,10 +184,9 @@ class DaliPipeline(Pipeline):
             root = self.tree_root = sources.prepare_jpeg_tree(self.data.folder, c.jpeg_quality, c.image_size,
                                                               c.cache_root)
             files = [sources.tree_path(c.split, i, label) for i, label in enumerate(self.data.labels)]
-        order = np.random.default_rng(c.seed).permutation(len(files)) if c.shuffle else np.arange(len(files))
-        return dali.fn.readers.file(   # DALI shuffles after an epoch only: the first epoch's order is drawn here
-            file_root=str(root), files=[files[i] for i in order], labels=self.data.labels[order].tolist(),
-            name="reader", random_shuffle=False, shuffle_after_epoch=c.shuffle, seed=c.seed, shard_id=c.rank,
+        return dali.fn.readers.file(
+            file_root=str(root), files=files, labels=self.data.labels.tolist(), name="reader",
+            random_shuffle=False, shuffle_after_epoch=c.shuffle, seed=c.seed, shard_id=c.rank,
             num_shards=c.world_size, pad_last_batch=True)   # one shuffle seed for every shard
 
     def _pipelines(self, make_source) -> list:
