@@ -121,8 +121,8 @@ class DaliPipeline(Pipeline):
         self.cuda = self.device.type == "cuda"
         self.file_reader = config.dali_reader == "file"
         side = None if self.data.images is None else self.data.images.shape[1]   # photographs: any size
-        if self.encoding == "jpeg" and (not self.file_reader or side is None):   # before DALI sees a file it
-            refuse_unframed(self.data.jpeg, config.split, side)                   # may die of (photos: as read)
+        if self.encoding == "jpeg" and (not self.file_reader or side is None):   # photographs: as read, which
+            refuse_unframed(self.data.jpeg, config.split, side)   # DALI's reader reads too; before DALI may die of one
         self.multiple = 1 if self.file_reader else self.config.dali_batch_multiple   # batches per DALI batch
         self.labels = torch.from_numpy(self.data.labels).to(self.device)
         if self.data.sizes is None:   # photographs come out of DALI as contract images
@@ -322,24 +322,25 @@ class DaliPipeline(Pipeline):
         (`jpeg_errors.undecodable_jpeg`, see its limits) among those DALI may have been decoding, or None.
         External source: the DALI batches from the one due next to the last that DALI can have
         prefetched (dali_queue_depth ahead, plus one), on into the next epoch (`_upcoming`).
-        readers.file: its own order, so every file of the tree, which holds the same bytes as the
-        packed copy but can be damaged apart from it."""
+        readers.file: its own order, so every file: CIFAR's of the tree, which holds the same bytes as
+        the packed copy but can be damaged apart from it; photographs' as read."""
         c = self.config
         if self.encoding != "jpeg":
             return None
-        if self.file_reader and self.data.sizes is not None:   # photographs: any of them
-            bad = undecodable_jpeg(self.data.jpeg, range(len(self.data)), None)
-            return None if bad is None else undecodable_sample(c.split, *bad, paths=self.data.jpeg.paths)
-        if self.file_reader:
+        if self.file_reader and self.data.sizes is None:
             paths = [self.tree_root / sources.tree_path(c.split, i, label)
                      for i, label in enumerate(self.data.labels)]
             bad = undecodable_jpeg(Files(paths), range(len(paths)), self.data.images.shape[1])   # CIFAR only
             return None if bad is None else undecodable_sample(
                 c.split, *bad, f"JPEG file tree ({paths[bad[0]]})",
                 remedy=f"delete {self.tree_root} (it is written again when next used)")
-        window = self._upcoming(c.dali_queue_depth + 2)
-        size = None if self.data.images is None else self.data.images.shape[1]   # photographs: any size
-        bad = undecodable_jpeg(self.data.jpeg, np.concatenate(window), size) if window else None
+        if self.file_reader:   # photographs through DALI's reader: in its own order, so any of them
+            indices, size = range(len(self.data)), None
+        else:
+            window = self._upcoming(c.dali_queue_depth + 2)
+            indices = np.concatenate(window) if window else []
+            size = None if self.data.images is None else self.data.images.shape[1]   # photographs: any size
+        bad = undecodable_jpeg(self.data.jpeg, indices, size) if len(indices) else None
         return None if bad is None else undecodable_sample(c.split, *bad, paths=self.data.jpeg.paths)
 
     def _upcoming(self, count: int) -> list[np.ndarray]:

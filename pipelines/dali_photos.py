@@ -80,16 +80,17 @@ def random_crop_graph(dali: SimpleNamespace, config: PipelineConfig, sizes: np.n
     if config.augment:
         images = dali.fn.decoders.image_random_crop(files, output_type=dali.types.RGB, random_area=list(SCALE),
                                                     random_aspect_ratio=list(RATIO), num_attempts=ATTEMPTS, **args)
-        size, crop, mirror = dict(resize_x=config.image_size, resize_y=config.image_size), None, \
-            dali.fn.random.coin_flip(probability=0.5)
     else:
         images = dali.fn.decoders.image(files, output_type=dali.types.RGB, **args)
-        size = dict(size=round(config.image_size * RESIZE / CROP), mode="not_smaller")
-        crop, mirror = config.image_size, False
     if cuda and not mixed:
         images = images.gpu()
-    images = dali.fn.resize(images, interp_type=dali.types.INTERP_TRIANGULAR, **size)
-    return _normalized(dali, config, images, mirror, crop)
+    if config.augment:
+        images = dali.fn.resize(images, resize_x=config.image_size, resize_y=config.image_size,
+                                interp_type=dali.types.INTERP_TRIANGULAR)
+        return _normalized(dali, config, images, dali.fn.random.coin_flip(probability=0.5))
+    images = dali.fn.resize(images, size=round(config.image_size * RESIZE / CROP), mode="not_smaller",
+                            interp_type=dali.types.INTERP_TRIANGULAR)
+    return _normalized(dali, config, images, False, crop=config.image_size)
 
 
 def reader_files(paths: tuple[str, ...]) -> tuple[str, list[str]]:

@@ -63,11 +63,9 @@ def test_without_the_handler_deferred_changes_nothing():
         signal.signal(signal.SIGINT, previous)
 
 
-def test_ctrl_c_while_dataloader_workers_start_stops_after_the_iterator_is_whole(tmp_path, synthetic_root,
-                                                                                monkeypatch, capfd):
-    """--no-isolate: a Ctrl-C that arrives while the DataLoader's iterator is being built (its
-    workers started, its first indices not yet sent) stops the run once the iterator is whole:
-    exit 130, the stop message, no traceback, no worker left."""
+def sigint_while_a_dataloader_iterator_is_built(monkeypatch) -> list:
+    """SIGINT to this process inside the first DataLoader iterator's construction (its workers started,
+    its first indices not yet sent); the list returned gains an item as each iterator is whole."""
     built = []
     reset = torch_dataloader._MultiProcessingDataLoaderIter._reset
 
@@ -77,6 +75,15 @@ def test_ctrl_c_while_dataloader_workers_start_stops_after_the_iterator_is_whole
         reset(self, loader, first_iter)
         built.append(True)
     monkeypatch.setattr(torch_dataloader._MultiProcessingDataLoaderIter, "_reset", interrupted_reset)
+    return built
+
+
+def test_ctrl_c_while_dataloader_workers_start_stops_after_the_iterator_is_whole(tmp_path, synthetic_root,
+                                                                                monkeypatch, capfd):
+    """--no-isolate: a Ctrl-C that arrives while the DataLoader's iterator is being built (its
+    workers started, its first indices not yet sent) stops the run once the iterator is whole:
+    exit 130, the stop message, no traceback, no worker left."""
+    built = sigint_while_a_dataloader_iterator_is_built(monkeypatch)
     code = cli.main(["compare", "--device", "cpu", "--no-isolate", "--data-root", str(synthetic_root),
                      "--pipelines", "dataloader", "--modes", "loader", "--workers", "2", "--steps", "2",
                      "--out", str(tmp_path / "run")])
@@ -91,15 +98,7 @@ def test_ctrl_c_while_stability_starts_its_dataloader_workers_stops_after_the_it
     """`pipebench stability`: a Ctrl-C while an epoch's DataLoader iterator is being built stops the
     run once it is whole (a worker unpickling a semaphore the stopped run had unlinked printed a
     FileNotFoundError traceback: issue 69's campaign, case 13): exit 130, no traceback, no worker left."""
-    built = []
-    reset = torch_dataloader._MultiProcessingDataLoaderIter._reset
-
-    def interrupted_reset(self, loader, first_iter=False):
-        if not built:
-            os.kill(os.getpid(), signal.SIGINT)
-        reset(self, loader, first_iter)
-        built.append(True)
-    monkeypatch.setattr(torch_dataloader._MultiProcessingDataLoaderIter, "_reset", interrupted_reset)
+    built = sigint_while_a_dataloader_iterator_is_built(monkeypatch)
     code = cli.main(["stability", "--device", "cpu", "--data-root", str(synthetic_root), "--pipelines", "dataloader",
                      "--workers", "2", "--max-samples", "128", "--batch-size", "16", "--epochs", "3",
                      "--out", str(tmp_path / "run")])

@@ -301,6 +301,7 @@ def test_synchronizing_calls_by_name_and_the_share_that_ended_as_a_steps_gpu_wor
     (with the step); the event synchronizations end at 33 (with nothing) and at 15.1 (begun after
     the step's end: not with it); a 0.2-ms window after each of 2 step ends covers 1 % of the 40-ms span."""
     syncs = host_waits.sync_calls(TRACE, timeline.MARK, [15 * MS, 38 * MS])
+    assert host_waits.step_ends(WORK, TRAIN) == [20 * MS, 45 * MS, 60 * MS]   # each step's last work on the stream
     assert list(syncs.name) == ["cudaStreamSynchronize", "cuEventSynchronize"]
     assert syncs.drop(columns="name").round(9).values.tolist() == [[0.5, 5, 10, 10, 1, 0.01], [1, 0.725, 0.725, 1.4, 0, 0.01]]
     table = " ".join(host_waits.sync_table(syncs.assign(pipeline="dali")).split())   # the cells, not their padding

@@ -58,9 +58,9 @@ def check_size(grids: list, device: torch.device, world: distributed.World) -> N
                          "to run them all")
 
 
-def predicted(args, specs: list[RunSpec], device: torch.device, world: distributed.World) -> bool:
-    """The plan's predicted device time said (`bench.running.estimate`); a one-line ValueError where it
-    is past --lease-minutes on a GPU (unless --estimate or --past-lease). True once said."""
+def predicted(args, specs: list[RunSpec], device: torch.device, world: distributed.World) -> estimate.Estimate:
+    """The plan's predicted device time (`bench.running.estimate`), said and returned; a one-line
+    ValueError where it is past --lease-minutes on a GPU (unless --estimate or --past-lease)."""
     folders = [ROOT / "results", *([args.out] if args.out else [])]
     found = estimate.plan_estimate(specs, device, folders)
     if world.rank == 0:
@@ -70,7 +70,7 @@ def predicted(args, specs: list[RunSpec], device: torch.device, world: distribut
     if not args.estimate and not args.past_lease and found.sources and found.seconds > args.lease_minutes * 60:
         raise ValueError(f"the plan is predicted to take {found.seconds / 60:.0f} min, more than --lease-minutes "
                          f"{args.lease_minutes:g}: split it (fewer cells per run), or pass --past-lease")
-    return True
+    return found
 
 
 def resume_command(argv: list[str], out: Path) -> str:
@@ -98,7 +98,8 @@ def run_grid(grids: list, argv: list[str]) -> int:
         check_size(grids, device, world)
         specs = specs_for(grids, device, world)
         if args.estimate or (device.type == "cuda" and not args.past_lease):
-            if predicted(args, specs, device, world) and args.estimate:
+            predicted(args, specs, device, world)
+            if args.estimate:
                 return 0
     except ValueError as e:
         raise _fail(args.command, e) from None

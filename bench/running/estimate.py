@@ -104,25 +104,24 @@ class Estimate:
 class Costs:
     """What earlier rows say a member costs (module docstring)."""
 
-    def __init__(self, rows: pd.DataFrame, cuda: bool):
+    def __init__(self, rows: pd.DataFrame, cuda: bool, gaps: pd.DataFrame | None = None):
         """From `rows` of runs on a GPU (`cuda`) or on a CPU alone: a CPU run's processes start, warm up
-        and time otherwise."""
+        and time otherwise. `gaps`: those of these rows (`_gaps`), where already known."""
         on_gpu = rows.device.astype(str).str.startswith("cuda") if "device" in rows else False
         rows = rows[on_gpu == cuda]
         ok = rows[(rows.status == "ok") & rows.img_per_s.notna() & rows.seconds.notna()].copy()
         ok["t"] = pd.to_datetime(ok.timestamp, utc=True, errors="coerce", format="ISO8601")
-        self.rows = ok[ok.t.notna()]
+        self.rows, self.cuda = ok[ok.t.notna()], cuda
         self.sources = self.rows.run_id.nunique() if len(self.rows) else 0
-        self.gaps = _gaps(self.rows)
+        self.gaps = _gaps(self.rows) if gaps is None else gaps
         self.start = _process_start(self.gaps)
+        self.medians = [self.rows.groupby(KEY + extra).img_per_s.median().to_dict()   # per key, once
+                        for extra in (["gpu", "cpus"], ["cpus"], [])] if len(self.rows) else [{}, {}, {}]
 
     def without(self, run_ids: set[str]) -> "Costs":
         """These costs less the rows of the runs `run_ids` (a run predicted from the others' rows)."""
-        other = object.__new__(Costs)
-        other.rows = self.rows[~self.rows.run_id.isin(run_ids)]
-        other.gaps = self.gaps[~self.gaps.run_id.isin(run_ids)]
-        other.sources, other.start = other.rows.run_id.nunique(), _process_start(other.gaps)
-        return other
+        return Costs(self.rows[~self.rows.run_id.isin(run_ids)], self.cuda,
+                     self.gaps[~self.gaps.run_id.isin(run_ids)])
 
     @classmethod
     def of(cls, folders: list[Path], cuda: bool) -> "Costs":
@@ -148,11 +147,8 @@ class Costs:
 
     def _median(self, want: dict, cpus: float, gpu: str) -> float:
         """The median rate of rows like `want` on this GPU and cores, else these cores, else any."""
-        if not hasattr(self, "_medians"):   # per key, once: a plan asks for hundreds
-            self._medians = [self.rows.groupby(KEY + extra).img_per_s.median().to_dict()
-                             for extra in (["gpu", "cpus"], ["cpus"], [])] if len(self.rows) else [{}, {}, {}]
         key = tuple(want[k] for k in KEY)
-        for medians, extra in zip(self._medians, ((gpu, cpus), (cpus,), ())):
+        for medians, extra in zip(self.medians, ((gpu, cpus), (cpus,), ())):
             if key + extra in medians:
                 return float(medians[key + extra])
         return math.nan

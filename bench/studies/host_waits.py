@@ -50,14 +50,18 @@ def _marked(events: list[dict], mark: str) -> list[dict]:
     return [e for e in events if _category(e) == "user_annotation" and str(e.get("name", "")).startswith(mark)]
 
 
-def host_calls(events: list[dict], step_mark: str) -> pd.DataFrame:
-    """Per thread and kind of call: ms and calls per recorded step, the longest call (ms), over the
-    recorded steps' span (module docstring); plus the training thread's batch wait as kind `batch wait`."""
+def _recorded(events: list[dict], step_mark: str) -> tuple[int, float, float, set]:
+    """The recorded steps' count, span (µs, from the first one's call to the last one's end) and threads."""
     steps = _marked(events, step_mark)
     if not steps:
         raise ValueError(f"the trace holds no recorded step ({step_mark!r})")
-    low, high = min(e["ts"] for e in steps), max(e["ts"] + e["dur"] for e in steps)
-    training = {e["tid"] for e in steps}
+    return len(steps), min(e["ts"] for e in steps), max(e["ts"] + e["dur"] for e in steps), {e["tid"] for e in steps}
+
+
+def host_calls(events: list[dict], step_mark: str) -> pd.DataFrame:
+    """Per thread and kind of call: ms and calls per recorded step, the longest call (ms), over the
+    recorded steps' span (module docstring); plus the training thread's batch wait as kind `batch wait`."""
+    n, low, high, training = _recorded(events, step_mark)
     calls = pd.DataFrame([{"tid": e["tid"], "kind": call_kind(str(e.get("name", ""))), "dur": float(e["dur"])}
                           for e in events if _category(e) in CALLS and e.get("ph") == "X" and low <= e["ts"] <= high])
     waits = pd.DataFrame([{"tid": e["tid"], "kind": "batch wait", "dur": float(e["dur"])}
@@ -67,7 +71,6 @@ def host_calls(events: list[dict], step_mark: str) -> pd.DataFrame:
         return pd.DataFrame(columns=["thread", "kind", "ms_per_step", "calls_per_step", "longest_ms"])
     totals = found[~found.tid.isin(training)].groupby("tid").dur.sum().sort_values(ascending=False)
     ranks = {tid: 0 for tid in training} | {tid: k for k, tid in enumerate(totals.index, 1)}
-    n = len(steps)
     rows = pd.DataFrame([{"rank": ranks[tid], "thread": f"thread {ranks[tid]}" if ranks[tid] else "training",
                           "kind": kind, "ms_per_step": g.dur.sum() / 1e3 / n, "calls_per_step": len(g) / n,
                           "longest_ms": g.dur.max() / 1e3} for (tid, kind), g in found.groupby(["tid", "kind"])])
@@ -78,9 +81,8 @@ def sync_calls(events: list[dict], step_mark: str, step_ends: list[float]) -> pd
     """Per name of synchronizing call on the pipeline's threads over the recorded steps' span: calls
     and ms per recorded step, the median and longest call (ms), the share that ended with a step
     (`step_ends`: the µs at which each step's GPU work ended) and that share by chance (module docstring)."""
-    steps = _marked(events, step_mark)
-    low, high = min(e["ts"] for e in steps), max(e["ts"] + e["dur"] for e in steps)
-    training, window = {e["tid"] for e in steps}, ENDED_WITH_STEP_MS * 1e3
+    n, low, high, training = _recorded(events, step_mark)
+    window = ENDED_WITH_STEP_MS * 1e3
     ends = np.sort(np.asarray(step_ends, dtype=float))
     rows = []
     for e in events:
@@ -91,11 +93,21 @@ def sync_calls(events: list[dict], step_mark: str, step_ends: list[float]) -> pd
             rows.append({"name": str(e["name"]), "dur": float(e["dur"]),
                          "with_step": bool(k >= 0 and ends[k] >= e["ts"] and end - ends[k] <= window)})
     found = pd.DataFrame(rows, columns=["name", "dur", "with_step"])
-    n, chance = len(steps), min(1.0, window * len(ends) / max(high - low, 1.0))
+    chance = min(1.0, window * len(ends) / max(high - low, 1.0))
     columns = ["name", "calls_per_step", "ms_per_step", "median_ms", "longest_ms", "ended_with_step", "by_chance"]
     by_name = pd.DataFrame([(name, len(g) / n, g.dur.sum() / 1e3 / n, g.dur.median() / 1e3, g.dur.max() / 1e3,
                              g.with_step.mean(), chance) for name, g in found.groupby("name")], columns=columns)
     return by_name.sort_values("ms_per_step", ascending=False, ignore_index=True)
+
+
+def step_ends(work, stream: int) -> list[float]:
+    """When each recorded step's GPU work on the training stream `stream` ended (µs): its last piece's
+    end (`work`: the timeline's `Work`, each with its step, stream and end)."""
+    ends: dict[int, float] = {}
+    for w in work:
+        if w.step is not None and w.stream == stream:
+            ends[w.step] = max(ends.get(w.step, w.end), w.end)
+    return sorted(ends.values())
 
 
 def queueing(events: list[dict], stream: int) -> pd.DataFrame:

@@ -397,9 +397,7 @@ def measure(model: RunSpec, variants: list[tuple[str, RunSpec]], device: torch.d
             stream = training_stream(work)
             found = host_waits.host_calls(events, MARK)
             calls.append(found.assign(pipeline=label))
-            ends = sorted({w.step: w.end for w in sorted(work, key=lambda w: w.end) if w.step is not None
-                           and w.stream == stream}.values())   # each step's last work on the training stream
-            syncs.append(host_waits.sync_calls(events, MARK, ends).assign(pipeline=label))
+            syncs.append(host_waits.sync_calls(events, MARK, host_waits.step_ends(work, stream)).assign(pipeline=label))
             waits.append({"configuration": label, **host_waits.summary(found, host_waits.queueing(events, stream))})
             del events
             steps = step_rows(work, stream)
