@@ -1624,3 +1624,13 @@ def test_a_cpu_run_s_report_says_once_that_its_timers_ran_without_a_gpu(tmp_path
     assert report.write([write(tmp_path, rows, "cpu")], tmp_path / "a").read_text().count(report.files.NO_GPU) == 1
     gpu = [dict(r, device="cuda:0") for r in rows]
     assert report.files.NO_GPU not in report.write([write(tmp_path, gpu, "gpu")], tmp_path / "b").read_text()
+
+
+def test_two_pipelines_within_noise_of_each_other_reach_up_to_the_faster_ones_share(tmp_path):
+    """Neither fed, the two within noise: the share said is the faster one's, so 'up to' it."""
+    rows = [*processes("model", "none", windows(50_000, 50_000, 50_000), model="m", step="eager"),
+            *processes("e2e", "prefetch", windows(41_000, 39_000, 40_000), model="m", step="eager"),
+            *processes("e2e", "resident", windows(40_500, 39_500, 39_800), model="m", step="eager")]
+    (text,) = report.answers(report.cells(report.load([write(tmp_path, rows)])))
+    assert text.endswith("the fastest, `prefetch` or `resident` (within noise of each other), reach up to 80.0% of "
+                         "model-only.")

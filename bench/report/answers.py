@@ -146,7 +146,7 @@ def answer(rows: pd.DataFrame) -> str:
         unsure = f", but {best.verdict}: {best.why.split('but ', 1)[-1]}" if best.share >= FED else ""
         shown_to = " is shown to keep" if rows.verdict.str.startswith("inconclusive").any() else " keeps"
         return "; ".join(parts) + (f"; no pipeline{shown_to} it fed: the fastest, {names}{within}, "
-                                   f"reach{'' if len(tied) > 1 else 'es'} {pct(best.share)} of model-only"
+                                   f"{'reach up to' if len(tied) > 1 else 'reaches'} {pct(best.share)} of model-only"
                                    f"{f' ({free})' if free else ''}{unsure}{speed}{left}"
                                    f"{restarts_clause(rows, [*shown, best])}.")
     faster = f" ({best.img_per_s / base.img_per_s:.1f}× faster than `dataloader`)" if other else ""
