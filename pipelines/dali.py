@@ -52,8 +52,10 @@ set up as NVIDIA's ResNet-50 example sets it up, its own file reader and random 
 (`dali_reader="file"`); the one copy that makes the batch torch's converts it to the contract's dtype.
 `dali_cpu_share` splits every batch between the two decoders: two DALI pipelines, one decoding
 round(share x B) files of each batch with libjpeg-turbo, the other the rest with nvJPEG, each fed its
-slice of the same plan (one graph cannot concatenate two batches), `dali_threads` shared in proportion;
-the copy that owns the batch concatenates the two.
+slice of the same plan (one graph cannot concatenate two batches), nvJPEG's a quarter of `dali_threads`
+(at least 1: its host work per photograph, parsing and the Huffman decoding of what the hardware decoder
+does not take, is a fraction of a CPU decode's), the CPU decoder's the rest (at least 1); the copy that
+owns the batch concatenates the two.
 
 Without a GPU the same graphs run CPU-only (`device_id=None`, CPU decoder). The knobs are declared in
 `dali_options`, the external source's callbacks in `dali_sources`; neither needs DALI."""
@@ -192,14 +194,15 @@ class DaliPipeline(Pipeline):
     def _pipelines(self, make_source) -> list:
         """The DALI pipelines fed by the sources `make_source()` makes (None: readers.file): one, or
         with a split (`dali_cpu_share`) the CPU decoder's and nvJPEG's, each fed its slice of every
-        batch by a source of its own, `dali_threads` shared in proportion (at least 1 each)."""
+        batch by a source of its own, nvJPEG's a quarter of `dali_threads`, the CPU decoder's the rest
+        (at least 1 each)."""
         c = self.config
         if len(self.decoders) == 1:
             source = None if make_source is None else make_source()
             parallel = c.dali_reader == "parallel" and isinstance(source, EpochSource)
             return [self._graph(source, self.decoders[0], c.dali_threads, parallel)]
-        cpu = max(1, round(c.dali_cpu_share * c.dali_threads))
-        threads = {"cpu": cpu, "mixed": max(1, c.dali_threads - cpu)}
+        mixed = max(1, round(c.dali_threads / 4))
+        threads = {"cpu": max(1, c.dali_threads - mixed), "mixed": mixed}
         return [self._graph(Share(make_source(), c.dali_cpu_share, cpu=decoder == "cpu"), decoder, threads[decoder])
                 for decoder in self.decoders]
 

@@ -24,8 +24,9 @@ BATCH_MULTIPLE = Option("dali_batch_multiple", 4, "external / parallel reader on
                         "of this many training batches, which the pipeline splits (its fixed cost shared); "
                         "photographs: 1", low=1, high=64, within=True)
 CPU_SHARE = Option("dali_cpu_share", 0.0, "photographs: share of each batch's files decoded by libjpeg-turbo on DALI's "
-                   "threads, the rest by nvJPEG (dali_decoder mixed), in two DALI pipelines sharing dali_threads in "
-                   "proportion; 0 = all by dali_decoder", kind=float, low=0.0, high=1.0, listed=True)
+                   "threads, the rest by nvJPEG (dali_decoder mixed), in two DALI pipelines: nvJPEG's a quarter of "
+                   "dali_threads, the CPU decoder's the rest; 0 = all by dali_decoder", kind=float, low=0.0, high=1.0,
+                   listed=True)
 
 
 def resolved(config: PipelineConfig) -> PipelineConfig:

@@ -99,11 +99,12 @@ def test_a_split_between_the_decoders_gives_the_same_images_in_the_same_order(fo
 
 
 def test_a_split_runs_two_pipelines_sharing_the_threads_and_its_stages(folder):
-    """Two DALI pipelines, `dali_threads` shared in proportion (at least 1 each); `stages()` runs
+    """Two DALI pipelines, nvJPEG's a quarter of `dali_threads`, the CPU decoder's the rest (at least 1
+    each, whatever the share); `stages()` runs
     both on one fixed batch, its payload one part per decoder; `close()` shuts both down."""
     config = photos_config(folder, dali_threads=4, dali_cpu_share=0.25)
     with pipelines.build("dali", config) as p:
-        assert p.decoders == ["cpu", "mixed"] and [pipe.num_threads for pipe in p.pipes] == [1, 3]
+        assert p.decoders == ["cpu", "mixed"] and [pipe.num_threads for pipe in p.pipes] == [3, 1]
         first = next(iter(p))[0]
         stages = p.stages()
         assert torch.equal(stages.device(), first) and len(stages.payload) == 2
