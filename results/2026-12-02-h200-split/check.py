@@ -5,7 +5,6 @@ from pathlib import Path
 import pandas as pd
 
 here = Path(__file__).parent
-THREADS = {8: 7, 4: 3}   # dali_threads: the cores less one; a split's nvJPEG pipeline a quarter, the CPU's the rest
 for run in (here, here / "hw"):
     rows = pd.read_csv(run / "results.csv")
     ok = rows[rows.status == "ok"]
@@ -15,6 +14,7 @@ for run in (here, here / "hw"):
                        + ok.dali_decoder.map(lambda d: "" if pd.isna(d) else f" {d}")
                        + ok.dali_cpu_share.map(lambda s: "" if pd.isna(s) or s == 0 else f" split {s:g}")
                        + ok.dali_hw_decoder_load.map(lambda h: "" if pd.isna(h) else f" hw {h:g}"))
+    threads = member.groupby("cpus").dali_threads.max()   # the rows' dali_threads (the cores less one)
     process = member.groupby(["cpus", "member", "process"]).img_per_s.median()
     cell = process.groupby(["cpus", "member"]).agg(["median", "min", "max", "count"])
     model = cell.xs("model-only", level="member")
@@ -32,14 +32,14 @@ for run in (here, here / "hw"):
         print(f"  {cpus:g} cores, {name}: nvJPEG {c['median'] / 256:.1f} batches/s of {256 - round(s * 256)} photographs")
         if s == 0:
             continue
-        mixed = max(1, round(THREADS[cpus] / 4))
-        cpu_threads = THREADS[cpus] - mixed
+        mixed = max(1, round(int(threads[cpus]) / 4))   # pipelines/dali.py's rule for a split (26fd181)
+        cpu_threads = int(threads[cpus]) - mixed
         print(f"  {cpus:g} cores, {name}: CPU decoder {s * c['median']:,.0f} img/s on {cpu_threads} threads "
               f"({s * c['median'] / cpu_threads:,.0f} per thread), nvJPEG {(1 - s) * c['median']:,.0f} img/s "
               f"on {mixed}")
     for (cpus, name), c in cell.iterrows():
         if name.startswith("dali cpu"):
-            print(f"  {cpus:g} cores, {name} (alone): {c['median'] / THREADS[cpus]:,.0f} img/s per thread on {THREADS[cpus]}")
+            print(f"  {cpus:g} cores, {name} (alone): {c['median'] / int(threads[cpus]):,.0f} img/s per thread on {int(threads[cpus])}")
     highest = process.xs("model-only", level="member").groupby("cpus").max()
     above = [(cpus, name) for (cpus, name, _), v in process.items() if name != "model-only" and v > highest[cpus]]
     print(f"e2e processes above their cell's highest model-only process: {above or 'none'}")
