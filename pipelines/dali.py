@@ -50,17 +50,16 @@ the contract's images itself, one training batch per DALI batch (`dali_batch_mul
 the graphs of `dali_photos`: the boxes every pipeline draws, decoded alone (external source), or DALI
 set up as NVIDIA's ResNet-50 example sets it up, its own file reader and random crop
 (`dali_reader="file"`); the one copy that makes the batch torch's converts it to the contract's dtype.
-`dali_cpu_share` splits every batch between the two decoders: two DALI pipelines, one decoding
-round(share x B) files of each batch with libjpeg-turbo, the other the rest with nvJPEG, each fed its
-slice of the same plan (one graph cannot concatenate two batches), nvJPEG's a quarter of `dali_threads`
-(at least 1: its host work per photograph, parsing and the Huffman decoding of what the hardware decoder
-does not take, is a fraction of a CPU decode's), the CPU decoder's the rest (at least 1); the copy that
-owns the batch concatenates the two.
+`dali_cpu_share` divides photographs between libjpeg-turbo and nvJPEG, each batch's files
+(`dali_split="samples"`: the copy that owns the batch concatenates the two parts) or whole batches
+(`"batches"`, also over `dali_gpu_pipelines` nvJPEG pipelines in turn), in DALI pipelines of their own
+side by side, each fed its part of the same plan: `dali_split` says how and why.
 
 Without a GPU the same graphs run CPU-only (`device_id=None`, CPU decoder). The knobs are declared in
 `dali_options`, the external source's callbacks in `dali_sources`; neither needs DALI."""
 from __future__ import annotations
 
+import itertools
 from types import SimpleNamespace
 from typing import Any
 
@@ -71,9 +70,10 @@ from . import dali_photos, sources
 from .streams import Borrowed
 from .config import MEAN, STD
 from .contract import Pipeline, Stages
-from .dali_options import (BATCH_MULTIPLE, CPU_SHARE, DECODER, HW_DECODER_LOAD, QUEUE_DEPTH, READER, THREADS,
-                           refuse_share, resolved)
+from .dali_options import (BATCH_MULTIPLE, CPU_SHARE, DECODER, GPU_PIPELINES, HW_DECODER_LOAD, QUEUE_DEPTH, READER,
+                           SPLIT, THREADS, refuse_share, resolved)
 from .dali_sources import EpochSource, Files, FixedSource, Share, grouped
+from .dali_split import Lane, Lanes, thread_counts
 from .epochs import epoch_batches, epoch_draws
 from .jpeg_errors import refuse_unframed, undecodable_jpeg, undecodable_sample
 from .kernels import crop_normalize, warm_crop_normalize
@@ -98,7 +98,8 @@ class DaliPipeline(Pipeline):
     name = "dali"
     encoding = "jpeg"
     photos = True
-    options = (READER, DECODER, THREADS, QUEUE_DEPTH, HW_DECODER_LOAD, BATCH_MULTIPLE, CPU_SHARE, NUM_WORKERS)
+    options = (READER, DECODER, THREADS, QUEUE_DEPTH, HW_DECODER_LOAD, BATCH_MULTIPLE, CPU_SHARE, SPLIT, GPU_PIPELINES,
+               NUM_WORKERS)
     missing = DALI
 
     @classmethod
@@ -130,9 +131,13 @@ class DaliPipeline(Pipeline):
         if self.data.sizes is None:   # photographs come out of DALI as contract images
             warm_crop_normalize(self.device, self.config)
         self.dali_batches = None if self.file_reader else -(-len(self) // self.multiple)   # an epoch's
-        share = self.config.dali_cpu_share if CPU_SHARE in self.options else 0.0
-        # the decoders each batch is split between (with a split, the CPU's part first)
-        self.decoders = [self.config.dali_decoder] if share == 0 else ["cpu"] if share == 1 else ["cpu", "mixed"]
+        c = self.config
+        share, gpus = (c.dali_cpu_share, c.dali_gpu_pipelines) if CPU_SHARE in self.options else (0.0, 1)
+        # whole batches in turn (`dali_split`): the pipelines decoding each, the CPU decoder's first
+        self.lanes = Lanes(share, gpus) if gpus > 1 or 0 < share < 1 and c.dali_split == "batches" else None
+        # the DALI pipelines (a split of every batch: the CPU's part first)
+        self.decoders = (self.lanes.decoders if self.lanes else [c.dali_decoder] if share == 0
+                         else ["cpu"] if share == 1 else ["cpu", "mixed"])
         self.pipes, self.iterators, self.fixed_pipes, self.fixed = [], [], [], []
         self.borrowed = Borrowed(self.device, self.config.dali_queue_depth + 1)   # DALI's outputs, until copied
         self._start(first_epoch=0)
@@ -144,6 +149,7 @@ class DaliPipeline(Pipeline):
         for pipe in self.pipes:
             pipe._shutdown()
         self.first_epoch = self.next_epoch = first_epoch
+        self.taken = 0   # DALI batches taken from the stream
         self.pipes = self._pipelines(None if self.file_reader else lambda: self._source(first_epoch))
         self.iterators = [self._iterator(pipe) for pipe in self.pipes]
         self.in_epoch = False   # an epoch was started and not run to its end
@@ -193,18 +199,19 @@ class DaliPipeline(Pipeline):
 
     def _pipelines(self, make_source) -> list:
         """The DALI pipelines fed by the sources `make_source()` makes (None: readers.file): one, or
-        with a split (`dali_cpu_share`) the CPU decoder's and nvJPEG's, each fed its slice of every
-        batch by a source of its own, nvJPEG's a quarter of `dali_threads`, the CPU decoder's the rest
-        (at least 1 each)."""
+        (`dali_split`) one per decoder, each fed its part of the stream by a source of its own: its whole
+        batches (`dali_split.Lane`) or its slice of every batch (`dali_sources.Share`), with its share of
+        `dali_threads` (`dali_split.thread_counts`)."""
         c = self.config
         if len(self.decoders) == 1:
             source = None if make_source is None else make_source()
             parallel = c.dali_reader == "parallel" and isinstance(source, EpochSource)
             return [self._graph(source, self.decoders[0], c.dali_threads, parallel)]
-        mixed = max(1, round(c.dali_threads / 4))
-        threads = {"cpu": max(1, c.dali_threads - mixed), "mixed": mixed}
-        return [self._graph(Share(make_source(), c.dali_cpu_share, cpu=decoder == "cpu"), decoder, threads[decoder])
-                for decoder in self.decoders]
+        sources = [Lane(make_source(), self.lanes, lane) if self.lanes else
+                   Share(make_source(), c.dali_cpu_share, cpu=decoder == "cpu")
+                   for lane, decoder in enumerate(self.decoders)]
+        return [self._graph(source, decoder, threads) for source, decoder, threads
+                in zip(sources, self.decoders, thread_counts(self.decoders, c.dali_threads))]
 
     def _graph(self, source, decoder: str, threads: int, parallel: bool = False):
         """One DALI pipeline: `source`'s files (None: readers.file's) decoded by `decoder`."""
@@ -235,10 +242,11 @@ class DaliPipeline(Pipeline):
 
     @property
     def queue_capacity(self) -> int:
-        """DALI's prefetch queue (`dali_queue_depth` DALI batches of `multiple` batches each; with a
-        split, both pipelines' queues hold the same batches' halves) and the rest of the DALI batch
-        being split."""
-        return self.config.dali_queue_depth * self.multiple + self.multiple - 1
+        """DALI's prefetch queue (`dali_queue_depth` DALI batches of `multiple` batches each; a split of
+        every batch: both pipelines' queues hold the same batches' parts; whole batches in turn: each
+        pipeline's queue its own) and the rest of the DALI batch being split."""
+        queues = len(self.pipes) if self.lanes else 1
+        return self.config.dali_queue_depth * queues * self.multiple + self.multiple - 1
 
     def _iterate(self):
         """The next epoch of the stream, if it is the one set (its first DALI batches may be made
@@ -309,7 +317,7 @@ class DaliPipeline(Pipeline):
         if self.fetched == self.dali_batches:
             return None
         try:
-            outs = [next(iterator) for iterator in self.iterators]
+            outs = self._take(self.iterators, self.taken)
         except StopIteration:
             return None
         except Exception:   # DALI maps its errors to RuntimeError, ValueError, IndexError, TypeError
@@ -318,7 +326,13 @@ class DaliPipeline(Pipeline):
                 raise
             raise bad from None
         self.fetched += 1
+        self.taken += 1
         return self._own(outs)
+
+    def _take(self, iterators: list, g: int) -> list:
+        """The outputs of the stream's DALI batch g: one from each pipeline (a split of every batch),
+        or from the one whose turn it is (whole batches: `dali_split.Lanes`)."""
+        return [next(iterators[self.lanes.lane(g)])] if self.lanes else [next(iterator) for iterator in iterators]
 
     def _undecodable(self) -> ValueError | None:
         """After a DALI error: the error naming the first file that does not decode on the CPU
@@ -340,7 +354,7 @@ class DaliPipeline(Pipeline):
         if self.file_reader:   # photographs through DALI's reader: in its own order, so any of them
             indices, size = range(len(self.data)), None
         else:
-            window = self._upcoming(c.dali_queue_depth + 2)
+            window = self._upcoming(self.queue_capacity + 2)
             indices = np.concatenate(window) if window else []
             size = None if self.data.images is None else self.data.images.shape[1]   # photographs: any size
         bad = undecodable_jpeg(self.data.jpeg, indices, size) if len(indices) else None
@@ -377,8 +391,8 @@ class DaliPipeline(Pipeline):
             epoch_draws(self.config, self.epoch, len(groups[0])))
 
         def device_batches():
-            while True:
-                images, _ = self._own([next(iterator) for iterator in self.fixed])
+            for g in itertools.count():
+                images, _ = self._own(self._take(self.fixed, g))
                 for start in range(0, len(images), len(first)):
                     yield self._augment(images[start:start + len(first)], draws, start)
 
@@ -390,17 +404,18 @@ class DaliPipeline(Pipeline):
         """The bytes of the plan's first batch (sample indices `first`, `batch` as the external source
         gives it) that DALI copies to the GPU from its own pinned buffers: the encoded files for the
         "mixed" decoder, the decoded pixels for "cpu" (CIFAR's images; photographs' decoded boxes,
-        resized on the GPU); with a split, each decoder's part."""
+        resized on the GPU); with a split, each decoder's part (whole batches in turn: as many files of a
+        batch as it decodes on average)."""
         if self.data.sizes is None:
             if self.encoding == "jpeg" and self.config.dali_decoder == "mixed":
                 return [torch.from_numpy(np.concatenate([self.data.jpeg[i] for i in first]))]
             return [torch.from_numpy(self.data.images[first])]
-        parts = [batch] if len(self.decoders) == 1 else [
-            Share(FixedSource(batch), self.config.dali_cpu_share, cpu=decoder == "cpu")(None)
-            for decoder in self.decoders]
+        decoders = sorted(set(self.decoders))   # "cpu" first
+        parts = [batch] if len(decoders) == 1 else [
+            Share(FixedSource(batch), self.config.dali_cpu_share, cpu=decoder == "cpu")(None) for decoder in decoders]
         return [torch.from_numpy(np.concatenate(files)) if decoder == "mixed"
                 else torch.zeros(3 * int(shapes.prod(axis=1).sum()), dtype=torch.uint8)
-                for decoder, (files, _, shapes, _) in zip(self.decoders, parts)]
+                for decoder, (files, _, shapes, _) in zip(decoders, parts)]
 
     def _release(self) -> None:
         """Shut the DALI pipelines down now: left to Python's cycle collector, a DALI pipeline is shut down at a

@@ -23,10 +23,17 @@ PHOTO_HW_DECODER_LOAD = 0.65   # DALI's default
 BATCH_MULTIPLE = Option("dali_batch_multiple", 4, "external / parallel reader on CIFAR's images: DALI runs batches "
                         "of this many training batches, which the pipeline splits (its fixed cost shared); "
                         "photographs: 1", low=1, high=64, within=True)
-CPU_SHARE = Option("dali_cpu_share", 0.0, "photographs: share of each batch's files decoded by libjpeg-turbo on DALI's "
-                   "threads, the rest by nvJPEG (dali_decoder mixed), in two DALI pipelines: nvJPEG's a quarter of "
-                   "dali_threads, the CPU decoder's the rest; 0 = all by dali_decoder", kind=float, low=0.0, high=1.0,
-                   listed=True)
+CPU_SHARE = Option("dali_cpu_share", 0.0, "photographs: share decoded by libjpeg-turbo on DALI's threads (of each "
+                   "batch's files or of whole batches: dali_split), the rest by nvJPEG (dali_decoder mixed), in DALI "
+                   "pipelines of their own: nvJPEG's a quarter of dali_threads, the CPU decoder's the rest; 0 = all "
+                   "by dali_decoder", kind=float, low=0.0, high=1.0, listed=True)
+SPLIT = Option("dali_split", "samples", "photographs, with dali_cpu_share: samples = every batch split between the two "
+               "decoders (the batch rate stays one DALI pipeline's); batches = whole batches, that share of them "
+               "decoded on the CPU, the rest by the nvJPEG pipelines in turn (the pipelines' batch rates add up)",
+               kind=str, choices=("samples", "batches"), listed=True)
+GPU_PIPELINES = Option("dali_gpu_pipelines", 1, "photographs: nvJPEG DALI pipelines that decode whole batches in turn "
+                       "(with dali_cpu_share: dali_split batches), side by side, sharing their threads", low=1, high=8,
+                       listed=True)
 
 
 def resolved(config: PipelineConfig) -> PipelineConfig:
@@ -43,17 +50,22 @@ def resolved(config: PipelineConfig) -> PipelineConfig:
 
 
 def refuse_share(name: str, config: PipelineConfig) -> None:
-    """A one-line ValueError for a `dali_cpu_share` that pipeline `name` cannot run with `config`."""
-    share = config.dali_cpu_share
-    if share == 0:
+    """A one-line ValueError for a `dali_cpu_share` or `dali_gpu_pipelines` that pipeline `name` cannot
+    run with `config`."""
+    share, gpus = config.dali_cpu_share, config.dali_gpu_pipelines
+    if share == 0 and gpus == 1:
         return
+    knob = f"dali_cpu_share={share}" if share else f"dali_gpu_pipelines={gpus}"
     if not config.photos:
-        raise ValueError(f"{name}: dali_cpu_share={share} splits photographs' batches "
-                         f"(source='imagefolder:PATH'), not {config.source!r}'s: leave it at 0")
+        raise ValueError(f"{name}: {knob} divides photographs' batches "
+                         f"(source='imagefolder:PATH'), not {config.source!r}'s: leave it at its default")
     if config.dali_reader != "external":
-        raise ValueError(f"{name}: dali_cpu_share={share} runs with dali_reader='external' only, "
+        raise ValueError(f"{name}: {knob} runs with dali_reader='external' only, "
                          f"not {config.dali_reader!r}")
     if config.dali_decoder == "cpu":
-        raise ValueError(f"{name}: dali_cpu_share={share} with dali_decoder='cpu': the share splits "
+        raise ValueError(f"{name}: {knob} with dali_decoder='cpu': it divides "
                          "batches between 'cpu' and 'mixed': use dali_decoder='mixed' (all on the CPU: "
-                         "dali_decoder='cpu', share 0)")
+                         "dali_decoder='cpu', share 0, one pipeline)")
+    if gpus > 1 and 0 < share and config.dali_split == "samples":
+        raise ValueError(f"{name}: dali_gpu_pipelines={gpus} decode whole batches in turn: with "
+                         f"dali_cpu_share={share} use dali_split='batches'")

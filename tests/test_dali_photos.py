@@ -1,7 +1,8 @@
 """`dali` on photographs (`source="imagefolder:PATH"`): DALI decodes each box, resizes, mirrors and
 normalizes into the contract's dtype and layout itself, one training batch per DALI batch, and
-`dali_cpu_share` splits every batch between a CPU-decoding and an nvJPEG pipeline with the same
-images in the same order. CPU-only DALI here (both halves of a split then decode on the CPU); the
+`dali_cpu_share` splits every batch between a CPU-decoding and an nvJPEG pipeline, or
+(`dali_split="batches"`, `dali_gpu_pipelines`) deals whole batches out to several pipelines, with the
+same images in the same order. CPU-only DALI here (both halves of a split then decode on the CPU); the
 tests whose reason names CUDA compare the GPU decoders with the CPU's on a GPU machine.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 import pipelines
-from pipelines import PipelineConfig, dali_options, dali_photos, dali_sources, sources
+from pipelines import PipelineConfig, dali_options, dali_photos, dali_sources, dali_split, sources
 from pipelines.config import MEAN, STD
 from pipelines.kernels import normalize
 
@@ -172,26 +173,84 @@ def test_a_photograph_that_does_not_decode_in_a_split_is_named_in_one_line(folde
 
 
 @pytest.mark.parametrize("changes,message", [
-    (dict(source="auto", encoding="jpeg"), r"^dali: dali_cpu_share=0\.5 splits photographs' batches .*'auto'"),
+    (dict(source="auto", encoding="jpeg"), r"^dali: dali_cpu_share=0\.5 divides photographs' batches .*'auto'"),
     (dict(dali_reader="parallel"), r"^dali: dali_cpu_share=0\.5 runs with dali_reader='external' only, not "
                                    r"'parallel'$"),
     (dict(dali_decoder="cpu"), r"^dali: dali_cpu_share=0\.5 with dali_decoder='cpu': .* use dali_decoder='mixed'"),
+    (dict(dali_gpu_pipelines=2), r"^dali: dali_gpu_pipelines=2 decode whole batches in turn: with "
+                                 r"dali_cpu_share=0\.5 use dali_split='batches'$"),
+    (dict(dali_cpu_share=0.0, dali_gpu_pipelines=2, source="auto", encoding="jpeg"),
+     r"^dali: dali_gpu_pipelines=2 divides photographs' batches .*'auto'"),
 ])
 def test_a_split_it_cannot_run_is_refused_in_one_line(folder, changes, message):
     with pytest.raises(ValueError, match=message):
         pipelines.build("dali", photos_config(folder, dali_cpu_share=0.5).replace(**changes))
 
 
+@pytest.mark.parametrize("share,gpus", [(0.25, 1), (0.3, 1), (0.0, 2), (0.0, 3), (0.4, 2), (0.5, 3)])
+def test_whole_batches_are_dealt_out_evenly_and_each_lane_finds_its_own(share, gpus):
+    """`Lanes`: the CPU decoder takes `share` of the batches, spread evenly (never two more than one
+    apart from the share over any run of batches), the nvJPEG pipelines the rest in turn; `count` and
+    `nth` agree with `lane` batch by batch, which is how each pipeline's source finds its batches."""
+    lanes = dali_split.Lanes(share, gpus)
+    order = [lanes.lane(g) for g in range(400)]
+    assert lanes.decoders == ["cpu"] * (share > 0) + ["mixed"] * gpus
+    for lane in range(len(lanes.decoders)):
+        mine = [g for g, other in enumerate(order) if other == lane]
+        assert [lanes.nth(lane, j) for j in range(len(mine))] == mine
+        assert all(lanes.count(lane, g) == sum(1 for m in mine if m < g) for g in range(0, 401, 7))
+    if share:
+        cpu = np.cumsum([lane == 0 for lane in order])
+        assert np.abs(cpu - share * np.arange(1, 401)).max() < 1
+    gpu = [lane for lane in order if lane >= (share > 0)]
+    assert gpu == [(share > 0) + k % gpus for k in range(len(gpu))]   # in turn
+
+
+def test_the_threads_go_a_quarter_to_nvjpeg_at_least_one_each():
+    counts = dali_split.thread_counts
+    assert counts(["cpu", "mixed"], 4) == [3, 1] and counts(["cpu", "mixed"], 8) == [6, 2]
+    assert counts(["cpu", "mixed", "mixed"], 8) == [6, 1, 1] and counts(["cpu", "mixed", "mixed"], 2) == [1, 1, 1]
+    assert counts(["mixed", "mixed"], 5) == [3, 2] and counts(["mixed"], 7) == [7]
+
+
+@pytest.mark.parametrize("changes", [dict(dali_cpu_share=0.4, dali_split="batches"), dict(dali_gpu_pipelines=2),
+                                     dict(dali_cpu_share=0.3, dali_split="batches", dali_gpu_pipelines=2)])
+def test_whole_batches_dealt_to_several_pipelines_give_the_same_images_in_the_same_order(folder, changes):
+    """Batches of 2 (6 an epoch), three epochs: the first run whole, the second left after one batch
+    (the rest run out), a jump back to the first; every batch the one-pipeline batch, from the pipeline
+    whose turn it is, each with its share of the threads; `stages()` runs them all."""
+    config = photos_config(folder, batch_size=2, dali_threads=4)
+    whole = epochs("dali", config)
+    with pipelines.build("dali", config.replace(**changes)) as p:
+        lanes = dali_split.Lanes(p.config.dali_cpu_share, p.config.dali_gpu_pipelines)
+        assert p.decoders == lanes.decoders and len(p.pipes) == len(lanes.decoders) > 1
+        assert [pipe.num_threads for pipe in p.pipes] == dali_split.thread_counts(lanes.decoders, 4)
+        assert p.queue_capacity == config.dali_queue_depth * len(p.pipes)
+        p.set_epoch(0)
+        split = [[(x.clone(), y.clone()) for x, y in p]]
+        p.set_epoch(1)
+        next(iter(p))   # left after one batch
+        for e in (1, 0):
+            p.set_epoch(e)
+            split.append([(x.clone(), y.clone()) for x, y in p])
+        assert torch.equal(p.stages().device(), split[0][0][0])
+    assert [len(e) for e in split] == [6, 6, 6]
+    for (a, la), (b, lb) in zip(sum(whole + whole[:1], []), sum(split, [])):
+        assert torch.equal(la, lb) and torch.equal(a, b)
+
+
 @CUDA
 @pytest.mark.parametrize("changes", [dict(dali_decoder="mixed"), dict(dali_decoder="mixed", dali_cpu_share=0.5),
                                      dict(dali_decoder="mixed", dali_cpu_share=0.5, dtype="bfloat16",
-                                          channels_last=True)])
+                                          channels_last=True),
+                                     dict(dali_decoder="mixed", dali_cpu_share=0.4, dali_split="batches",
+                                          dali_gpu_pipelines=2)])
 def test_on_cuda_nvjpeg_and_the_split_give_the_cpu_decoders_images(folder, changes):
     """nvJPEG (with NVIDIA's memory padding, the hardware decoder's share) and a split give, on the
     GPU, the CPU decoder's images within a decoder's rounding, in the contract's dtype and layout."""
     config = photos_config(folder, device="cuda", **{k: v for k, v in changes.items() if k.startswith("dali")})
     layout = dict(dtype=changes.get("dtype", "float32"), channels_last=changes.get("channels_last", False))
-    cpu = epochs("dali", config.replace(dali_decoder="cpu", dali_cpu_share=0.0, **layout), 1)[0]
+    cpu = epochs("dali", config.replace(dali_decoder="cpu", dali_cpu_share=0.0, dali_gpu_pipelines=1, **layout), 1)[0]
     gpu = epochs("dali", config.replace(**layout), 1)[0]
     assert len(cpu) == len(gpu) == 3
     memory = torch.channels_last if layout["channels_last"] else torch.contiguous_format

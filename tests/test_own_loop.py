@@ -211,6 +211,18 @@ def test_a_users_captured_or_compiled_step_reads_the_batches_nvimgcodec_hands_ov
     check("nvimgcodec", config_for(sets, photos=True).replace(nvimgcodec_lanes=2), mode)
 
 
+DEALT_OUT = dict(dali_cpu_share=0.3, dali_split="batches", dali_gpu_pipelines=2)   # three DALI pipelines in turn
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_users_captured_or_compiled_step_reads_the_batches_dali_deals_out_to_several_pipelines(mode, sets):
+    """Whole batches dealt out to a CPU-decoding and two nvJPEG DALI pipelines (`dali_split`): in order."""
+    reason = pipelines.available(["dali"])["dali"]
+    if reason:
+        pytest.skip(reason)
+    check("dali", config_for(sets, photos=True).replace(**DEALT_OUT), mode)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_a_users_captured_or_compiled_step_reads_what_dali_set_up_as_nvidias_example_hands_over(mode, sets):
     """`dali_reader="file"` on photographs draws its own order and crops (seeded): the step reads the
@@ -235,17 +247,19 @@ def large_photos(tmp_path_factory):
 
 
 @pytest.mark.parametrize("mode", MODES[:2])
-@pytest.mark.parametrize("name", ["tvjpeg", "nvimgcodec", "dali", "dataloader"])
-def test_a_captured_resnet50_step_at_224px_batch_256_reads_the_batches_handed_over(name, mode, large_photos):
+@pytest.mark.parametrize("name,changes", [("tvjpeg", {}), ("nvimgcodec", {}), ("dali", {}), ("dali", DEALT_OUT),
+                                          ("dataloader", {})])
+def test_a_captured_resnet50_step_at_224px_batch_256_reads_the_batches_handed_over(name, changes, mode, large_photos):
     """The loop of issue 66 at its scale: torchvision's ResNet-50, bf16 autocast, channels_last,
-    batch 256 of 224-px crops, the whole step captured, 15 workers or threads."""
+    batch 256 of 224-px crops, the whole step captured, 15 workers or threads; `dali` also with whole
+    batches dealt out to three DALI pipelines."""
     reason = pipelines.available([name])[name]
     if reason:
         pytest.skip(reason)
     import torchvision
     config = PipelineConfig(source=f"imagefolder:{large_photos}", image_size=224, batch_size=256, device="cuda",
                             dtype="bfloat16", channels_last=True, num_workers=min(15, max(1, pipelines.config.usable_cores() - 1)),
-                            cache_root=str(large_photos.parent / "cache"))
+                            cache_root=str(large_photos.parent / "cache"), **changes)
     check(name, config, mode, model=lambda: torchvision.models.resnet50(num_classes=10))
 
 
