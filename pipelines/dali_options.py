@@ -29,10 +29,12 @@ CPU_SHARE = Option("dali_cpu_share", 0.0, "photographs: share decoded by libjpeg
                    "by dali_decoder", kind=float, low=0.0, high=1.0, listed=True)
 SPLIT = Option("dali_split", "samples", "photographs, with dali_cpu_share: samples = every batch split between the two "
                "decoders (the batch rate stays one DALI pipeline's); batches = whole batches, that share of them "
-               "decoded on the CPU, the rest by the nvJPEG pipelines in turn (the pipelines' batch rates add up)",
+               "decoded on the CPU, the rest by the nvJPEG pipelines in turn (beside a busy step no faster: their "
+               "batch rates did not add up)",
                kind=str, choices=("samples", "batches"), listed=True)
 GPU_PIPELINES = Option("dali_gpu_pipelines", 1, "photographs: nvJPEG DALI pipelines that decode whole batches in turn "
-                       "(with dali_cpu_share: dali_split batches), side by side, sharing their threads", low=1, high=8,
+                       "(with dali_cpu_share: dali_split batches), side by side, sharing their threads (two made as many "
+                       "batches a second as one beside a busy step)", low=1, high=8,
                        listed=True)
 
 

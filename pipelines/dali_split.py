@@ -3,9 +3,9 @@
 
 One DALI pipeline decodes one batch after another, and beside a busy step nvJPEG's makes a fixed
 number of batches a second whatever they hold (results/2026-12-02-h200-split: about 21 of 256
-photographs, 23 of 141, beside a compiled ResNet-50 on an H200). The ways round it run several DALI
-pipelines side by side, each fed by a source of its own from the same epoch plan, each with its own
-prefetch queue:
+photographs, 23 of 141, beside a compiled ResNet-50 on an H200). The ways round it tried here run
+several DALI pipelines side by side, each fed by a source of its own from the same epoch plan, each
+with its own prefetch queue:
 
 - `dali_split="samples"` (with `dali_cpu_share`): every batch's first round(share x B) files go to a
   libjpeg-turbo pipeline, the rest to an nvJPEG one (`dali_sources.Share`); the copy that owns the batch
@@ -15,7 +15,10 @@ prefetch queue:
   `dali_gpu_pipelines` nvJPEG pipelines in turn (`Lanes`): batch g of the stream is the CPU's where
   floor((g + 1) x share) > floor(g x share), so its batches are spread evenly, and the k-th of the others
   is nvJPEG pipeline (k mod G)'s. The batches come out in the plan's order, each whole from one
-  pipeline, so the pipelines' batch rates add up.
+  pipeline. Measured (results/2026-12-03-h200-batches): their batch rates do not add up beside the
+  step: two nvJPEG pipelines made 21.9 batches a second together where one made 21.1 (8 cores), so the
+  fixed time per batch is not a pipeline's own; whole batches on the CPU fed no more than a split within
+  batches. `samples` stays the default.
 
 Threads (`thread_counts`): the nvJPEG pipelines share a quarter of `dali_threads`, at least one each (their
 host work per photograph, parsing and the Huffman decoding of what the hardware decoder does not take, is
