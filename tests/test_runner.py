@@ -23,7 +23,7 @@ import torch
 
 import pipelines
 from bench import cli, report, results
-from bench.measuring import harness, machine
+from bench.measuring import harness, interrupts, machine
 from bench.measuring.spec import COPIES, PAYLOADS, RunSpec
 from bench.running import plan, runner
 from bench.studies import stability
@@ -623,6 +623,7 @@ def test_a_signal_under_no_isolate_stops_the_run_without_an_error_row(tmp_path, 
     blaming the data, no next configuration, exit 130 (143 for SIGTERM)."""
     monkeypatch.setitem(pipelines._REGISTRY, "reading", (__name__, "Reading"))
     monkeypatch.setenv(STARTED, str(tmp_path / "started"))
+    monkeypatch.setattr(interrupts, "HOLD_S", 0.5)   # `reading` blocks in its first batch, where a stop is held back
     csv = tmp_path / "run" / "results.csv"
     done = signal_when((tmp_path / "started").exists, signum)   # `reading` is blocked now
     try:

@@ -3,7 +3,7 @@ once its first one is far enough from the 95 % line, and with what margin?
 
     python results/2026-12-02-early-margins/margins.py > results/2026-12-02-early-margins/MARGINS.md
 
-For every e2e cell of every committed run whose rows pair each e2e process with a model-only process
+For every e2e cell (a pipeline variant: its knobs, as the report labels them) of every committed run whose rows pair each e2e process with a model-only process
 of the same index and configuration cell (rows of `--share-process` runs: the two ran in one process),
 and whose windows the warm-up rule called steady (`warmup_steady`, recorded since 2026-12-02):
   - a process's share: its e2e median over its model-only median;
@@ -30,7 +30,7 @@ NOT_FED = ("input-bound", "slower than both", "not fed, cause not measured")
 
 def runs() -> list[Path]:
     found = []
-    for path in sorted(RESULTS.glob("*/results.csv")):
+    for path in sorted(RESULTS.glob("**/results.csv")):   # runs in a run's subfolder (a second plan) too
         try:
             rows = report.load([path])
         except ValueError:   # a study's own CSV
@@ -56,8 +56,8 @@ def shares(rows: pd.DataFrame) -> pd.DataFrame:
 def main() -> None:
     found = []
     for path in runs():
-        rows = report.load([path])
-        s = shares(rows).assign(run=path.parent.name)
+        rows = report.label_variants(report.load([path]))   # a pipeline's variants (knobs) are cells of their own
+        s = shares(rows).assign(run=path.parent.relative_to(RESULTS).as_posix())
         labels = report.situations(report.cells(rows))[["pipeline", "model", "step", "cpus", "image_size", "verdict"]]
         found.append(s.merge(labels, on=["pipeline", "model", "step", "cpus", "image_size"], how="left"))
     s = pd.concat(found, ignore_index=True)
