@@ -5,6 +5,7 @@ predicted past `--lease-minutes` is refused in one line naming the flag that lif
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -80,6 +81,26 @@ def test_estimate_prints_the_plan_s_cost_and_runs_nothing(tmp_path, synthetic_ro
                      "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "the plan is predicted" in err and "min of device time" in err and "loader resident" in err
+    assert not out.exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="prices a GPU plan on a machine without one")
+def test_a_gpu_plan_is_priced_on_a_machine_without_its_gpu_or_cores(tmp_path, capsys):
+    """Issue 70: a plan is priced before a lease, on the machine where it is written: `--estimate
+    --device cuda` with more cores than this machine has is priced (from rows of any GPU), a photo folder
+    absent here said, and nothing run; without --estimate the same cores are refused."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"source": f"imagefolder:{tmp_path / 'absent'}", "image_size": [224],
+                                "batch_size": [256], "models": ["torchvision:resnet18"], "step": ["compile"],
+                                "modes": ["model", "e2e"], "cpus": [200], "pipelines": ["dali"]}))
+    out = tmp_path / "run"
+    assert cli.main(["sweep", "--config", str(plan), "--estimate", "--device", "cuda", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "the plan is predicted" in err and "no GPU here: priced from rows of any GPU" in err, err
+    assert f"{tmp_path / 'absent'} not here: an epoch of 50,000 samples assumed" in err and "200 cores" in err
+    assert not out.exists()
+    with pytest.raises(SystemExit, match="--cpus 200: this process may use"):   # run, not priced: refused first
+        cli.main(["sweep", "--config", str(plan), "--device", "cpu", "--out", str(out)])
     assert not out.exists()
 
 

@@ -36,12 +36,13 @@ from .common import _fail, record
 ROOT = Path(__file__).resolve().parents[2]   # the project: its results/ hold the rows estimates rest on
 
 
-def specs_for(grids: list, device: torch.device, world: distributed.World = distributed.World()) -> list[RunSpec]:
+def specs_for(grids: list, device: torch.device, world: distributed.World = distributed.World(),
+              priced_only: bool = False) -> list[RunSpec]:
     """Every configuration of the grids (one per --config grid, else the command line's), each in
     its grid's --processes independent processes, in rounds (`plan.grid`, `plan.rounds`), once per
     --ranks value (`plan.worlds`); of a plan cut in parts, --part K/N's (`plan.part`)."""
     sweeps = [plan.sweep(options) for options in grids]
-    specs = plan.rounds([(plan.grid(sweep, device, layout), sweep.processes or plan.default("processes", device))
+    specs = plan.rounds([(plan.grid(sweep, device, layout, priced_only), sweep.processes or plan.default("processes", device))
                          for sweep in sweeps for layout in plan.worlds(sweep, device, world)])
     k, n = getattr(grids[0], "part", None) or (1, 1)
     return plan.part(specs, k, n) if n > 1 else specs
@@ -94,9 +95,10 @@ def run_grid(grids: list, argv: list[str]) -> int:
     args = grids[0]
     try:
         world, device_name = distributed.setup(args.device)
-        device = resolve_device(device_name)
+        # a plan is priced anywhere: for a GPU and cores this machine may lack (`--estimate --device cuda`)
+        device = torch.device(device_name) if args.estimate and device_name != "auto" else resolve_device(device_name)
         check_size(grids, device, world)
-        specs = specs_for(grids, device, world)
+        specs = specs_for(grids, device, world, priced_only=args.estimate)
         if args.estimate or (device.type == "cuda" and not args.past_lease):
             predicted(args, specs, device, world)
             if args.estimate:

@@ -75,6 +75,8 @@ class Estimate:
     bounds: int = 0
     unknown: int = 0
     sources: int = 0   # runs whose rows it rests on
+    absent: list[str] = field(default_factory=list)   # photo folders not on this machine (an epoch: 50,000)
+    anywhere: bool = False   # priced for a GPU this machine lacks: from rows of any GPU
 
     @property
     def seconds(self) -> float:
@@ -89,6 +91,10 @@ class Estimate:
             notes.append(f"{self.bounds} members priced at model-only's rate, a lower bound")
         if self.unknown:
             notes.append(f"{self.unknown} members with no rows to price them: left out")
+        if self.anywhere:
+            notes.append("no GPU here: priced from rows of any GPU")
+        if self.absent:
+            notes.append(f"{', '.join(self.absent)} not here: an epoch of 50,000 samples assumed")
         return f"predicted {minutes:.1f} min of device time ({len(self.processes)} configuration processes; " \
                f"{'; '.join(notes)})"
 
@@ -195,10 +201,15 @@ def plan_estimate(specs: list[RunSpec], device: torch.device, folders: list[Path
     """The predicted cost of `specs` (their processes: `plan.shared`) on `device` from the rows under
     `folders`."""
     from .plan import shared
-    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+    here = device.type != "cuda" or torch.cuda.is_available()   # else priced for a GPU elsewhere (--estimate)
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" and here else ""
     counted = functools.cache(samples_of)   # a photo folder counted once per plan, not per member
     processes = [[Member.of(s, counted(s.config)) for s in members] for members in shared(specs)]
-    return Costs.of(folders, device.type == "cuda").predict(processes, gpu)
+    found = Costs.of(folders, device.type == "cuda").predict(processes, gpu)
+    found.anywhere = not here
+    found.absent = sorted({s.config.source.split(":", 1)[1] for s in specs if s.config.source.startswith("imagefolder:")
+                           and not Path(s.config.source.split(":", 1)[1]).is_dir()})
+    return found
 
 
 def samples_of(config) -> int:

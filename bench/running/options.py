@@ -189,7 +189,8 @@ def _gpu_options(g) -> None:
     g.add_argument("--estimate", action="store_true",
                    help="print the plan's predicted device time (per cell and in all, from the rows of earlier "
                         "runs under the project's results/ and OUT: bench/running/estimate.py) and exit without "
-                        "running it")
+                        "running it; also where the plan's GPU and cores are not (--device cuda: priced from rows "
+                        "of any GPU)")
     g.add_argument("--lease-minutes", type=positive(float), default=LEASE_MINUTES,
                    help="on a GPU the plan's device time is predicted first, and a plan predicted to take longer "
                         "than this is refused before anything runs: split it, or pass --past-lease "

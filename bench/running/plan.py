@@ -94,9 +94,11 @@ def _variants(name: str, o) -> list[dict]:
     return found
 
 
-def grid(o: Sweep, device: torch.device, world: distributed.World = distributed.World()) -> list[RunSpec]:
+def grid(o: Sweep, device: torch.device, world: distributed.World = distributed.World(),
+         priced_only: bool = False) -> list[RunSpec]:
     """Every configuration of one set of options (module docstring). Under torchrun each process gets
-    its rank's share, trains a DDP replica and runs on its own `cpus` cores; `batch_size` is per GPU."""
+    its rank's share, trains a DDP replica and runs on its own `cpus` cores; `batch_size` is per GPU.
+    `priced_only`: the specs are only priced (`--estimate`), so cores this machine lacks are no refusal."""
     cuda = device.type == "cuda"
     if o.parallel == "dp" and (world.distributed or not cuda):
         raise ValueError("--parallel dp runs in one process on CUDA devices: not under torchrun, not on a CPU")
@@ -105,7 +107,7 @@ def grid(o: Sweep, device: torch.device, world: distributed.World = distributed.
     budgets, parallel, kinds, modes, models, dtypes = _lists(o, device, world)
     for cpus in budgets:
         refusal = machine.budget_refusal(cpus, world.local_world_size)
-        if refusal:
+        if refusal and not (priced_only and cpus >= 1):
             raise ValueError(refusal)
     for kind in kinds:   # what a captured step refuses on this GPU is refused here (no CUDA: skipped rows)
         for dtype in dtypes:
