@@ -96,9 +96,8 @@ def _variants(name: str, o) -> list[dict]:
 
 def grid(o: Sweep, device: torch.device, world: distributed.World = distributed.World(),
          priced_only: bool = False) -> list[RunSpec]:
-    """Every configuration of one set of options (module docstring). Under torchrun each process gets
-    its rank's share, trains a DDP replica and runs on its own `cpus` cores; `batch_size` is per GPU.
-    `priced_only`: the specs are only priced (`--estimate`), so cores this machine lacks are no refusal."""
+    """Every configuration of one set of options (module docstring); under torchrun each rank's share (a DDP
+    replica on its own `cpus` cores; `batch_size` per GPU). `priced_only` (--estimate): lacking cores refuse nothing."""
     cuda = device.type == "cuda"
     if o.parallel == "dp" and (world.distributed or not cuda):
         raise ValueError("--parallel dp runs in one process on CUDA devices: not under torchrun, not on a CPU")
