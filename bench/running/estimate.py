@@ -33,6 +33,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from pipelines.config import IMAGEFOLDER
+from pipelines.sources.imagefolder import split_folder
+
 from ..measuring.harness import MODEL_BLOCK, window_steps
 from ..measuring.spec import RunSpec
 from ..results import config_columns
@@ -207,18 +210,22 @@ def plan_estimate(specs: list[RunSpec], device: torch.device, folders: list[Path
     processes = [[Member.of(s, counted(s.config)) for s in members] for members in shared(specs)]
     found = Costs.of(folders, device.type == "cuda").predict(processes, gpu)
     found.anywhere = not here
-    found.absent = sorted({s.config.source.split(":", 1)[1] for s in specs if s.config.source.startswith("imagefolder:")
-                           and not Path(s.config.source.split(":", 1)[1]).is_dir()})
+    found.absent = sorted({str(f) for f in map(photo_folder, (s.config for s in specs)) if f and not f.is_dir()})
     return found
+
+
+def photo_folder(config) -> Path | None:
+    """The folder of photographs a config reads (`imagefolder:PATH`), None for other sources."""
+    return Path(config.source.removeprefix(IMAGEFOLDER)) if config.source.startswith(IMAGEFOLDER) else None
 
 
 def samples_of(config) -> int:
     """Samples per epoch per rank: a folder of photographs' training files (counted), else CIFAR-10's
     50,000; at most `max_samples`."""
     n = 50_000
-    if config.source.startswith("imagefolder:"):
-        folder = Path(config.source.split(":", 1)[1])
-        train = folder / "train" if (folder / "train").is_dir() else folder
+    folder = photo_folder(config)
+    if folder and folder.is_dir():
+        train = split_folder(folder, "train")
         n = sum(1 for f in train.rglob("*") if f.suffix.lower() in PHOTO_SUFFIXES) or n
     if config.max_samples:
         n = min(n, config.max_samples)
