@@ -14,6 +14,8 @@
 # a process session of its own (setsid), so that it runs on between calls, uninterrupted. Every call
 # waits for it to end (at most WAIT_S seconds from the call's start) and copies what it wrote to
 # $OUT. PIPEBENCH_GIT_COMMIT: where the tree has no .git. PHOTOS: the photo set's size (2500 by default).
+# PART: K/N, the plan's part K of N (`sweep --part`: whole cells, each part a lease of its own), run in
+# runs/PLAN-partKofN.
 # AFTER: a command the sweep's session runs right after the sweep ends, before sweep.rc is written
 # (so before any call copies the rows), its output appended to sweep.txt.
 # runs/skphotos, made where pip works (pip install -e '.[photos]'), then carried:
@@ -24,7 +26,8 @@
 # went back, its sweep with it) says so instead of starting the plan again unnoticed.
 set -u
 plan=bench/plans/$1.json
-runs=runs/$1
+part=${PART:-}
+runs=runs/$1${part:+-part${part%/*}of${part#*/}}
 if [ ! -e "$runs/started" ] && [ -n "${CONTINUE:-}" ]; then
   echo "on-gpu.sh: this machine has no sweep of $1: the earlier machine went back, and its sweep with it" >&2; exit 3
 fi
@@ -65,7 +68,7 @@ print(max(1, len(os.sched_getaffinity(0)) // ranks), *dict.fromkeys(m for g in g
       --processes 1 --warmup 0 --cpus "$cpus" --out "$runs/warm/$model" > "$runs/warm/$model.txt" 2>&1 &
   done
   wait
-  setsid bash -c "python -m bench.cli sweep --config $plan --out $runs/sweep > $runs/sweep.txt 2>&1; rc=\$?; \
+  setsid bash -c "python -m bench.cli sweep --config $plan ${part:+--part $part} --out $runs/sweep > $runs/sweep.txt 2>&1; rc=\$?; \
     ${AFTER:-true} >> $runs/sweep.txt 2>&1; echo \$rc > $runs/sweep.rc" < /dev/null > /dev/null 2>&1 &
 fi
 while [ ! -e "$runs/sweep.rc" ] && [ "$SECONDS" -lt "${WAIT_S:-570}" ]; do sleep 5; done
