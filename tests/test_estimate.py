@@ -21,9 +21,11 @@ from bench.running.estimate import Costs, Member
 
 ROOT = Path(__file__).resolve().parents[1]
 ESTIMATE_ERROR = 0.30
+PART_ERROR = 0.20   # a part of a plan made to fit a lease (issue 70)
 # runs made by today's harness or close to it, on a GPU and on the CPU, shared processes or not
 RUNS = ["2026-12-02-h200-lanes", "2026-12-02-h200-null-step", "2026-12-02-h200-gpu-decode", "2026-11-27-h100-ladder",
         "2026-11-27-h100-photos-best", "2026-12-02-cpu-first-command", "2026-11-26-cpu-first-command"]
+PARTS = ["2026-12-03-h200-ladder/part1of7", "2026-12-03-h200-ladder/part2of7"]
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +41,7 @@ def committed() -> tuple[pd.DataFrame, dict[bool, Costs]]:
     return rows, {cuda: Costs(rows, cuda) for cuda in (True, False)}
 
 
-@pytest.mark.parametrize("name", RUNS)
+@pytest.mark.parametrize("name", RUNS + PARTS)
 def test_a_committed_run_is_predicted_from_the_other_runs_rows(committed, name):
     rows, costs = committed
     own = rows[rows.results_folder == str(ROOT / "results" / name)]
@@ -50,7 +52,8 @@ def test_a_committed_run_is_predicted_from_the_other_runs_rows(committed, name):
     found = costs.predict(processes, own.gpu.iloc[0])
     members = sum(map(len, processes))
     assert found.unknown <= members // 10 and len(found.processes) == len(processes) >= 6   # a peer never run there
-    assert abs((found.seconds - costs.start) / span - 1) <= ESTIMATE_ERROR, (found.seconds / 60, span / 60)
+    assert abs((found.seconds - costs.start) / span - 1) <= (PART_ERROR if name in PARTS else ESTIMATE_ERROR), \
+        (found.seconds / 60, span / 60)
 
 
 def test_a_window_is_whole_epochs_lasting_the_minimum_with_its_margin():

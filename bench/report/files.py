@@ -11,6 +11,7 @@ from .. import results
 from .analysis import RULES, load, runs, view_of
 from .answers import answers
 from .formatting import code, epoch_text, per_gpu, shown
+from .gathered import gathered
 from .hosts import answer as hosts_answer, prediction_file
 from .scaling import most_gpus, one_gpu_rows
 from .readme import readme_blocks, update_readme
@@ -49,16 +50,20 @@ def write_prediction(paths: list[str | Path], out: Path) -> Path:
 
 
 def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Path:
-    """Write out/REPORT.md (the summary of each run first) and its plots, out/SUMMARY.md and
-    out/ANSWER.md (each run's answers); with `readme`, every block of this report the README holds
-    (`readme.readme_blocks`: its summary, answer, several-GPU answer; one run only). Returns the
-    report's path."""
+    """Write out/REPORT.md (the table gathered from several runs, `gathered`, then the summary of each
+    run) and its plots, out/SUMMARY.md and out/ANSWER.md (each run's answers); with `readme`, every
+    block of this report the README holds (`readme.readme_blocks`: of one run its summary, answer,
+    several-GPU answer; of several the gathered table). Returns the report's path."""
     df = load(paths)
     found = runs(df)
-    if readme is not None and len(found) != 1:
-        raise ValueError(f"--readme takes the blocks of one run; these rows hold {len(found)}: "
-                         + "; ".join(name for name, _ in found))
     kinds = readme_blocks(readme, out) if readme is not None else []   # refused before anything is written
+    together = gathered(found) if len(found) > 1 else []
+    if set(kinds) - {"table"} and len(found) != 1:
+        raise ValueError(f"--readme: a summary, answer or several-GPU block takes one run; these rows hold "
+                         f"{len(found)}: " + "; ".join(name for name, _ in found))
+    if "table" in kinds and not together:
+        raise ValueError("--readme: a table block gathers the e2e cells of two or more runs; these rows hold "
+                         f"{len(found)} run{'s' if len(found) != 1 else ''} with e2e cells")
     out.mkdir(parents=True, exist_ok=True)
     sections, briefs, said = [], [], []
     for i, (name, group) in enumerate(found, start=1):
@@ -69,10 +74,11 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Pat
         said.append((name, group, answers(view.cells, view.situations)))
     answered = [entry for entry in said if entry[2]]
     cpu = [NO_GPU, ""] if not per_gpu(df.device) else []   # the timers' words are a GPU's: said once for a CPU run
+    head = ["## All runs in one table", "", *together, ""] if together else []
     parts = ["# Report", "", "Sources: " + ", ".join(code(shown(Path(p).as_posix())) for p in dict.fromkeys(paths)),
-             "", *[line for _, brief in briefs for line in ["## Summary", "", *brief, ""]], TIMERS, "", *cpu, RULES, "",
-             *sections]
-    texts = {"SUMMARY.md": "\n".join(["# Summary", "", *[line for _, brief in briefs for line in [*brief, ""]]]),
+             "", *head, *[line for _, brief in briefs for line in ["## Summary", "", *brief, ""]], TIMERS, "", *cpu,
+             RULES, "", *sections]
+    texts = {"SUMMARY.md": "\n".join(["# Summary", "", *head, *[line for _, brief in briefs for line in [*brief, ""]]]),
              "ANSWER.md": answer_file(answered, "[REPORT.md](REPORT.md)") if answered else None,
              "REPORT.md": "\n".join(parts)}   # every text made before a file is written
     for file, text in texts.items():
@@ -81,7 +87,7 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Pat
         else:
             results.replace_file(out / file, shown(text))   # a name's bytes that are not UTF-8 written escaped
     blocks = {"summary": lambda: briefs[0][1], "answer": lambda: answer_block(*said[0]),
-              "hosts": lambda: hosts_block(*found[0])}
+              "hosts": lambda: hosts_block(*found[0]), "table": lambda: together[:-1] if not together[-1] else together}
     for kind in kinds:
         update_readme(readme, blocks[kind](), out, kind)
     return out / "REPORT.md"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import results
 
-KINDS = {"summary": "summary", "answer": "answer", "hosts": "several-GPU answer"}
+KINDS = {"summary": "summary", "answer": "answer", "hosts": "several-GPU answer", "table": "table gathered from several runs"}
 
 
 def marks(kind: str, folder: str) -> tuple[str, str]:

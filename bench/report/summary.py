@@ -162,7 +162,7 @@ def cheapest_words(frame: pd.DataFrame) -> str:
             "in the report)")
 
 
-def measured_table(s: pd.DataFrame) -> pd.DataFrame:
+def measured_table(s: pd.DataFrame, mark=lambda here: "") -> pd.DataFrame:
     """Model x CPU cores per GPU from one setting's e2e situations alone (`situations`, no loader
     reads): rows each model and step kind it ran with, fastest model-only first, each with its
     model-only rate at the most cores; per cell the pipelines fed (verdict "fed": e2e at least FED
@@ -170,7 +170,8 @@ def measured_table(s: pd.DataFrame) -> pd.DataFrame:
     fastest of them over `dataloader`, both e2e; "any (`dataloader` too)" only where every pipeline
     measured there is fed; a pipeline with no verdict named with why (`left_out`: thin, or e2e above
     model-only); "—" where the model did not run with those cores; after a cell, the pipelines below
-    FED there only with epoch restarts (`restart_free_note`). Loss never read."""
+    FED there only with epoch restarts (`restart_free_note`), then `mark(cell's rows)` (a gathered table's
+    run: `gathered`). Loss never read."""
     s = s[s.sync_every.fillna(0) == 0]
     if s.empty:
         return pd.DataFrame()
@@ -181,7 +182,7 @@ def measured_table(s: pd.DataFrame) -> pd.DataFrame:
         row = {"model (model-only img/s)": f"{code(model)} {escape(step)} ({speed_text(speed[model, step])})"}
         for cpus in cores:
             here = s[(s.model == model) & (s.step == step) & (s.cpus == cpus)]
-            row[f"{int(cpus)} cores"] = measured_cell(here) + restart_free_note(here) if len(here) else "—"
+            row[f"{int(cpus)} cores"] = measured_cell(here) + restart_free_note(here) + mark(here) if len(here) else "—"
         found.append(row)
     return pd.DataFrame(found)
 
