@@ -1,7 +1,7 @@
 """torch.distributed on the CPU: the sharding policy, a real 2-process gloo job in which every
 pipeline (DALI in CPU mode included) covers the epoch exactly once across ranks, on CIFAR-like data
-and on photographs (one 2-process start for both), DDP replicas that stay in sync (in the
-compiled-DDP test's start), the harness under torchrun, and --ranks sweeps
+and on photographs, and DDP replicas that stay in sync (eager and compiled), all in one 2-process
+start; the harness under torchrun, and --ranks sweeps
 (a shared-process one over photographs too)."""
 from __future__ import annotations
 
@@ -124,29 +124,32 @@ def _photo_coverage_worker(rank: int, world: int, rendezvous: str, folder: str, 
     _end(rank, report, out)
 
 
-def _both_coverage_workers(rank: int, world: int, rendezvous: str, root: str, folder: str, out: str) -> None:
-    """One rank: the CIFAR coverage run, then the photographs' one, in one 2-process start (each
-    start costs seconds); rank 0 writes both reports."""
+def _all_cpu_workers(rank: int, world: int, rendezvous: str, root: str, folder: str, out: str) -> None:
+    """One rank: the CIFAR coverage run, the photographs' one, then the CPU DDP steps, in one
+    2-process start (each start costs seconds: two processes importing torch); rank 0 writes the
+    three reports."""
     _coverage_worker(rank, world, rendezvous + "-cifar", root, out + ".cifar")
     _photo_coverage_worker(rank, world, rendezvous + "-photos", folder, out + ".photos")
+    _step_worker(rank, world, rendezvous + "-steps", out + ".steps", ["eager", "compile", "no-ddp"], False)
 
 
 @pytest.fixture(scope="module")
-def coverage_reports(indexed_root, tmp_path_factory) -> dict:
-    """What each rank of a 2-process gloo job saw of an epoch: "cifar" (every pipeline variant on
-    N_ODD index-encoded samples) and "photos" (every photo reader on N_PHOTOS photographs)."""
+def two_rank_reports(indexed_root, tmp_path_factory) -> dict:
+    """What each rank of one 2-process gloo job saw of an epoch: "cifar" (every pipeline variant on
+    N_ODD index-encoded samples) and "photos" (every photo reader on N_PHOTOS photographs); and
+    "steps", _step_worker's report for eager DDP, compiled DDP and eager without DDP."""
     from test_imagefolder import jpeg
     tmp = tmp_path_factory.mktemp("coverage")
     folder = tmp / "photos"
     for k in range(N_PHOTOS):   # one photograph per class, of assorted sizes: its label is its index
         jpeg(folder / f"c{k:02d}" / "0.jpg", size=(200 + 20 * k, 180 + 10 * k), seed=k)
-    out = tmp / "coverage.json"
-    mp.spawn(_both_coverage_workers, args=(2, str(tmp / "rdzv"), str(indexed_root), str(folder), str(out)), nprocs=2)
-    return {kind: json.loads(Path(f"{out}.{kind}").read_text()) for kind in ("cifar", "photos")}
+    out = tmp / "report.json"
+    mp.spawn(_all_cpu_workers, args=(2, str(tmp / "rdzv"), str(indexed_root), str(folder), str(out)), nprocs=2)
+    return {kind: json.loads(Path(f"{out}.{kind}").read_text()) for kind in ("cifar", "photos", "steps")}
 
 
-def test_two_gloo_processes_cover_an_epoch_of_photographs_once_for_every_photo_pipeline(coverage_reports):
-    report = coverage_reports["photos"]
+def test_two_gloo_processes_cover_an_epoch_of_photographs_once_for_every_photo_pipeline(two_rank_reports):
+    report = two_rank_reports["photos"]
     assert "dataloader" in report and (pipelines.available()["dali"] or "dali" in report)
     for name, ranks in report.items():
         (steps_a, a), (steps_b, b) = ranks
@@ -155,8 +158,8 @@ def test_two_gloo_processes_cover_an_epoch_of_photographs_once_for_every_photo_p
         assert counts.min() == 1 and counts.sum() - N_PHOTOS == 1, (name, ranks)   # one padded, all others once
 
 
-def test_two_gloo_processes_cover_the_epoch_once_for_every_pipeline(coverage_reports):
-    report = coverage_reports["cifar"]
+def test_two_gloo_processes_cover_the_epoch_once_for_every_pipeline(two_rank_reports):
+    report = two_rank_reports["cifar"]
     assert {"dataloader", "prefetch", "resident"} <= set(report)
     if not pipelines.available()["dali"]:
         assert {"dali", "dali-raw", "dali-file"} <= set(report)
@@ -222,12 +225,10 @@ def _step_worker(rank: int, world: int, rendezvous: str, out: str, steps: list[s
 
 
 @pytest.fixture(scope="module")
-def cpu_steps(tmp_path_factory) -> dict:
-    """_step_worker's report for eager DDP, compiled DDP and eager without DDP, on 2 gloo ranks (one start)."""
-    tmp = tmp_path_factory.mktemp("steps")
-    out = tmp / "steps.json"
-    mp.spawn(_step_worker, args=(2, str(tmp / "rdzv"), str(out), ["eager", "compile", "no-ddp"], False), nprocs=2)
-    return json.loads(out.read_text())
+def cpu_steps(two_rank_reports) -> dict:
+    """_step_worker's report for eager DDP, compiled DDP and eager without DDP, on 2 gloo ranks (the
+    coverage runs' start)."""
+    return two_rank_reports["steps"]
 
 
 def test_ddp_replicas_stay_in_sync(cpu_steps):
