@@ -48,16 +48,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.description = ("Generate the report of one or more runs from their results.csv: REPORT.md (every run's "
                      "summary, then what each timer includes and the rules, then each run's sections), SUMMARY.md, "
                      "ANSWER.md and the plots, the same bytes from the same rows; the command is recorded in "
-                     "OUT/COMMAND.txt. Rows of different files, commits or machines are never pooled.")
+                     "OUT/COMMAND.txt. Rows of different files, commits or machines are never pooled; several runs "
+                     "(a plan's parts, sweep --part) also give one table of their e2e cells, each cell naming its run.")
     p.add_argument("csv", nargs="+", type=Path, metavar="RUN", help="run folders (holding results.csv) or "
                    "results CSV files")
     p.add_argument("--out", type=Path, help="folder for REPORT.md, SUMMARY.md, ANSWER.md, the PNGs and COMMAND.txt "
                    "(default: the run folder, where one is given)")
     p.add_argument("--readme", type=Path, help="also fill every block of this report that this Markdown file "
-                   "holds: the summary, the run's answer (ANSWER.md's sentences) and its several-GPU answer (what "
+                   "holds: of one run the summary, its answer (ANSWER.md's sentences) and its several-GPU answer (what "
                    "it measured at each GPU count, where the shared bus binds, the prediction for more GPUs per "
-                   f"host), each between its lines {report.marks('summary', 'OUT')[0]} (or 'answer' or 'hosts' "
-                   "for 'summary'; OUT: --out relative to the file) and its end line; links relative to the file")
+                   "host); of several runs the table gathered from them; each between its lines "
+                   f"{report.marks('summary', 'OUT')[0]} (or 'answer', 'hosts' or 'table' for 'summary'; OUT: --out "
+                   "relative to the file) and its end line; links relative to the file")
     p.add_argument("--prediction-only", action="store_true", help="write only OUT/PREDICTION.md: the prediction "
                    "for 2, 4 and 8 GPUs per host from the run's one-GPU rows alone (its rows of several GPUs are "
                    "never read), so it can be written before they are measured")

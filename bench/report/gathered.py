@@ -29,7 +29,8 @@ def gathered(found: list[tuple[str, pd.DataFrame]]) -> list[str]:
         s = view_of(group).situations
         s = s[s.sync_every.fillna(0) == 0] if len(s) else s
         if len(s):
-            parts.append((string.ascii_lowercase[len(parts) % 26], name, group, s))
+            k = len(parts)
+            parts.append((string.ascii_lowercase[k] if k < 26 else f"r{k + 1}", name, group, s))
     if len(parts) < 2:
         return []
     gpus = sorted({gpu for *_, group, _ in parts for gpu in set(group.gpu.dropna())})

@@ -71,7 +71,7 @@ def readme_blocks(readme: Path, out: Path) -> list[str]:
         readme_block(text, readme, kind, folder)
     if not found:
         raise ValueError(f"{readme}: holds no block made from {folder}: a line {marks('summary', folder)[0]!r} "
-                         f"(or 'answer' or 'hosts' for 'summary'), then {marks('summary', folder)[1]!r}")
+                         f"(or 'answer', 'hosts' or 'table' for 'summary'), then {marks('summary', folder)[1]!r}")
     return found
 
 
