@@ -87,7 +87,7 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Pat
         else:
             results.replace_file(out / file, shown(text))   # a name's bytes that are not UTF-8 written escaped
     blocks = {"summary": lambda: briefs[0][1], "answer": lambda: answer_block(*said[0]),
-              "hosts": lambda: hosts_block(*found[0]), "table": lambda: together[:-1] if not together[-1] else together}
+              "hosts": lambda: hosts_block(*found[0]), "table": lambda: together}
     for kind in kinds:
         update_readme(readme, blocks[kind](), out, kind)
     return out / "REPORT.md"
