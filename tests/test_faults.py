@@ -62,9 +62,9 @@ def test_ctrl_c_before_any_configuration_finished_says_nothing_was_written(tmp_p
     code = cli.main(["compare", "--device", "cpu", "--no-isolate", "--data-root", str(synthetic_root),
                      "--pipelines", "resident", "--modes", "loader", "--steps", "1", "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
-    assert code == 130 and "no configuration had finished: nothing of this run was written" in err
+    assert code == 130 and "no configuration had finished: no row of this run was written" in err
     assert 0 <= err.find("pipebench compare: the plan: 3 configuration processes, 6 windows") < err.find("data:")
-    assert "are in" not in err
+    assert "are in" not in err and not (tmp_path / "run" / "results.csv").exists()
 
 
 @pytest.mark.parametrize("body,reason", [

@@ -141,7 +141,7 @@ def run_grid(grids: list, argv: list[str]) -> int:
 def interrupted_text(outcome: runner.Outcome, out: Path, resume: str) -> str:
     """What an interrupted run kept: the configurations it wrote, or nothing."""
     if not outcome.written:
-        return (f"no configuration had finished: nothing of this run was written (the one running was discarded; "
+        return (f"no configuration had finished: no row of this run was written (the one running was discarded; "
                 f"`{resume}` starts it again)")
     from ..report import plural
     return (f"the rows of the {plural(outcome.written, 'configuration')} it finished are in {out}/results.csv "

@@ -55,7 +55,7 @@ def run_stability(args, argv: list[str]) -> int:
         ended = (f"stopped by {stop} after {sum(row['pipeline'] == name for row in rows)} of {args.epochs} epochs "
                  f"of `{name}`" + (f" (not run: {', '.join(rest)})" if rest else ""))
         if not rows:
-            print(f"pipebench stability: {ended}; no epoch measured, nothing written", file=sys.stderr)
+            print(f"pipebench stability: {ended}; no epoch measured, no row written", file=sys.stderr)
             return stop.exit_code
     df = pd.DataFrame(rows).assign(**{k: env[k] for k in ("gpu", "torch", "cpu_count", "hostname", "git_commit")})
     df.to_csv(args.out / "stability.csv", index=False)
