@@ -57,7 +57,8 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Pat
     df = load(paths)
     found = runs(df)
     kinds = readme_blocks(readme, out) if readme is not None else []   # refused before anything is written
-    together = gathered(found) if len(found) > 1 else []
+    views = [view_of(group) for _, group in found]
+    together = gathered([(name, group, view) for (name, group), view in zip(found, views)]) if len(found) > 1 else []
     if set(kinds) - {"table"} and len(found) != 1:
         raise ValueError(f"--readme: a summary, answer or several-GPU block takes one run; these rows hold "
                          f"{len(found)}: " + "; ".join(name for name, _ in found))
@@ -66,9 +67,8 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Pat
                          f"{len(found)} run{'s' if len(found) != 1 else ''} with e2e cells")
     out.mkdir(parents=True, exist_ok=True)
     sections, briefs, said = [], [], []
-    for i, (name, group) in enumerate(found, start=1):
+    for i, ((name, group), view) in enumerate(zip(found, views), start=1):
         plots: dict[str, str] = {}
-        view = view_of(group)
         sections += run_sections(name, group, view, out, f"run{i}", plots)
         briefs.append((name, summary(name, group, view, "REPORT.md", plots)))
         said.append((name, group, answers(view.cells, view.situations)))

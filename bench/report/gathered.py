@@ -11,22 +11,20 @@ import string
 
 import pandas as pd
 
-from ..running.plan import MIN_PROCESSES, MIN_WINDOWS
-from .analysis import SETTING, view_of
+from .analysis import SETTING, RunView
 from .formatting import code, escape, table
-from .summary import cheapest_words, measured_table, thin_cells
-from .verdicts import FED, FLOOR
+from .summary import measured_table, which_header
 
 CELL = ["model", "step", "cpus"]
 
 
-def gathered(found: list[tuple[str, pd.DataFrame]]) -> list[str]:
-    """Markdown lines: the runs' e2e cells (`found`: (name, rows) per run) in one table of model x
+def gathered(found: list[tuple[str, pd.DataFrame, RunView]]) -> list[str]:
+    """Markdown lines: the runs' e2e cells (`found`: (name, rows, `view_of` them) per run) in one table of model x
     CPU cores, each cell followed by its run's letter, then the letters' runs; [] where fewer than two
     of the runs hold e2e cells. ValueError as the module docstring says."""
     parts = []
-    for name, group in found:
-        s = view_of(group).situations
+    for name, group, view in found:
+        s = view.situations
         s = s[s.sync_every.fillna(0) == 0] if len(s) else s
         if len(s):
             k = len(parts)
@@ -47,15 +45,8 @@ def gathered(found: list[tuple[str, pd.DataFrame]]) -> list[str]:
         raise ValueError(f"{model} ({step} step) at {cpus:g} cores was measured by {names}: a cell's verdict "
                          "comes from one run; report them apart")
     measured = measured_table(s, lambda here: f" <sup>{here.part.iloc[0]}</sup>")
-    size, batch, _ = settings.iloc[0]
-    lines = [f"**Which pipeline keeps your model fed**, gathered from {len(parts)} runs on "
-             f"{escape(gpus[0] if gpus else 'CPU')}, measured end to end at {int(size)} px (batch {int(batch)}): per "
-             f"model (its model-only img/s at the most cores) and CPU cores per GPU, the pipelines whose e2e rate is "
-             f"at least {FED:.0%} of model-only (medians) with no process under {FLOOR:.0%}, {cheapest_words(s)}, "
-             f"and ×N: the fastest of them over `dataloader`, both end to end; \"restart-free also\": the pipelines "
-             f"below {FED:.0%} only with epoch restarts"
-             + (f"; thin: too few processes or windows for a verdict (it needs {MIN_PROCESSES} processes of "
-                f"{MIN_WINDOWS} windows each)" if thin_cells(measured) else "")
+    how = f"gathered from {len(parts)} runs on {escape(gpus[0] if gpus else 'CPU')}, measured"
+    lines = [which_header(s, measured, how, "(its model-only img/s at the most cores)", s.device)
              + ". Each cell is the verdict of one run (its letter), model-only and every pipeline timed in that run's "
              "processes; every number is in the [full report](REPORT.md):", "", table(measured), ""]
     for letter, name, group, _ in parts:

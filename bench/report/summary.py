@@ -187,6 +187,20 @@ def measured_table(s: pd.DataFrame, mark=lambda here: "") -> pd.DataFrame:
     return pd.DataFrame(found)
 
 
+def which_header(s: pd.DataFrame, measured: pd.DataFrame, how: str, speed: str, devices) -> str:
+    """The sentence above a `measured_table` of the e2e situations `s` (one setting): what a cell names,
+    how it was made (`how`: "measured", or "gathered from N runs on GPU, measured") and what the first
+    column's speed is; "thin" explained where a cell says it."""
+    size, batch = int(s.image_size.iloc[0]), int(s.batch_size.iloc[0])
+    return (f"**Which pipeline keeps your model fed**, {how} end to end at {size} px (batch {batch}): per model "
+            f"{speed} and CPU cores{per_gpu(devices)}, the pipelines whose e2e rate is at least {FED:.0%} of "
+            f"model-only (medians) with no process under {FLOOR:.0%}, {cheapest_words(s)}, and ×N: the fastest of "
+            f"them over `dataloader`, both end to end; \"restart-free also\": the pipelines below {FED:.0%} only "
+            f"with epoch restarts (at least {FED:.0%} over the steps that began no epoch)"
+            + (f"; thin: too few processes or windows for a verdict (it needs {MIN_PROCESSES} processes of "
+               f"{MIN_WINDOWS} windows each)" if thin_cells(measured) else ""))
+
+
 def measured_cell(here: pd.DataFrame) -> str:
     """One cell of `measured_table`: one model's e2e situations at one CPU budget; a pipeline that ran
     but gets no verdict is named with why (`left_out`), never called absent."""
@@ -326,15 +340,8 @@ def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: d
         setting = tuple(trained_main.iloc[0][SETTING])
         measured = measured_table(at_setting(trained_main, setting))
     if len(measured):
-        lines += ["", f"**Which pipeline keeps your model fed**, measured end to end at {int(setting[0])} px (batch "
-                  f"{int(setting[1])}): per model (its model-only img/s) and CPU cores{per_gpu(group.device)}, the pipelines whose "
-                  f"e2e rate is at least {FED:.0%} of model-only (medians) with no process under {FLOOR:.0%}, "
-                  f"{cheapest_words(at_setting(trained_main, setting))}, and ×N: the fastest of them over `dataloader`, both end to end; "
-                  f"\"restart-free also\": the pipelines below {FED:.0%} only with epoch restarts (at least "
-                  f"{FED:.0%} over the steps that began no epoch)"
-                  + (f"; thin: too few processes or windows for a verdict (it needs {MIN_PROCESSES} "
-                     f"processes of {MIN_WINDOWS} windows each)" if thin_cells(measured) else "") + ":", "",
-                  table(measured)]
+        lines += ["", which_header(at_setting(trained_main, setting), measured, "measured", "(its model-only img/s)",
+                                   group.device) + ":", "", table(measured)]
     elif len(main):
         setting = tuple(main.iloc[0][SETTING])
         lines += ["", f"**Which pipeline keeps a model fed** at {int(setting[0])} px (batch {int(setting[1])}), predicted "
