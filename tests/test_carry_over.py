@@ -66,8 +66,8 @@ UNBALANCED = {"photos-best.json": "6 members at 16 cores in 3 processes of 2-4 m
                                      "one lease's GPU time",
               "hosts-4-32px.json": "5 members at 1, 2 and 4 ranks in 3 processes: one lease's GPU time",
               "photos-gpu-decode.json": "4 members at 8 and 4 cores in 3 processes: one session's GPU time",
-              "ladder.json": "8 members in each of 15 cells in 3 processes: about 86 min of GPU time in seven parts; 8 "
-                             "processes a cell would take 2.7 times that"}
+              "ladder.json": "8 members in each of 15 cells in 3 processes: seven parts of a lease each "
+                             "(results/2026-12-03-h200-ladder/ESTIMATE.txt); 8 processes a cell, 2.7 times that"}
 
 
 def test_every_committed_plan_that_shares_a_process_runs_as_many_processes_as_a_cell_has_members():
