@@ -44,7 +44,7 @@ _REGISTRY = {
 }
 
 __all__ = ["Option", "Pipeline", "PipelineConfig", "available", "build", "copies", "declared_options", "names", "reads",
-           "resolve_config"]
+           "resolve_config", "worker_modules"]
 
 
 def names() -> list[str]:
@@ -88,6 +88,18 @@ def _importable() -> list[type[Pipeline]]:
         except ImportError:
             continue
     return found
+
+
+def worker_modules(name: str, config: PipelineConfig) -> tuple[str, ...]:
+    """What the forkserver of pipeline `name`'s DataLoader workers imports under `config`
+    (`Pipeline.worker_modules`); none where no worker starts from a forkserver: no workers, another
+    start method, or no pipeline ('none', a model-only run)."""
+    if name not in _REGISTRY or not config.num_workers or getattr(config, "worker_start", "") != "forkserver":
+        return ()
+    try:
+        return _declared_class(name).worker_modules
+    except ImportError:
+        return ()
 
 
 def reads(name: str) -> tuple[str, ...]:

@@ -88,6 +88,8 @@ class Pipeline(abc.ABC):
     # Its `next()` waits for the device's queued work (a blocking copy on the current stream), so a
     # caller's time in `next()` includes the model's queued steps; set per instance where it depends on the config.
     next_syncs: bool = False
+    # What the forkserver of its DataLoader workers imports, once for every worker (`workers.worker_options`)
+    worker_modules: tuple[str, ...] = ()
 
     def __init__(self, config: PipelineConfig, data: Split | None = None):
         self.config = config = self.resolve(config)

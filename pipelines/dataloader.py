@@ -92,6 +92,7 @@ class DataLoaderPipeline(Pipeline):
     name = "dataloader"
     options = (ENCODING, DECODER, PIN_MEMORY, NON_BLOCKING, WORKER_START, NUM_WORKERS)
     photos = True
+    worker_modules = (__name__,)
 
     def __init__(self, config, data=None):
         super().__init__(config, data)
@@ -114,7 +115,7 @@ class DataLoaderPipeline(Pipeline):
         options = {"num_workers": self.config.num_workers, "pin_memory": pin_memory,   # its own seed, not the global RNG
                    "generator": torch.Generator().manual_seed(self.config.seed), **options}
         options.setdefault("persistent_workers", options["num_workers"] > 0)
-        options = {**worker_options(self.config, [__name__], options["num_workers"]), **options}
+        options = {**worker_options(self.config, self.worker_modules, options["num_workers"]), **options}
         return torch.utils.data.DataLoader(self.samples, batch_sampler=EpochKeys(self), **options)
 
     @property

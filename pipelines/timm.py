@@ -62,7 +62,6 @@ from .options import NUM_WORKERS, WORKER_START
 from .peers import Peer
 
 
-PRELOAD = [__name__, "timm.data"]   # what the forkserver imports once: the workers' transforms come from timm
 
 
 def _import_timm() -> SimpleNamespace:
@@ -128,6 +127,7 @@ class TimmPrefetchPipeline(Pipeline):
     options = (NUM_WORKERS, WORKER_START)
     missing = TIMM
     photos = True
+    worker_modules = (__name__, "timm.data")   # the workers' transforms come from timm
 
     def __init__(self, config, data=None):
         super().__init__(config, data)
@@ -140,7 +140,7 @@ class TimmPrefetchPipeline(Pipeline):
         cuda, workers, timm = self.device.type == "cuda", config.num_workers, TIMM.get()
         loader = torch.utils.data.DataLoader(
             self.samples, batch_sampler=EpochKeys(self), num_workers=workers, collate_fn=timm.fast_collate,
-            pin_memory=cuda, persistent_workers=workers > 0, **worker_options(config, PRELOAD, workers),
+            pin_memory=cuda, persistent_workers=workers > 0, **worker_options(config, self.worker_modules, workers),
             generator=torch.Generator().manual_seed(int(rank_seeds(config, 3)[0])))
         self.loader = timm.PrefetchLoader(loader, mean=MEAN, std=STD, device=self.device,
                                           img_dtype=getattr(torch, config.dtype))

@@ -1,5 +1,6 @@
 """DataLoader workers as the DataLoader-based pipelines start them: the multiprocessing context
-and forkserver (`worker_context`, `start_forkserver`), each worker on its loader's cores
+and forkserver (`worker_context`, `start_forkserver`; started ahead of the first loader by
+`start_forkserver_early`, waited for by `forkserver_ready`), each worker on its loader's cores
 (`worker_options`), datasets passed as shared memory (`SharedArrays`) and the epoch's sample keys as
 the batch sampler (`EpochKeys`).
 """
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -22,7 +24,7 @@ import torch
 from .config import PipelineConfig
 from .contract import Pipeline
 
-def worker_options(config: PipelineConfig, preload: list[str], workers: int) -> dict[str, object]:
+def worker_options(config: PipelineConfig, preload: Sequence[str], workers: int) -> dict[str, object]:
     """DataLoader arguments for `workers` workers: how they start (`worker_context`, the forkserver
     importing the modules in `preload`: the dataset's and those its work imports) and an init
     function (`_init_worker`) that puts each worker on the cores of the process building the loader
@@ -53,7 +55,7 @@ def _init_worker(cores: list[int] | None, owner: int, worker_id: int) -> None:
     threading.Thread(target=watch, name="owner-watch", daemon=True).start()
 
 
-def worker_context(config: PipelineConfig, preload: list[str], workers: int):
+def worker_context(config: PipelineConfig, preload: Sequence[str], workers: int):
     """The multiprocessing context `workers` DataLoader workers start with (config.worker_start), or
     None for none. "forkserver" (the default; Python 3.14's default on Linux) and "spawn" start
     workers from a clean process, which is safe in a process that already runs threads (CUDA's, a
@@ -69,7 +71,7 @@ def worker_context(config: PipelineConfig, preload: list[str], workers: int):
     return context
 
 
-def start_forkserver(preload: list[str]) -> None:
+def start_forkserver(preload: Sequence[str]) -> None:
     """Start this process's multiprocessing forkserver importing `preload` (a no-op while one runs:
     the first caller's preload holds), with
     - a session of its own: a terminal's Ctrl-C reaches every process of its group, and a forkserver
@@ -83,7 +85,7 @@ def start_forkserver(preload: list[str]) -> None:
       by `python -c`, it would have the current folder first on its path, and a user's random.py
       there (a --models file) would replace the standard library's module that torch imports
       (Python >= 3.11 honours PYTHONSAFEPATH)."""
-    multiprocessing.get_context("forkserver").set_forkserver_preload(preload)
+    multiprocessing.get_context("forkserver").set_forkserver_preload(list(preload))
     multiprocessing.resource_tracker.ensure_running()
     env = {"PYTHONSAFEPATH": "1", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     before = {name: os.environ.get(name) for name in env}
@@ -99,6 +101,30 @@ def start_forkserver(preload: list[str]) -> None:
                 del os.environ[name]
             else:
                 os.environ[name] = value
+
+
+_early: list[bool] = []   # a forkserver start_forkserver_early started, not yet known to be ready
+
+
+def start_forkserver_early(preload: Sequence[str]) -> None:
+    """Start this process's forkserver importing `preload` now, ahead of the first loader that needs
+    it (a no-op if one runs), so that its imports (torch and the pipelines' modules: seconds) overlap
+    what the process does meanwhile (starting CUDA, building and compiling a model);
+    `forkserver_ready` then waits for them before anything is timed."""
+    if preload:
+        start_forkserver(preload)
+        _early[:] = [True]
+
+
+def forkserver_ready() -> None:
+    """Wait until the forkserver `start_forkserver_early` started has imported its modules (it forks
+    one process that does nothing: it serves none before), so that no timed work shares the CPU with
+    those imports; a no-op otherwise, and once it was ready."""
+    if _early:
+        process = multiprocessing.get_context("forkserver").Process(target=os.getpid, daemon=True)
+        process.start()
+        process.join()
+        _early.clear()
 
 
 def _spawn_in_own_session(path: str, args: list[str], passfds) -> int:

@@ -16,7 +16,7 @@ worker (`shared`): each of two workers made its own 60,000-image sets, about 20 
 The objects made while the suite imports and collects (torch, pandas, some 1,400 test items: about
 half a million) are moved out of the garbage collector's reach once collection ends (`gc.freeze`):
 every full collection walked them all, 0.3 s each, and the harness collects before each configuration
-it runs in this process (`harness.release`), besides Python's own full collections: about a seventh of
+it runs in this process (`machine.release`), besides Python's own full collections: about a seventh of
 test_bench.py's and test_runner.py's time. Nothing a test makes is frozen.
 
 A test that allows a process a fixed time to start or end takes it from `allowance`: the time set on

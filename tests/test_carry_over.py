@@ -1,6 +1,6 @@
 """What one configuration leaves the next in a shared process (`--share-process`): the Williams
 order of the members (`bench.running.plan.williams`, `shared`, `carry_over_note`), the memory released
-between them (`bench.measuring.harness.release`), and the GPU readings each window records
+between them (`bench.measuring.machine.release`), and the GPU readings each window records
 (`bench.measuring.machine.GpuMonitor`)."""
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def test_the_note_names_a_cell_with_fewer_processes_than_its_design_has_rows():
 @pytest.mark.parametrize("public", [True, False])
 def test_release_frees_garbage_then_dali_s_pools_then_torch_s_device_and_pinned_caches(monkeypatch, public):
     calls = []
-    monkeypatch.setattr(harness.gc, "collect", lambda: calls.append("garbage"))
+    monkeypatch.setattr(machine.gc, "collect", lambda: calls.append("garbage"))
     monkeypatch.setitem(sys.modules, "nvidia.dali.backend",
                         SimpleNamespace(ReleaseUnusedMemory=lambda: calls.append("dali")))
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("cuda"))
@@ -117,16 +117,16 @@ def test_release_frees_garbage_then_dali_s_pools_then_torch_s_device_and_pinned_
         monkeypatch.setattr(torch.accelerator, "empty_host_cache", lambda: calls.append("pinned"), raising=False)
     else:   # a torch without the public name (before it existed): the private one
         monkeypatch.delattr(torch.accelerator, "empty_host_cache", raising=False)
-    harness.release(torch.device("cuda"))
+    machine.release(torch.device("cuda"))
     assert calls == ["garbage", "dali", "cuda", "pinned"]
     calls.clear()
-    harness.release(torch.device("cpu"))   # no CUDA caches to free without CUDA
+    machine.release(torch.device("cpu"))   # no CUDA caches to free without CUDA
     assert calls == ["garbage", "dali"]
 
 
 def test_release_leaves_dali_alone_where_it_was_not_imported(monkeypatch):
     monkeypatch.delitem(sys.modules, "nvidia.dali.backend", raising=False)
-    harness.release(torch.device("cpu"))
+    machine.release(torch.device("cpu"))
     assert "nvidia.dali.backend" not in sys.modules
 
 
@@ -144,7 +144,7 @@ def test_a_shared_process_releases_between_one_member_s_close_and_the_next_s_bui
 
     monkeypatch.setattr(pipelines, "build", building)
     monkeypatch.setattr(pipelines.Pipeline, "close", closing)
-    monkeypatch.setattr(harness, "release", lambda device: events.append("release"))
+    monkeypatch.setattr(machine, "release", lambda device: events.append("release"))
     config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=16, max_samples=64, num_workers=1)
     shared = harness.Shared()
     for name in ("resident", "dataloader"):

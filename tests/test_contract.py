@@ -272,11 +272,43 @@ def test_set_epoch_rejects_bad_values_and_close_is_idempotent(variant, indexed_r
 def test_the_forkserver_imports_once_what_every_worker_would_import(name, preload, monkeypatch, indexed_root):
     """DataLoader workers started by the forkserver begin with what it imported: the dataset's
     module, and for `timm` timm's data package, whose transforms every worker runs (its module
-    imports timm lazily, so preloading the module alone left each worker importing timm)."""
+    imports timm lazily, so preloading the module alone left each worker importing timm); what a
+    sweep's child starts early (`pipelines.worker_modules`) is the same, and nothing where no worker
+    starts from a forkserver."""
     started = []
-    monkeypatch.setattr(workers, "start_forkserver", started.append)
-    make((name, {}), indexed_root, max_samples=64, worker_start="forkserver").close()
+    monkeypatch.setattr(workers, "start_forkserver", lambda modules: started.append(list(modules)))
+    pipeline = make((name, {}), indexed_root, max_samples=64, worker_start="forkserver")
+    pipeline.close()
     assert started == [preload]
+    config = pipeline.config
+    assert list(pipelines.worker_modules(name, config)) == preload
+    for other in (config.replace(num_workers=0), config.replace(worker_start="spawn")):
+        assert pipelines.worker_modules(name, other) == ()
+    assert pipelines.worker_modules("none", config) == pipelines.worker_modules("prefetch", config) == ()
+
+
+EARLY_FORKSERVER = """
+import sys, time
+from pathlib import Path
+from pipelines import workers
+marker = Path(sys.argv[1])
+workers.start_forkserver_early(["slow_import"])
+started = marker.exists()
+workers.forkserver_ready()
+print(started, marker.exists())
+"""
+
+
+def test_a_forkserver_started_early_imports_meanwhile_and_is_waited_for_before_anything_is_timed(tmp_path):
+    """`start_forkserver_early` returns while the forkserver still imports (here a module that takes
+    2 s and then leaves a file); `forkserver_ready` returns only once it has imported everything."""
+    (tmp_path / "slow_import.py").write_text("import os, sys, time\ntime.sleep(2)\n"
+                                             f"open({str(tmp_path / 'imported')!r}, 'w').close()\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).resolve().parents[1])])}
+    done = subprocess.run([sys.executable, "-c", EARLY_FORKSERVER, str(tmp_path / "imported")], capture_output=True,
+                          text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "True"], done.stdout
 
 
 @pytest.mark.parametrize("variant", LIGHT_VARIANTS, ids=LIGHT_IDS)

@@ -170,18 +170,49 @@ def test_windows_of_min_window_s_are_whole_epochs_or_blocks(mode, pipeline, mode
             assert n % unit == 0 and (n - unit) * per_step < target
 
 
-def test_the_warm_up_doubles_its_chunks_then_runs_them_until_two_in_a_row_agree(monkeypatch):
-    """1, 2, 4, ... steps, each chunk ended by a synchronize, until one lasts STEADY_CHUNK_S, then
-    chunks of that size until two in a row run within STEADY of each other (issue 67: DALI's first
-    windows read 51 % of model-only, its second 79 %): a steady step (0.1 s each) stops after the
-    second full chunk; one whose steps speed up from 0.2 s to 0.1 s over its first 8 steps goes on
-    until its chunks agree (a plateau followed by a faster one cannot be told apart: the windows'
-    drift, which the report reads, catches that); one that never settles stops at STEADY_MOST_S, not steady. Returns the
+@pytest.mark.parametrize("mode, pipeline, model", [("e2e", "resident", "resnet9-w0.25"),
+                                                   ("loader", "resident", "none")])
+def test_nothing_is_timed_before_an_early_forkserver_is_ready(mode, pipeline, model, synthetic_root, monkeypatch):
+    """A sweep's child starts its workers' forkserver as it starts (`pipelines.workers.start_forkserver_early`):
+    the pipeline's construction and the model's first training call (its compilation) overlap the
+    forkserver's imports, and the harness waits for them (`forkserver_ready`) before the warm-up and
+    every window; in loader mode also before the busy steps are sized."""
+    events = []
+    workload, timed, null = harness._workload, harness.time_window, harness.beside_null
+
+    def workload_then(*args):
+        made = workload(*args)
+        events.append("workload")
+        return made
+    monkeypatch.setattr(harness, "_workload", workload_then)
+    monkeypatch.setattr(harness, "forkserver_ready", lambda: events.append("ready"))
+    monkeypatch.setattr(harness, "calibrate", lambda *args: events.append("warm-up") or (0.01, True, 0.0))
+    monkeypatch.setattr(harness, "time_window", lambda *args, **kw: events.append("window") or timed(*args, **kw))
+    monkeypatch.setattr(harness, "beside_null", lambda *args: events.append("busy sized") or null(*args))
+    config = PipelineConfig(data_root=str(synthetic_root), device="cpu", batch_size=4, max_samples=16)
+    busy = (0.0, 1.0) if mode == "loader" else (0.0,)
+    list(harness.run(RunSpec(pipeline, mode, model, config, requested_steps=None, min_window_s=0.05, warmup=0,
+                             repeats=1, busy_levels=busy)))
+    if mode == "e2e":
+        assert events == ["workload", "ready", "warm-up", "window"]
+    else:   # the busy steps are sized before the pipeline exists
+        assert events == ["ready", "busy sized", "workload", "ready", "warm-up", "window", "window"]
+
+
+def test_the_warm_up_sizes_its_chunks_to_last_steady_chunk_s_then_runs_them_until_two_in_a_row_agree(monkeypatch):
+    """From 1 step on, a chunk shorter than STEADY_CHUNK_S (each ended by a synchronize) is followed
+    by one sized at its rate for CHUNK_MARGIN more (at most CHUNK_GROWTH times as long), until one
+    lasts STEADY_CHUNK_S, then chunks of that size until two in a row run within STEADY of each other
+    (issue 67: DALI's first windows read 51 % of model-only, its second 79 %): a steady step (0.1 s
+    each) stops after the second full chunk; a fast one (1 ms) grows 16-fold at a time; one whose
+    steps speed up from 0.2 s to 0.1 s over its first 8 steps goes on until its chunks agree (a
+    plateau followed by a faster one cannot be told apart: the windows' drift, which the report
+    reads, catches that); one that never settles stops at STEADY_MOST_S, not steady. Returns the
     last chunk's seconds per step, whether steady, and the seconds taken."""
     clock, synced, done = [0.0], [], []
     monkeypatch.setattr(harness, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
     monkeypatch.setattr(harness, "sync", lambda device: synced.append(len(done)))
-    monkeypatch.setattr(harness, "STEADY_CHUNK_S", 0.35)   # the chunk of 4 steps is the first to last it
+    monkeypatch.setattr(harness, "STEADY_CHUNK_S", 0.35)
 
     def run(step_s):
         done.clear(), synced.clear()
@@ -192,13 +223,15 @@ def test_the_warm_up_doubles_its_chunks_then_runs_them_until_two_in_a_row_agree(
             done.append(x)
         return harness.calibrate(iter([(i, None) for i in range(10_000)]), step, torch.device("cpu"))
     per_step, steady, took = run(lambda n: 0.1)
-    assert (per_step, steady) == (pytest.approx(0.1), True) and took == pytest.approx(1.1)
-    assert synced == [0, 1, 3, 7, 11]   # 1 + 2 + 4 (the first to last STEADY_CHUNK_S), then 4 more: they agree
+    assert (per_step, steady) == (pytest.approx(0.1), True) and took == pytest.approx(0.9)
+    assert synced == [0, 1, 5, 9]   # 1 step (0.1 s), then 4 (1.1 x 0.35 s at its rate: the first to last it), 4 more
+    per_step, steady, took = run(lambda n: 0.001)
+    assert steady and synced == [0, 1, 17, 273, 658, 1043]   # 1, 16, 256 (16-fold), 385 (0.385 s), 385
     per_step, steady, took = run(lambda n: max(0.1, 0.2 * 0.5 ** (n / 8)))
     assert steady and per_step == pytest.approx(0.1) and len(done) >= 8 + 2 * 2
     monkeypatch.setattr(harness, "STEADY_MOST_S", 5.0)
     per_step, steady, took = run(lambda n: 0.05 * 1.1 ** n)   # a rate that keeps falling: never settles
-    assert not steady and took >= 5.0 and len(done) < 40
+    assert not steady and took >= 5.0 and len(done) < 50
 
 
 def test_report_gives_each_step_kind_its_own_sections_against_the_same_loader_rows(tmp_path):

@@ -18,7 +18,7 @@ import torch
 
 from pipelines.config import PipelineConfig
 
-from ..measuring import harness
+from ..measuring import harness, machine
 from ..results import ENV_COLUMNS
 
 
@@ -167,6 +167,6 @@ def run(claims: list[Claim], ctx: Context, write: Callable[[dict], None], progre
             except Exception as e:
                 write({**base, "status": "error", "error": f"{type(e).__name__}: {e}"})
             finally:
-                harness.release(ctx.device)
+                machine.release(ctx.device)
         if progress is not None:
             progress.update(1)

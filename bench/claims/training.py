@@ -13,7 +13,7 @@ import torch
 
 import pipelines
 
-from ..measuring import harness, workloads
+from ..measuring import harness, machine, workloads
 from ..measuring.spec import RunSpec
 from .framework import Claim, Context, Scale, Verdict, combine, explaining, median, row
 
@@ -70,7 +70,7 @@ def measure_amp(ctx: Context) -> list[dict]:
                     rows += [row(setting, "img_per_s", w.images / w.seconds, "img/s", r),
                              row(setting, "peak_mem_mb", w.peak_gpu_mem_mb, "MB", r)]
             del trainer
-            harness.release(ctx.device)
+            machine.release(ctx.device)
     return rows
 
 
@@ -141,7 +141,7 @@ def measure_oom_fixes(ctx: Context) -> list[dict]:
                      row(setting, "peak_reserved_mb", peak_reserved, "MB", r, k)]
         allocated[setting] = max(peaks)
         del trainer, step
-        harness.release(device)
+        machine.release(device)
     if device.type != "cuda" or len(settings) < 3:   # the cap needs a CUDA device and an accumulation
         return rows
     plain, first_k = list(settings)[0], list(settings)[2]
@@ -158,7 +158,7 @@ def measure_oom_fixes(ctx: Context) -> list[dict]:
             except torch.OutOfMemoryError:
                 fits, note = 0, f"cap {cap:,.0f} MB: out of memory"
             trainer = step = None
-            harness.release(device)
+            machine.release(device)
             rows.append(row(setting, "fits_under_cap", fits, "flag", level=k, note=note))
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0, index)
@@ -232,7 +232,7 @@ def measure_fast_step(ctx: Context) -> list[dict]:
         setting = spec.pipeline if spec.mode == "loader" else f"{spec.pipeline}; {spec.step}"
         for r, (_, w) in enumerate(harness.run(spec)):
             rows.append(row(setting, f"{spec.mode}_img_per_s", w.images / w.seconds, "img/s", r))
-        harness.release(ctx.device)
+        machine.release(ctx.device)
     return rows
 
 

@@ -203,3 +203,17 @@ def rejection(step_ms: float, images: int, steps: int, seconds: float) -> str:
         return (f"delivered {images / seconds:,.0f} img/s, more than the busy step allows "
                 f"({most:,.0f}: batch / {step_ms:.3g} ms)")
     return ""
+
+
+class Touch:
+    """Loader-only consumer: one tiny kernel per batch that reads its images and labels; then the
+    synthetic training step `busy` (`bench.measuring.busy.BusyStep`), if any: the headspace method."""
+
+    def __init__(self, device: torch.device, busy: BusyStep | None = None):
+        self.acc = torch.zeros(1, device=device)
+        self.busy = busy
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        torch.add(images[-1, -1, -1, -1:], labels[-1:], out=self.acc)
+        if self.busy is not None:
+            self.busy()

@@ -86,8 +86,13 @@ below 0 where it spent nothing; nothing clamps it.
 
 On CUDA with NVML each window also records the SM / memory clocks, PCIe link, temperature, power
 draw and the reasons the clocks are held down (`machine.GpuMonitor`) read before its final
-synchronize. Pipeline construction (`setup_s`, including a resident upload) is outside every
-window. `sync_every` = N reads the loss on the host every N steps (`loss.item()`, as training loops
+synchronize. Outside every window, and recorded: pipeline construction (`setup_s`, including a
+resident upload), the first batch (`first_batch_s`: a worker pool's start), the first training call
+(`compile_s`), the warm-up (`warmup_s`) and each window's drain (`drain_s`). A child process of a
+sweep starts its DataLoader workers' forkserver as it starts (`bench.running.children`), so that the
+forkserver's imports overlap the pipeline's construction and the model's compilation; nothing is
+timed before it is ready (`pipelines.workers.forkserver_ready`: after the first training call, and
+before loader mode's busy steps are sized). `sync_every` = N reads the loss on the host every N steps (`loss.item()`, as training loops
 that log do), which drains the GPU's queue each time; 0 never does.
 
 The training step and its kinds (eager, graph, compile): `bench.measuring.training`.
@@ -98,7 +103,7 @@ Several configurations of one process (`Shared`, `--share-process`): model-only 
 configurations of one cell (model, step kind, loss reads, setting, CPU budget, GPUs) may run one
 after another in one process (one per rank under DDP) and share its trainer, built and compiled (or captured) once; each still
 builds, warms up, sizes and times its own pipeline and windows, and the pipeline before it is
-closed and its memory released first (`release`: Python's garbage, DALI's pools, torch's CUDA and
+closed and its memory released first (`machine.release`: Python's garbage, DALI's pools, torch's CUDA and
 pinned-memory caches); `bench.running.plan.shared` sets the order. Its first training call (`compile_s`) then only runs a step
 (the report reads compilation from slot 0 and rows that ran alone). The rows say which
 configurations shared a process and in which order (`slot`).
@@ -112,9 +117,7 @@ windows also record the other GPUs' peak memory.
 """
 from __future__ import annotations
 
-import gc
 import math
-import sys
 import time
 from typing import Callable, Iterator
 
@@ -124,9 +127,10 @@ import torch
 import pipelines
 from pipelines.contract import resolve_device
 from pipelines.epochs import shard_size
+from pipelines.workers import forkserver_ready
 
 from . import distributed, machine
-from .busy import BusyStep, beside_null, rejection
+from .busy import BusyStep, Touch, beside_null, rejection
 from .drain import drain, drains, ready_at_start, restart_bursts, sync
 from .spec import RunSpec, Window
 from .training import Trainer, evaluate, reading
@@ -135,41 +139,13 @@ from .workloads import copy_workload, endless, real_batches, stage_workload
 MODEL_BLOCK = 50   # model mode, min_window_s: windows are whole blocks of this many steps
 WINDOW_MARGIN = 1.2   # min_window_s: size windows for 20% more, so run-to-run jitter stays above it
 STEADY_CHUNK_S = 0.5   # min_window_s: the warm-up's chunks last at least this (`calibrate`)
+CHUNK_MARGIN = 1.1     # a short chunk's successor is sized for this much more than STEADY_CHUNK_S
+CHUNK_GROWTH = 16      # and is at most this many times as long
 STEADY = 0.1           # two chunks in a row within this of each other's rate: steady
 STEADY_MOST_S = 20.0   # the warm-up's longest: a pipeline not steady by then is timed, and its rows say so
 STEADY_WINDOWS = 4     # and at most this many of the run's minimum windows (a CPU run's 0.5 s: 2 s)
 MIN_LOADER_STEPS = 8   # a loader window shorter than an epoch has at least this many steps
 LONG_EPOCH = 5   # min_window_s: a loader window is whole epochs unless one lasts more than this x the window
-
-
-class Touch:
-    """Loader-only consumer: one tiny kernel per batch that reads its images and labels; then the
-    synthetic training step `busy` (`bench.measuring.busy.BusyStep`), if any: the headspace method."""
-
-    def __init__(self, device: torch.device, busy: BusyStep | None = None):
-        self.acc = torch.zeros(1, device=device)
-        self.busy = busy
-
-    def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
-        torch.add(images[-1, -1, -1, -1:], labels[-1:], out=self.acc)
-        if self.busy is not None:
-            self.busy()
-
-
-def release(device: torch.device) -> None:
-    """Free what dropped objects still hold: Python garbage, then the unused blocks of DALI's device and
-    pinned memory pools (where DALI was imported), then the CUDA caching allocator's cache and torch's
-    cache of pinned host memory, so the next configuration of a process starts without them."""
-    gc.collect()
-    dali = sys.modules.get("nvidia.dali.backend")
-    if dali is not None and hasattr(dali, "ReleaseUnusedMemory"):
-        dali.ReleaseUnusedMemory()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-        empty_host_cache = getattr(getattr(torch, "accelerator", None), "empty_host_cache", None) \
-            or getattr(torch._C, "_host_emptyCache", None)   # newer torches' public name, else (2.11) the private one
-        if empty_host_cache is not None:
-            empty_host_cache()
 
 
 def time_window(batches: Iterator, step: Callable, steps: int, device: torch.device,
@@ -183,9 +159,11 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
     cuda = device.type == "cuda"
     marks = _step_marks(steps, device, others) if cuda else []
     distributed.barrier()
-    drained, handover = 0, math.nan
+    drained, handover, drain_s = 0, math.nan, 0.0
     if settle is not None:
+        t0 = time.perf_counter()
         drained, handover = settle()
+        drain_s = time.perf_counter() - t0
         distributed.barrier()
     host_marks = np.empty(steps + 1)
     wait = np.empty(steps)
@@ -224,7 +202,7 @@ def time_window(batches: Iterator, step: Callable, steps: int, device: torch.dev
     steady = sizes[~decided].sum() / (step_ms[~decided].sum() / 1e3) if restarts.any() and not decided.all() \
         else images / seconds   # the steps no epoch restart decides, on the GPU's timeline (module docstring)
     return Window(images, seconds, wait * 1e3, step_ms, peak, other, wait[restarts] * 1e3, float(steady), cpu,
-                  train_cpu, next_cpu, gpu, drain_steps=drained, drain_handover_ms=handover)
+                  train_cpu, next_cpu, gpu, drain_steps=drained, drain_handover_ms=handover, drain_s=drain_s)
 
 
 def _step_marks(steps: int, device: torch.device, others: tuple[torch.device, ...]) -> list:
@@ -256,12 +234,14 @@ def _step_times(marks: list, host_marks: np.ndarray, device: torch.device,
 def calibrate(batches: Iterator, step: Callable, device: torch.device,
               most_s: float = STEADY_MOST_S) -> tuple[float, bool, float]:
     """Warm up until steady, and size the windows: untimed steps in synchronized chunks (so a host
-    that runs ahead of the device never queues much) of 1, 2, 4, ... steps until one lasts
-    STEADY_CHUNK_S, then chunks of that size until two in a row run within STEADY of each other's
-    rate (a pipeline's first batches can run far slower than its later ones: DALI grows its buffers,
-    a worker pool fills its queue) or `most_s` have passed; every rank decides together, so all
-    run the same steps. Returns the last chunk's seconds per step, whether it was steady, and the
-    seconds it all took (rows: `warmup_steady`, `warmup_s`)."""
+    that runs ahead of the device never queues much), from 1 step on, each short one followed by one
+    sized at its rate to last STEADY_CHUNK_S (with CHUNK_MARGIN; growing at least by one step, at
+    most CHUNK_GROWTH times), until one lasts STEADY_CHUNK_S, then chunks of that size until two in
+    a row run within STEADY of each other's rate (a pipeline's first batches can run far slower than
+    its later ones: DALI grows its buffers, a worker pool fills its queue) or `most_s` have passed;
+    every rank decides together (the fastest rank's rate sizes the next chunk), so all run the same
+    steps. Returns the last chunk's seconds per step, whether it was steady, and the seconds it all
+    took (rows: `warmup_steady`, `warmup_s`)."""
     chunk, last = 1, math.nan
     sync(device)
     start = time.perf_counter()
@@ -271,8 +251,10 @@ def calibrate(batches: Iterator, step: Callable, device: torch.device,
             step(*next(batches))
         sync(device)
         per_step = (time.perf_counter() - t0) / chunk
-        if any(distributed.gather(per_step * chunk < STEADY_CHUNK_S)):
-            chunk *= 2
+        fastest = min(distributed.gather(per_step))
+        if fastest * chunk < STEADY_CHUNK_S:
+            sized = math.ceil(CHUNK_MARGIN * STEADY_CHUNK_S / fastest) if fastest > 0 else CHUNK_GROWTH * chunk
+            chunk = min(max(sized, chunk + 1), CHUNK_GROWTH * chunk)
             continue
         steady = abs(per_step / last - 1) <= STEADY
         elapsed = time.perf_counter() - start
@@ -329,6 +311,8 @@ def _run(spec: RunSpec, cores: list[int], shared: Shared | None) -> Iterator[tup
         facts["slot"] = shared.ran
         shared.ran += 1
     monitor = machine.GpuMonitor(device)
+    if spec.mode == "loader":
+        forkserver_ready()   # a forkserver started early (`bench.running.children`) has imported its modules
     # loader mode's consumers, one per busy level, calibrated before the pipeline and its threads exist
     consumers = {b: Touch(device, BusyStep(device, b) if b else None) for b in spec.busy_levels} \
         if spec.mode == "loader" else {}
@@ -351,6 +335,7 @@ def _run(spec: RunSpec, cores: list[int], shared: Shared | None) -> Iterator[tup
             batches = endless(pipeline)
             unit = len(pipeline)
         batches, step, trainer = _workload(spec, pipeline, batches, device, shared, facts)
+        forkserver_ready()   # nothing timed shares the CPU with an early forkserver's imports
         if spec.mode == "train":
             yield facts, _train(spec, pipeline, trainer, batches, device, monitor)
             return
@@ -391,8 +376,10 @@ def _workload(spec: RunSpec, pipeline, batches, device: torch.device, shared: Sh
     if spec.mode == "loader":
         return batches, Touch(device), None
     trainer = (shared or Shared()).trainer(spec, device)
-    batch = next(batches)
+    t0 = time.perf_counter()
+    batch = next(batches)   # a worker pool's start, a first epoch's plan
     sync(device)
+    facts["first_batch_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     trainer(*batch)   # compilation, warm-up and capture happen here, outside every window
     sync(device)

@@ -22,12 +22,16 @@ the GPU's clocks, link, temperature and power while it runs, and what tells one 
 - `host_identity()`: CPU model, boot id and a short host-speed figure (`host_calibration_ms`: one
   core sorting 2^20 float64 numbers, median of 3) that rows record, so runs of two machines (or two
   leases of one kind, whose host CPUs can differ) are never taken for one.
+- `release(device)`: free what dropped objects still hold (Python's garbage, DALI's pools, torch's
+  CUDA and pinned-memory caches) between configurations of one process.
 """
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -226,3 +230,19 @@ def host_identity() -> dict[str, object]:
         np.sort(values, kind="quicksort")
         times.append(time.perf_counter() - start)
     return {"cpu_model": model, "boot_id": boot, "host_calibration_ms": round(1e3 * float(np.median(times)), 2)}
+
+
+def release(device: torch.device) -> None:
+    """Free what dropped objects still hold: Python garbage, then the unused blocks of DALI's device and
+    pinned memory pools (where DALI was imported), then the CUDA caching allocator's cache and torch's
+    cache of pinned host memory, so the next configuration of a process starts without them."""
+    gc.collect()
+    dali = sys.modules.get("nvidia.dali.backend")
+    if dali is not None and hasattr(dali, "ReleaseUnusedMemory"):
+        dali.ReleaseUnusedMemory()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        empty_host_cache = getattr(getattr(torch, "accelerator", None), "empty_host_cache", None) \
+            or getattr(torch._C, "_host_emptyCache", None)   # newer torches' public name, else (2.11) the private one
+        if empty_host_cache is not None:
+            empty_host_cache()

@@ -30,7 +30,6 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torchvision.models import resnet18 as tv_resnet18
 
 from pipelines.config import NUM_CLASSES
 
@@ -64,6 +63,7 @@ def resnet9(num_classes: int = NUM_CLASSES, width: float = 1.0) -> nn.Module:
 
 
 def resnet18(num_classes: int = NUM_CLASSES) -> nn.Module:
+    from torchvision.models import resnet18 as tv_resnet18   # torchvision's models are imported where built: seconds
     model = tv_resnet18(num_classes=num_classes)
     model.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
     model.maxpool = nn.Identity()

@@ -129,6 +129,7 @@ class Window:
     busy_stretch: float = math.nan   # loader mode: busy_step_ms / busy_idle_ms, the pipeline's contention cost
     rejected: str = ""           # why the window cannot count ('' if it can): `bench.measuring.busy.rejection`
     drain_steps: int = 0         # batches the drain before it took (`bench.measuring.drain.drain`)
+    drain_s: float = 0.0         # the drain's seconds (untimed: outside the window)
     drain_handover_ms: float = math.nan   # the drain's quickest next(): a ready batch's handover
     ready_at_start: float = math.nan   # batches ready when it began (`bench.measuring.drain.ready_at_start`); nan: not drained
     test_accuracy: float = math.nan   # train mode

@@ -79,7 +79,7 @@ NUMERIC = {"process": 0, "busy_ms": 0.0, "busy_step_ms": math.nan, "busy_idle_ms
 NUMBERS = [*NUMERIC, "img_per_s", "images", "seconds", "epochs", "batch_size", "samples", "steps_per_epoch", "steps",
            "repeat", "cpu_count", "requested_steps", "max_samples", "warmup", "data_seed", "busy_units",
            "step_ms_p50", "step_ms_p95", "wait_ms_p50", "wait_ms_p95", "host_calibration_ms",
-           "drain_steps", "queue_capacity", "setup_s", "upload_s", "warmup_s"]
+           "drain_steps", "drain_s", "queue_capacity", "setup_s", "upload_s", "first_batch_s", "warmup_s"]
 TEXT = {"stage": "", "step": "", "payload": "", "copy": "", "device": "", "parallel": "none", "git_commit": "", "boot_id": "",
         "hostname": "", "run_id": "", "error": "", "gpu": "", "cpu_model": "", "peers": "", "dali": "",
         "next_syncs": ""}

@@ -53,8 +53,8 @@ MEASURE_COLUMNS = ["process", "repeat", "busy_ms", "busy_units", "busy_idle_ms",
                    "step_ms_p50", "step_ms_p95", "cpu_s", "cpu_s_per_kimg", "train_cpu_s", "next_cpu_s",
                    "pipeline_cpu_s_per_kimg", "blocking_waits", "cpu_set", "sm_mhz", "mem_mhz", "pcie",
                    "gpu_temp_c", "gpu_power_w", "clock_events", "gpu_jpg_util", "test_accuracy",
-                   "peak_gpu_mem_mb", "peak_gpu_mem_mb_others", "setup_s", "upload_s", "compile_s", "warmup_s", "warmup_steady", "slot",
-                   "queue_capacity", "drain_steps", "ready_at_start"]   # the drain before the window (bench.measuring.drain)
+                   "peak_gpu_mem_mb", "peak_gpu_mem_mb_others", "setup_s", "upload_s", "first_batch_s", "compile_s", "warmup_s", "warmup_steady",
+                   "slot", "queue_capacity", "drain_steps", "drain_s", "ready_at_start"]   # the drain before the window (bench.measuring.drain)
 # What must match for a sweep to count an earlier row as done: the same machine (boot), software and commit.
 SAME_ENVIRONMENT = ["gpu", "driver", "cuda", "torch", "torchvision", "dali", "cpu_count", "hostname", "boot_id",
                     "git_commit"]
@@ -275,7 +275,7 @@ def measured_row(spec: RunSpec, facts: dict, repeat: int, w: Window) -> dict[str
             "next_cpu_s": w.next_cpu_s, "pipeline_cpu_s_per_kimg": 1e3 * pipeline_cpu_s(w) / w.images, **w.gpu,
             "test_accuracy": w.test_accuracy,
             "peak_gpu_mem_mb": w.peak_gpu_mem_mb, "peak_gpu_mem_mb_others": w.peak_gpu_mem_mb_others,
-            "drain_steps": w.drain_steps, "ready_at_start": w.ready_at_start,
+            "drain_steps": w.drain_steps, "drain_s": w.drain_s, "ready_at_start": w.ready_at_start,
             "status": "rejected" if w.rejected else "ok", "error": w.rejected}
 
 

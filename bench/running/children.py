@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pipelines
 from pipelines.contract import resolve_device
-from pipelines.workers import start_forkserver
+from pipelines.workers import start_forkserver, start_forkserver_early
 
 from .. import results
-from ..measuring import distributed, harness, workloads
+from ..measuring import distributed, harness, machine, workloads
 from ..measuring.spec import RunSpec
 
 PARENT_POLL_S = 0.5   # how often a child checks that the pipebench process is still there
@@ -40,9 +40,10 @@ MAIN_THREAD = "main thread:"   # the first line of a child's stacks file names i
 def _context():
     if QUIET_TRACKER not in sys.warnoptions:
         sys.warnoptions.append(QUIET_TRACKER)
-    # torch imported once there; nothing there may initialize CUDA (importing torch._inductor does),
-    # or no child forked from it could use the GPU
-    start_forkserver(["bench.measuring.harness"])
+    # torch imported once there, and torchvision's models, which the harness imports only where it
+    # builds one (resnet18, the ViTs, torchvision:<name>); nothing there may initialize CUDA (importing
+    # torch._inductor does), or no child forked from it could use the GPU
+    start_forkserver(["bench.measuring.harness", "torchvision.models"])
     return multiprocessing.get_context("forkserver")
 
 
@@ -103,6 +104,10 @@ def _child(specs: list[RunSpec], entries: dict, parent: int, path: list[str], en
     faulthandler.register(signal.SIGUSR1, file=dump, all_threads=True)
     sys.path[:] = path
     pipelines._REGISTRY.update(entries)   # pipelines registered at run time in the parent (tests, plug-ins)
+    # the DataLoader workers' forkserver imports while this process starts CUDA and compiles; the
+    # harness waits for it before anything is timed (`pipelines.workers.forkserver_ready`)
+    start_forkserver_early(list(dict.fromkeys(m for spec in specs for m in pipelines.worker_modules(spec.pipeline,
+                                                                                                   spec.config))))
     shared = harness.Shared() if len(specs) > 1 else None
     with out:
         def emit(record: dict) -> None:
@@ -126,7 +131,7 @@ def _child(specs: list[RunSpec], entries: dict, parent: int, path: list[str], en
                 emit({"member": member, "ended": True})
                 break   # what it left (a half-captured step, a CUDA error) is not the next one's: a new process
             if shared is not None:   # the next one starts without what this one left
-                harness.release(resolve_device(spec.config.device))
+                machine.release(resolve_device(spec.config.device))
             emit({"member": member, "ended": True})
         emit({"done": True})
     sys.stdout.flush()

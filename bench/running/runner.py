@@ -10,7 +10,7 @@
 - **Or several configurations, one process** (`--share-process`, `plan.shared`): model-only and e2e
   configurations of one cell (or copy configurations of one setting) run one after another in one
   child, sharing its trainer (`harness.Shared`), what each left released before the next
-  (`harness.release`), each with its deadline counted from the end of the one before. One that
+  (`machine.release`), each with its deadline counted from the end of the one before. One that
   fails, hangs or kills the child leaves its row, and the rest run in a new child.
 - **Exits cost nothing.** A child leaves with `os._exit` right after its last record (no joining of
   library threads, no interpreter finalizers), and the parent then kills its process group, so
@@ -443,5 +443,5 @@ def run_in_process(spec: RunSpec, world: distributed.World, on_window=None,
         print(f"rank {world.rank}: {spec.pipeline} {spec.mode} {spec.model}: {type(e).__name__}: {e}", file=sys.stderr)
         raise
     finally:   # drop what a failed config still references before the next one
-        harness.release(resolve_device(spec.config.device))
+        machine.release(resolve_device(spec.config.device))
     return rows

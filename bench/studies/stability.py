@@ -69,7 +69,7 @@ def measure(name: str, config: PipelineConfig, epochs: int) -> Iterator[dict]:
                    "children_rss_mb": sum(rss_mb(k) for k in kids), "children": len(kids),
                    "gpu_allocated_mb": torch.cuda.memory_allocated(device) / 2**20 if cuda else float("nan"),
                    "gpu_reserved_mb": torch.cuda.memory_reserved(device) / 2**20 if cuda else float("nan")}
-    harness.release(device)
+    machine.release(device)
 
 
 def growth(df: pd.DataFrame, column: str, settle: int = 2) -> pd.Series:
