@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 from .. import results
 from ..measuring.busy import BusyStep
-from ..measuring.harness import release
+from ..measuring.machine import release
 from ..measuring.training import Trainer
 from ..report.formatting import machine_text
 

@@ -68,7 +68,7 @@ from pipelines.dali_options import DECODER
 from .. import results
 from ..measuring import machine
 from ..measuring.drain import drain, sync
-from ..measuring.harness import Shared, release
+from ..measuring.harness import Shared
 from ..measuring.spec import RunSpec
 from ..measuring.training import reading
 from ..measuring.workloads import endless, real_batches
@@ -373,7 +373,7 @@ def record(label: str, spec: RunSpec, shared: Shared, device: torch.device,
     finally:
         if pipeline is not None:
             pipeline.close()
-        release(device)
+        machine.release(device)
     packed = gzip.compress(json.dumps({"traceEvents": events}).encode()) if out is not None else b""
     if out is not None and len(packed) < TRACE_MAX_BYTES:
         (out / f"trace-{re.sub(r'[^A-Za-z0-9_.-]+', '-', label)}.json.gz").write_bytes(packed)
