@@ -1,0 +1,17 @@
+"""Seconds of test time per test file, from a `pytest --durations=0` log (setup, call and teardown of every
+test summed; under xdist the two workers' times, about twice the wall time):
+
+    python results/2026-12-02-tests/durations.py results/2026-12-02-tests/durations-ce1747d.txt
+"""
+import collections
+import re
+import sys
+
+per_file = collections.Counter()
+for line in open(sys.argv[1]):
+    found = re.match(r"([\d.]+)s (?:setup|call|teardown)\s+(tests/\S+?)::", line)
+    if found:
+        per_file[found.group(2)] += float(found.group(1))
+print(f"{sum(per_file.values()):.0f} s in all")
+for name, seconds in per_file.most_common(10):
+    print(f"{seconds:6.1f} s  {name}")
