@@ -97,3 +97,17 @@ def test_every_script_under_results_imports_what_exists_or_names_its_commit():
     broken = {str(p.relative_to(ROOT)): m for p in scripts if not PINNED.search(p.read_text())
               for m in [_missing_imports(p)] if m}
     assert broken == {}
+
+
+TREE_MOST_MIB = 20   # the GPU machine's calls carry the working tree with one DALI chunk: 20 MiB of tree at most
+
+
+def test_the_tracked_tree_stays_under_what_a_device_call_carries_beside_a_dali_chunk():
+    """Every tracked file together stays under TREE_MOST_MIB (data, runs and caches are ignored, never
+    tracked): over it, a call to the GPU machine can no longer carry a DALI chunk with the tree."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    files = [ROOT / name for name in listed.stdout.decode().split("\0") if name]
+    size = sum(f.stat().st_size for f in files if f.is_file())
+    assert size <= TREE_MOST_MIB * 2**20, f"{size / 2**20:.1f} MiB tracked"

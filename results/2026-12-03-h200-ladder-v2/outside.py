@@ -6,7 +6,8 @@ and what the rows record outside them: per member (each member's first row: its 
 repeated on its second window's row) building the pipeline (`setup_s`), its first batch (`first_batch_s`:
 a worker pool's start), compiling or loading the compiled step (`compile_s`), the warm-up that sizes the
 windows (`warmup_s`); per window its drain (`drain_s`); the rest (process starts, pipelines' closes,
-the memory released between members) is what none of them holds.
+the memory released between members) is what none of them holds. Then, per member, the medians of
+its pipeline's build, its warm-up and its windows' seconds together.
 
     python RUN/outside.py > RUN/OUTSIDE.md
 """
@@ -36,3 +37,12 @@ for part in sorted(HERE.glob("part*of*")):
     rest = total - windows - sum(member) - drains
     print(f"| {part.name} | {total:.0f} | {windows:.0f} | {' | '.join(f'{v:.0f}' for v in member)} | {drains:.0f} "
           f"| {rest:.0f} | {1 - windows / total:.0%} |")
+
+print()
+print("| part | members | setup s, median | warm-up s, median | windows s per member, median |")
+print("|:--|--:|--:|--:|--:|")
+for part in sorted(HERE.glob("part*of*")):
+    rows = pd.read_csv(part / "results.csv")
+    member = rows.groupby(["model", "process", "slot"])
+    print(f"| {part.name} | {member.ngroups} | {member.setup_s.first().median():.2f} | "
+          f"{member.warmup_s.first().median():.2f} | {member.seconds.sum().median():.2f} |")
