@@ -121,11 +121,35 @@ def small_indexed_root(tmp_path, monkeypatch):
     `sources.layout.PER_FILE` patched to match: for tests that make a JPEG copy at another image size,
     which encodes the whole set."""
     monkeypatch.setattr(sources.layout, "PER_FILE", 100)
-    folder = tmp_path / sources.BATCH_FOLDER
+    write_small_indexed(tmp_path)
+    return tmp_path
+
+
+def write_small_indexed(root: Path) -> None:
+    """The small index-encoded set (500 train, 100 test) under `root`, with `PER_FILE` patched to 100."""
+    folder = root / sources.BATCH_FOLDER
     folder.mkdir()
     sources.write_split(folder, "train", *indexed_images(0, 500))
     sources.write_split(folder, "test", *indexed_images(50_000, 100))
-    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def small_indexed_module_root(tmp_path_factory):
+    """`small_indexed_root`'s set written once for a module's tests, which only read it (its JPEG copies
+    at other sizes, made beside it, encoded once too); read it through `small_indexed_shared`."""
+    root = tmp_path_factory.mktemp("small-indexed")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sources.layout, "PER_FILE", 100)
+        write_small_indexed(root)
+    return root
+
+
+@pytest.fixture
+def small_indexed_shared(small_indexed_module_root, monkeypatch):
+    """`small_indexed_root` as one module's tests share it: `sources.layout.PER_FILE` patched to match for
+    the test."""
+    monkeypatch.setattr(sources.layout, "PER_FILE", 100)
+    return small_indexed_module_root
 
 
 def write_photographs(folder: Path, count: int, classes: int = 2, sides: tuple[int, int] = (200, 640),

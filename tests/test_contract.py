@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import multiprocessing.forkserver
 import os
 import subprocess
 import sys
@@ -44,6 +45,21 @@ N = 1000   # samples used by most tests (the first N of the train split)
 
 
 SPLITS: dict[tuple, sources.Split] = {}   # loaded once per data setting, shared by every pipeline
+# what the workers of both DataLoader-based pipelines import (`pipelines.worker_modules`)
+WORKER_MODULES = ["pipelines.dataloader", "pipelines.timm", "timm.data"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def forkserver_preloading_every_worker_module():
+    """DataLoader workers fork from this process's one forkserver, which imports what the first loader
+    asked for (`workers.start_forkserver`): started here with what both DataLoader-based pipelines'
+    workers import, so that `timm`'s workers do not each import timm (seconds each) after a `dataloader`
+    started the server. One already running without them is stopped first (no pipeline is open here
+    between modules)."""
+    server = multiprocessing.forkserver._forkserver
+    if server._forkserver_pid is not None and not set(WORKER_MODULES) <= set(server._preload_modules):
+        server._stop()
+    workers.start_forkserver(WORKER_MODULES)
 
 
 def make(variant, root, **changes) -> pipelines.Pipeline:
@@ -311,10 +327,20 @@ def test_a_forkserver_started_early_imports_meanwhile_and_is_waited_for_before_a
     assert done.stdout.split() == ["False", "True"], done.stdout
 
 
+def crop_errors(img: np.ndarray, padded: np.ndarray) -> np.ndarray:
+    """The mean absolute difference between `img` (S x S x 3) and every S x S crop of `padded`, as is
+    and mirrored: errors[dy, dx, flip]."""
+    size = img.shape[0]
+    crops = np.lib.stride_tricks.sliding_window_view(padded, (size, size), axis=(0, 1))   # dy, dx, 3, S, S
+    chw = img.transpose(2, 0, 1)
+    return np.stack([np.abs(crops - chw).mean(axis=(2, 3, 4)), np.abs(crops - chw[..., ::-1]).mean(axis=(2, 3, 4))],
+                    axis=-1)
+
+
 @pytest.mark.parametrize("variant", LIGHT_VARIANTS, ids=LIGHT_IDS)
-def test_image_size_upscales_the_set_and_scales_the_crop(variant, small_indexed_root):
+def test_image_size_upscales_the_set_and_scales_the_crop(variant, small_indexed_shared):
     size, n = 64, 128
-    with make(variant, small_indexed_root, image_size=size, augment=False, shuffle=False, max_samples=n) as p:
+    with make(variant, small_indexed_shared, image_size=size, augment=False, shuffle=False, max_samples=n) as p:
         x, y = epoch(p)
         jpeg = p.config.encoding == "jpeg"
         assert x.shape == (n, 3, size, size) and p.data.source == f"custom@{size}px"
@@ -322,20 +348,17 @@ def test_image_size_upscales_the_set_and_scales_the_crop(variant, small_indexed_
         assert_pixels_match(to_pixels(x), raw, jpeg)
     assert not jpeg or raw.shape == (n, size, size, 3)
     if not jpeg:   # the same content, each pixel repeated 2 x 2
-        small = make(variant, small_indexed_root, max_samples=n).data.images
+        small = make(variant, small_indexed_shared, max_samples=n).data.images
         assert np.array_equal(raw, small.repeat(2, axis=1).repeat(2, axis=2))
     pad = size // 8
-    with make(variant, small_indexed_root, image_size=size, shuffle=False, max_samples=32) as p:
+    with make(variant, small_indexed_shared, image_size=size, shuffle=False, max_samples=32) as p:
         pixels = to_pixels(epoch(p)[0])
     offsets = []
     for img, src in zip(pixels, raw):   # find each output among every crop of the padded source
-        padded = np.pad(src, ((pad, pad), (pad, pad), (0, 0))).astype(np.float64)
-        errors = {(dy, dx, f): np.abs(img - (c[:, ::-1] if f else c)).mean()
-                  for dy in range(2 * pad + 1) for dx in range(2 * pad + 1) for f in (False, True)
-                  for c in [padded[dy:dy + size, dx:dx + size]]}
-        best = min(errors, key=errors.get)
+        errors = crop_errors(img, np.pad(src, ((pad, pad), (pad, pad), (0, 0))).astype(np.float64))
+        best = np.unravel_index(np.argmin(errors), errors.shape)   # the first least, in (dy, dx, flip) order
         assert errors[best] <= (JPEG_MEAN_LEVELS if jpeg else 1e-3), (best, errors[best])
-        offsets += best[:2]
+        offsets += [int(best[0]), int(best[1])]
     assert max(offsets) > 8   # offsets span 0..2 * pad = 16, not the 32-px 0..8
 
 

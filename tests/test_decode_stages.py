@@ -56,7 +56,9 @@ def test_each_counted_batch_has_its_stages(tmp_path, photo_folder_for_stages):
     assert len(rows) == 4 and (rows.decode_ms > 0).all() and (rows.img_per_s > 0).all()
 
 
-@pytest.fixture
-def photo_folder_for_stages(tmp_path):
+@pytest.fixture(scope="module")
+def photo_folder_for_stages(tmp_path_factory):
+    """Written once for the module's tests, which only read it."""
     from conftest import write_photographs
-    return write_photographs(tmp_path / "photos", 256 * 7, classes=2, sides=(100, 200), detail=4, seed=2)
+    return write_photographs(tmp_path_factory.mktemp("stages") / "photos", 256 * 7, classes=2, sides=(100, 200),
+                             detail=4, seed=2)

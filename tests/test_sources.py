@@ -265,7 +265,18 @@ def test_synthetic_is_deterministic_balanced_and_natural():
     assert 800 < np.mean(sizes) < 2500
 
 
-def test_synthetic_is_learnable_within_one_epoch(synthetic_root):
+@pytest.fixture
+def one_thread():
+    """torch on one thread for the test, then as it was: beside the suite's other xdist worker on a
+    2-core machine, two threads a worker oversubscribe the cores and a small model's steps take 3x as
+    long."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_synthetic_is_learnable_within_one_epoch(synthetic_root, one_thread):
     """The synthetic set as generated for the benchmark (the session's, not 7000 images of its own)."""
     torch.manual_seed(0)
     folder = sources.ensure_synthetic(synthetic_root, seed=0)

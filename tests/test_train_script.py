@@ -27,13 +27,14 @@ def script() -> str:
 # Pipelines whose workers import the script again (its main guard) run it in a process each; the
 # others run it one after another in one process (`DRIVER`), each as `python train.py NAME` runs it.
 OWN_PROCESS = ("dataloader", "timm")
+SAMPLES = 512   # one batch of the script's 512 an epoch: each epoch still trains and prints its line
 GROUPS = [[name] for name in OWN_PROCESS] + [[name for name in pipelines.names() if name not in OWN_PROCESS]]
 DRIVER = """
 import runpy, sys, traceback
-script, *names = sys.argv[1:]
+script, samples, *names = sys.argv[1:]
 for name in names:
     print(f"=== {name}", flush=True), print(f"=== {name}", file=sys.stderr, flush=True)
-    sys.argv = [script, name, "1024"]
+    sys.argv = [script, name, samples]
     try:
         runpy.run_path(script, run_name="__main__")
         code = 0
@@ -63,7 +64,7 @@ def test_the_readme_script_trains_with_every_pipeline_or_says_why_not(names, syn
     path = tmp_path / "train.py"
     path.write_text(script())
     env = {**os.environ, "PIPEBENCH_DATA": str(synthetic_root), "CUDA_VISIBLE_DEVICES": ""}
-    argv = [str(path), *names, "1024"] if len(names) == 1 else ["-c", DRIVER, str(path), *names]
+    argv = [str(path), *names, str(SAMPLES)] if len(names) == 1 else ["-c", DRIVER, str(path), str(SAMPLES), *names]
     done = subprocess.run([sys.executable, *argv], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     if len(names) == 1:
         outs, errs, codes = {names[0]: done.stdout.splitlines()}, {names[0]: done.stderr}, {names[0]: done.returncode}
@@ -80,6 +81,6 @@ def test_the_readme_script_trains_with_every_pipeline_or_says_why_not(names, syn
             continue
         assert codes[name] == 0, errs[name][-3000:]
         lines = outs[name]
-        assert lines[0].startswith(f"{name} on cpu: 1024 train images, synthetic-seed0 from {synthetic_root}"), lines
+        assert lines[0].startswith(f"{name} on cpu: {SAMPLES} train images, synthetic-seed0 from {synthetic_root}"), lines
         assert [re.sub(r"\d+(?:[.,]\d+)*", "N", line) for line in lines[1:]] == \
             ["epoch N: loss N, N img/s", "epoch N: loss N, N img/s"], (name, lines)
