@@ -75,7 +75,8 @@ def r(median, lo=None, hi=None, p=3, w=2, w_hi=None, kept_up=False, drift=0.0):
     (r(20_000), r(50_000), r(80_000, kept_up=True), "slower than both"),
     (r(20_000), r(50_000), None, "not fed, cause not measured"),
     (r(52_000, 51_500, 52_500), r(50_000, 49_800, 50_200), None, "inconclusive (e2e above model-only)"),   # never fed
-    (r(50_300, 50_201, 50_400), r(50_000, 49_800, 50_200), None, "inconclusive (e2e above model-only)"),   # every process above
+    (r(50_900, 50_800, 51_000), r(50_000, 49_800, 50_200), None, "inconclusive (e2e above model-only)"),   # every process above, by over 1%
+    (r(50_300, 50_201, 50_400), r(50_000, 49_800, 50_200), None, "fed"),    # every process above, by at most 1%
     (r(50_400, 50_000, 51_000), r(50_000, 49_800, 50_200), None, "fed"),    # one process above, the others among
     (r(50_007, 50_002, 50_009), r(50_000, 49_995, 50_004), None, "fed"),    # as fast as model-only (x4-32px's vit-s4)
     (r(49_900, 49_000, 50_300), r(50_000, 49_800, 50_200), None, "fed"),    # above its top, not every process
@@ -1151,7 +1152,7 @@ def sources(folder: str) -> list[str]:
 
 
 def test_every_generated_block_of_the_pages_is_found():
-    assert len(blocks()) >= 7 and ("README.md", "results/2026-12-03-h200-ladder") in blocks()
+    assert len(blocks()) >= 7 and ("README.md", "results/2026-12-03-h200-ladder-v2") in blocks()
 
 
 @pytest.mark.parametrize("page,folder", blocks())
@@ -1195,8 +1196,8 @@ def thin_of(processes: pd.DataFrame, pipeline: str) -> str:
 
 def fed_of(processes: pd.DataFrame, rate: pd.Series, pipeline: str) -> bool | None:
     """Fed (median at least 95% of model-only's, lowest process at least 93%), not fed, or None: e2e
-    above model-only (a process above model-only's highest)."""
-    if processes.loc[pipeline]["median"].max() > processes.loc["none"]["median"].max():
+    above model-only (its lowest process above model-only's highest by more than 1%)."""
+    if processes.loc[pipeline]["median"].min() > 1.01 * processes.loc["none"]["median"].max():
         return None
     return rate[pipeline] >= 0.95 * rate["none"] and processes.loc[pipeline]["median"].min() >= 0.93 * rate["none"]
 
@@ -1207,7 +1208,7 @@ def test_every_cell_of_the_readme_table_holds_against_the_reference_run_s_rows()
     process of fewer than 2 windows (its own or model-only's), is named thin with what it had; where
     every pipeline is, the cell says so; otherwise a cell names exactly the pipelines whose median
     e2e rate is at least 95% of the median model-only rate of its model and cores with no process
-    under 93% and none above model-only's highest, ×N is the fastest of them over `dataloader`'s
+    under 93% and its lowest not above model-only's highest by more than 1%, ×N is the fastest of them over `dataloader`'s
     median e2e rate, and "restart-free also" the others judged whose median `steady_img_per_s`
     reaches 95% of model-only's."""
     repo = Path(__file__).resolve().parents[1]
@@ -1512,6 +1513,20 @@ def test_a_cpu_run_s_report_speaks_of_cores_and_img_per_s_not_gpus(tmp_path):
         sections = text.split("What each timer includes")[0] + text.split("## Run ")[-1]   # the rules are general
         assert "per GPU" not in sections and "idle GPU" not in sections and "0.131k" not in sections, name
         assert "`m` eager (131)" in sections, name
+
+
+def test_e2e_a_few_tenths_above_model_only_s_highest_process_is_fed_and_beyond_one_percent_it_is_set_aside(tmp_path):
+    """Model-only's processes agree to 0.1 %: an e2e cell whose processes all read 0.5 % above its highest
+    is fed (a step fed in the same processes reading a little faster says nothing against it); one 2 %
+    above is "e2e above model-only" (part2of7 of the H200 ladder: `vit-s4`'s four best-fed pipelines
+    were set aside at +0.05 to +0.09 %)."""
+    rows = [*processes("model", "none", [[1000, 1000], [1001, 1001], [999, 999]], model="m", step="compile"),
+            *processes("e2e", "near", windows(1005, 1006, 1007), model="m", step="compile"),
+            *processes("e2e", "far", windows(1020, 1021, 1022), model="m", step="compile")]
+    s = report.view_of(report.load([write(tmp_path, rows)])).situations.set_index("pipeline")
+    assert s.loc["near", "verdict"] == "fed", s.loc["near", "why"]
+    assert s.loc["far", "verdict"] == "inconclusive (e2e above model-only)"
+    assert "by more than 1%" in s.loc["far", "why"]
 
 
 def test_an_answer_setting_pipelines_aside_as_above_model_only_says_model_only_s_processes_disagreed(tmp_path):

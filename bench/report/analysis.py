@@ -30,9 +30,11 @@ within one process are listed.
 Verdicts (`verdict`), per pipeline, model, step kind, loss reads, image size and CPU budget, on
 medians, each from at least MIN_PROCESSES processes of at least MIN_WINDOWS windows each, e2e and
 model-only (else "too few measurements", and the table names the pipeline thin, with what it had):
-  - inconclusive (e2e above model-only): e2e's lowest process above model-only's highest: the two
-    timings disagree beyond both their spreads, and nothing is called fed (a pipeline as fast as
-    model-only, its processes among model-only's, is fed);
+  - inconclusive (e2e above model-only): e2e's lowest process above model-only's highest by more than
+    ABOVE_BY: the two timings disagree beyond both their spreads, and nothing is called fed (a pipeline
+    as fast as model-only, its processes among model-only's or above them by at most ABOVE_BY, is fed:
+    where model-only's processes agree to within 0.1 %, a step fed in the same processes can read a
+    few tenths of a percent faster, which says nothing against it being fed);
   - inconclusive (noisy): the windows of one process, e2e or model-only, moved by more than DRIFT
     (last against first), and e2e's share is within that move of FED (between FED / (1 + move) and
     FED x (1 + move)): the rates are not steady enough to put it on either side;

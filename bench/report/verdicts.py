@@ -15,6 +15,7 @@ FED = 0.95    # e2e / model-only at or above this: the model is kept fed
 FLOOR = 0.93  # and e2e's lowest process / model-only at or above this
 AT = 0.95     # e2e at least this share of what loader-only delivered (its range's low end): e2e is at it
 DRIFT = 0.05  # a process whose windows moved more than this (last vs first) is listed
+ABOVE_BY = 0.01  # e2e's lowest process above model-only's highest by more than this: the timings disagree
 TOO_FEW = "too few measurements"
 ABOVE = "inconclusive (e2e above model-only)"
 NOISY = "inconclusive (noisy)"
@@ -62,9 +63,9 @@ def judge(e2e, model, loader) -> tuple[str, str]:
     if few:
         return TOO_FEW, (f"thin: {few}; a verdict needs {MIN_PROCESSES} processes of {MIN_WINDOWS} windows each, "
                          "e2e and model-only")
-    if e2e.lo > model.hi:
+    if e2e.lo > model.hi * (1 + ABOVE_BY):
         return ABOVE, (f"e2e is {pct(share)} of model-only, its lowest process ({e2e.lo:,.0f}) above model-only's "
-                       f"highest ({model.hi:,.0f}): the two timings disagree")
+                       f"highest ({model.hi:,.0f}) by more than {ABOVE_BY:.0%}: the two timings disagree")
     moved = noisy(e2e, model, share)
     if moved:
         return NOISY, f"e2e is {pct(share)} of model-only, but {moved}: not steady enough for a verdict"
