@@ -45,8 +45,8 @@ N = 1000   # samples used by most tests (the first N of the train split)
 
 
 SPLITS: dict[tuple, sources.Split] = {}   # loaded once per data setting, shared by every pipeline
-# what the workers of both DataLoader-based pipelines import (`pipelines.worker_modules`)
-WORKER_MODULES = ["pipelines.dataloader", "pipelines.timm", "timm.data"]
+# what the workers of both DataLoader-based pipelines import
+WORKER_MODULES = [m for name in ("dataloader", "timm") for m in pipelines.worker_modules(name, PipelineConfig(num_workers=1))]
 
 
 @pytest.fixture(scope="module", autouse=True)
