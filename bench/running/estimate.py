@@ -11,13 +11,16 @@ another; processes run one after another. Predicted, from rows of earlier runs (
     on the same GPU and cores where there are such rows, else any GPU, else any cores; an e2e member
     with no rows of its own at model-only's rate, which nothing trains faster than (its time then a
     lower bound, and counted as such);
-  - a member's time outside its windows (construction, compile or cache load, warm-up, drain, the
-    previous member's teardown): the median, over rows of the same pipeline and mode, of the time from
-    the row before it in its process to its own row less its window (`gap`), for a member's first
-    window and for each later one; pipelines never seen take the median of all;
+  - a member's time outside its windows (construction, compile or cache load, warm-up, drains, the
+    previous member's teardown): the median, over members of the same pipeline, mode and image size
+    (else pipeline and mode, else all) in the RECENT most recent runs that have such members, of the
+    time from the previous member's rows to its own less its windows (`gap`). A member's rows are
+    written together when it ends, so a member, not a window, is the unit; the newest runs, because
+    this time is the harness's and the harness changes it (commit 68228c8 cut it by a quarter:
+    results/2026-12-03-h200-ladder-v2), while a rate is the model's and the GPU's;
   - a process's start before its first member (interpreter, imports, CUDA, the first model's compile):
-    the median time from a process's last row to the next process's first row in one run, less that
-    first row's window and its first-window gap.
+    the median, over the RECENT most recent runs that began a process after their first, of the time
+    from a process's last member to the next process's first less that member's windows and its gap.
 What is not predicted: a member with no rate at all (a model never measured) is counted apart; a plan
 with several ranks is predicted as one rank (the ranks run at once).
 
@@ -41,6 +44,7 @@ from ..measuring.spec import RunSpec
 from ..results import config_columns
 
 PHOTO_SUFFIXES = {".jpg", ".jpeg", ".png"}
+RECENT = 3   # runs whose time outside the windows prices a member's (module docstring)
 KEY = ["mode", "pipeline", "model", "step", "image_size", "batch_size", "busy_ms"]
 
 
@@ -162,15 +166,15 @@ class Costs:
                 return float(medians[key + extra])
         return math.nan
 
-    def outside(self, m: Member, first: bool) -> float:
-        """A window's time outside it (module docstring), the member's first or a later one: rows of its
-        pipeline, mode and image size, else of its pipeline and mode, else all."""
-        gaps = self.gaps[(self.gaps["first"] == first) & ~self.gaps.start] if len(self.gaps) else self.gaps
+    def outside(self, m: Member) -> float:
+        """A member's time outside its windows (module docstring): members of its pipeline, mode and
+        image size, else of its pipeline and mode, else all, in the RECENT most recent runs holding any."""
+        gaps = self.gaps[~self.gaps.start] if len(self.gaps) else self.gaps
         if not len(gaps):
             return 0.0
         own = gaps[(gaps.pipeline == m.pipeline) & (gaps["mode"] == m.mode)]
         sized = own[own.image_size == m.image_size]
-        return float((sized if len(sized) else own if len(own) else gaps).gap.median())
+        return float(_recent(sized if len(sized) else own if len(own) else gaps).gap.median())
 
     def member_seconds(self, m: Member, gpu: str) -> tuple[float, bool]:
         """A member's predicted seconds and whether they are a lower bound; nan if it has no rate."""
@@ -180,9 +184,8 @@ class Costs:
             if math.isnan(rate):
                 return math.nan, False
             bound |= at_model
-            total += m.repeats * (_window_s(m, rate, busy) + self.outside(m, False))
-        first, later = self.outside(m, True), self.outside(m, False)
-        return total + first - later, bound
+            total += m.repeats * _window_s(m, rate, busy)
+        return total + self.outside(m), bound
 
     def predict(self, processes: list[list[Member]], gpu: str) -> Estimate:
         estimate = Estimate(sources=self.sources)
@@ -284,30 +287,37 @@ class _Sizing:
 
 
 def _gaps(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per row of rank 0 after its run's first: the time since the run's previous row less its own
-    window (`gap`), whether it is its member's first window (`first`: the previous row is another
-    configuration's) and whether a new process began with it (`start`: the first window of a
-    process's first member, `slot` 0, or of a configuration in a process of its own)."""
+    """Per member of rank 0 after its run's first (its consecutive rows of one configuration): the time
+    from the previous member's last row to its own last less its windows (`gap`: its rows are written
+    when it ends, a timestamp to the second), whether a new process began with it (`start`: a process's
+    first member, `slot` 0, or a configuration in a process of its own) and when its run began (`t`)."""
     found = []
     for _, run in rows[rows["rank"].fillna(0) == 0].groupby("run_id", sort=False):
         run = run.sort_values("t")
         member = _config_of(run)
-        first = member != member.shift()
-        starts = first & (run.slot.isna() | (run.slot == 0))
-        gap = (run.t - run.t.shift()).dt.total_seconds() - run.seconds
-        found.append(pd.DataFrame({"run_id": run.run_id, "pipeline": run.pipeline, "mode": run["mode"],
-                                   "image_size": run.image_size, "first": first, "start": starts, "gap": gap}).iloc[1:])
-    gaps = pd.concat(found) if found else pd.DataFrame(columns=["run_id", "pipeline", "mode", "image_size", "first",
-                                                                "start", "gap"])
+        by = run.groupby((member != member.shift()).cumsum().to_numpy(), sort=True)
+        ends = by.t.max()
+        found.append(pd.DataFrame({"run_id": by.run_id.first(), "pipeline": by.pipeline.first(), "mode": by["mode"].first(),
+                                   "image_size": by.image_size.first(), "start": by.slot.first().isna() | (by.slot.first() == 0),
+                                   "gap": (ends - ends.shift()).dt.total_seconds() - by.seconds.sum(),
+                                   "t": run.t.min()}).iloc[1:])
+    gaps = pd.concat(found) if found else pd.DataFrame(columns=["run_id", "pipeline", "mode", "image_size", "start",
+                                                                "gap", "t"])
     return gaps[gaps.gap >= 0]
 
 
+def _recent(gaps: pd.DataFrame) -> pd.DataFrame:
+    """The gaps of the RECENT runs among `gaps`' that began last."""
+    runs = gaps.groupby("run_id").t.first().sort_values().index[-RECENT:]
+    return gaps[gaps.run_id.isin(runs)]
+
+
 def _process_start(gaps: pd.DataFrame) -> float:
-    """The median time before a process's first row that its first member's first-window gap does not
-    explain (module docstring); 0 where no run began a second process."""
-    if not len(gaps):
+    """The median time before a process's first member that the member's own gap does not explain
+    (module docstring), over the RECENT runs that began a process last; 0 where none began a second."""
+    starts = _recent(gaps[gaps.start]) if len(gaps) else gaps
+    if not len(starts):
         return 0.0
-    member = gaps[gaps["first"] & ~gaps.start].groupby(["pipeline", "mode"]).gap.median()
-    starts = gaps[gaps.start]
+    member = gaps[~gaps.start].groupby(["pipeline", "mode"]).gap.median()
     own = [member.get((p, m), member.median() if len(member) else 0.0) for p, m in zip(starts.pipeline, starts["mode"])]
-    return float((starts.gap - own).median()) if len(starts) else 0.0
+    return float((starts.gap - own).median())
