@@ -128,7 +128,11 @@ def load(paths: list[str | Path]) -> pd.DataFrame:
     df.loc[df["mode"].isin(["model", "e2e"]) & (df.step == ""), "step"] = "eager"   # before --step existed
     df["image_size"] = df.image_size.astype(int)
     df["machine"] = df.boot_id.where(df.boot_id != "", df.hostname)
-    return reject_drains(df)
+    # one block per dtype (`copy` consolidates): the columns above were set one by one, each a block of
+    # its own (~100 float columns in a file of every column), and every row filter of the report copied
+    # each block (pandas >= 3 keeps each text column a block of its own still): about a quarter off a
+    # report of a few rows of every column, as the tests write them
+    return reject_drains(df).copy()
 
 
 def numbers(frame: pd.DataFrame, path: Path, lines: list[int]) -> pd.DataFrame:
@@ -181,9 +185,9 @@ def label_variants(df: pd.DataFrame) -> pd.DataFrame:
         varying = [c for c in always if c in reads and c in rows and rows[c].nunique(dropna=False) > 1]
         varying += [c for c in within if c in reads and c in rows and
                     rows.groupby(["cpus", "image_size"])[c].nunique(dropna=False).max() > 1]
-        if varying:
-            df.loc[rows.index, "pipeline"] = [f"{name} ({', '.join(f'{c}={knob(r[c])}' for c in varying)})"
-                                              for _, r in rows.iterrows()]
+        if varying:   # the varying columns' values row by row (`iterrows` made a Series of every column per row)
+            df.loc[rows.index, "pipeline"] = [f"{name} ({', '.join(f'{c}={knob(v)}' for c, v in zip(varying, values))})"
+                                              for values in zip(*(rows[c].tolist() for c in varying))]
     return df
 
 
@@ -196,6 +200,18 @@ def _drift(windows: pd.DataFrame) -> float:
     """Last window's rate over the first's, minus 1, in one process (0 for one window)."""
     rates = windows.sort_values("repeat").img_per_s.to_numpy()
     return rates[-1] / rates[0] - 1 if len(rates) > 1 else 0.0
+
+
+# the medians a cell takes of its rows: the cell's column -> the rows' column
+MEDIANS = {"img_per_s": "img_per_s", "steady": "steady_img_per_s", "restart": "restart_ms", "cpu": "cpu_s_per_kimg",
+           "cpu_pipe": "pipe_cpu_kimg", "cpu_train": "train_cpu_kimg", "busy_step": "busy_step_ms",
+           "busy_idle": "busy_idle_ms", "busy_null": "busy_null_ms", "stretch": "busy_stretch", "wait": "wait_frac",
+           "seconds": "seconds", "compile": "compile_first", "accuracy": "test_accuracy", "sm_mhz": "sm_mhz",
+           "bytes_per_image": "bytes_per_image", "ready": "ready_at_start", "steps": "steps"}
+# a cell's columns from its rows, in the order the tables have always had them
+CELL_COLUMNS = ["img_per_s", "wlo", "whi", "n", "steady", "restart", "cpu", "cpu_pipe", "cpu_train", "busy_step",
+                "busy_idle", "busy_null", "stretch", "wait", "syncs", "seconds", "device", "compile", "accuracy", "sm_mhz",
+                "bytes_per_image", "copy", "ready", "steps"]
 
 
 def cells(df: pd.DataFrame) -> pd.DataFrame:
@@ -227,16 +243,12 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
                                      acc_lo=("accuracy", "min"), acc_hi=("accuracy", "max"),
                                      w=("windows", "min"), w_hi=("windows", "max"))
     drifts = drift.groupby(key()).drift.agg(lambda d: d.loc[d.abs().idxmax()])
-    table = ok.groupby(key(), sort=True).agg(
-        img_per_s=("img_per_s", "median"), wlo=("img_per_s", "min"), whi=("img_per_s", "max"),
-        n=("img_per_s", "count"), steady=("steady_img_per_s", "median"), restart=("restart_ms", "median"),
-        cpu=("cpu_s_per_kimg", "median"), cpu_pipe=("pipe_cpu_kimg", "median"),
-        cpu_train=("train_cpu_kimg", "median"), busy_step=("busy_step_ms", "median"),
-        busy_idle=("busy_idle_ms", "median"), busy_null=("busy_null_ms", "median"), stretch=("busy_stretch", "median"),
-        wait=("wait_frac", "median"), syncs=("syncs", "any"), seconds=("seconds", "median"), device=("device", "first"),
-        compile=("compile_first", "median"), accuracy=("test_accuracy", "median"), sm_mhz=("sm_mhz", "median"),
-        bytes_per_image=("bytes_per_image", "median"), copy=("copy", "first"), ready=("ready_at_start", "median"),
-        steps=("steps", "median")).join(spans).join(drifts)
+    cell = ok.groupby(key(), sort=True)
+    # the medians in one pass over the groups (one named aggregation each took a pass of its own)
+    medians = cell[list(MEDIANS.values())].median().rename(columns={v: k for k, v in MEDIANS.items()})
+    table = cell.agg(wlo=("img_per_s", "min"), whi=("img_per_s", "max"), n=("img_per_s", "count"),
+                     syncs=("syncs", "any"), device=("device", "first"), copy=("copy", "first"))
+    table = medians.join(table)[CELL_COLUMNS].join(spans).join(drifts)
     table["dropped"] = dropped.reindex(table.index, fill_value=0)
     several = table.p > 1
     table["lo"] = table.plo.where(several, table.wlo)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import results
-from .analysis import RULES, load, runs, view_of
+from .analysis import RULES, RunView, load, runs, view_of
 from .answers import answers
 from .formatting import code, epoch_text, per_gpu, shown
 from .gathered import gathered
@@ -87,7 +87,7 @@ def write(paths: list[str | Path], out: Path, readme: Path | None = None) -> Pat
         else:
             results.replace_file(out / file, shown(text))   # a name's bytes that are not UTF-8 written escaped
     blocks = {"summary": lambda: briefs[0][1], "answer": lambda: answer_block(*said[0]),
-              "hosts": lambda: hosts_block(*found[0]), "table": lambda: together}
+              "hosts": lambda: hosts_block(*found[0], views[0]), "table": lambda: together}
     for kind in kinds:
         update_readme(readme, blocks[kind](), out, kind)
     return out / "REPORT.md"
@@ -100,9 +100,10 @@ def answer_block(name: str, group: pd.DataFrame, answer: list[str]) -> list[str]
     return [f"From {code(name)} ([full report](REPORT.md){_epochs(group)}):", "", *[f"- {a}" for a in answer]]
 
 
-def hosts_block(name: str, group: pd.DataFrame) -> list[str]:
-    """The README's several-GPU block: what the run measured at each GPU count and predicts for more."""
-    said = hosts_answer(group, gpus_sentence(group, view_of(group).cells, "The bus, every GPU copying at once"))
+def hosts_block(name: str, group: pd.DataFrame, view: RunView) -> list[str]:
+    """The README's several-GPU block: what the run measured at each GPU count and predicts for more
+    (`view`: the run's `view_of`, made once for the report)."""
+    said = hosts_answer(group, gpus_sentence(group, view.cells, "The bus, every GPU copying at once"))
     gpus = most_gpus(group)
     if said:
         return [f"From {code(name)} ([full report](REPORT.md)), {_host(group, gpus)}:", "", *said]
