@@ -16,8 +16,8 @@ another; processes run one after another. Predicted, from rows of earlier runs (
     (else pipeline and mode, else all) in the RECENT most recent runs that have such members, of the
     time from the previous member's rows to its own less its windows (`gap`). A member's rows are
     written together when it ends, so a member, not a window, is the unit; the newest runs, because
-    this time is the harness's and the harness changes it (commit 68228c8 cut it by a quarter:
-    results/2026-12-03-h200-ladder-v2), while a rate is the model's and the GPU's;
+    this time is the harness's and the harness changes it (commit 68228c8 cut it:
+    results/2026-12-03-h200-ladder-v2/README.md), while a rate is the model's and the GPU's;
   - a process's start before its first member (interpreter, imports, CUDA, the first model's compile):
     the median, over the RECENT most recent runs that began a process after their first, of the time
     from a process's last member to the next process's first less that member's windows and its gap.
