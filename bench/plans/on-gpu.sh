@@ -12,8 +12,10 @@
 # model-only, at each of their --ranks, so a DDP step is compiled too, each rank on the cores the
 # most ranks listed leave it), then starts the sweep in
 # a process session of its own (setsid), so that it runs on between calls, uninterrupted. Every call
-# waits for it to end (at most WAIT_S seconds from the call's start) and copies what it wrote to
-# $OUT. PIPEBENCH_GIT_COMMIT: where the tree has no .git. PHOTOS: the photo set's size (2500 by default).
+# waits for it to end (at most WAIT_S seconds from the call's start) and packs what it has written so
+# far (the rows of the cells done, should the machine be taken back before the next call) into one
+# file, $OUT/PLAN[-partKofN].tar: the device tool brings back at most 8 files, and a sweep folder and
+# its logs hold more (a lease on 2026-12-03 lost a part's rows that way). PIPEBENCH_GIT_COMMIT: where the tree has no .git. PHOTOS: the photo set's size (2500 by default).
 # PART: K/N, the plan's part K of N (`sweep --part`: whole cells, each part a lease of its own), run in
 # runs/PLAN-partKofN.
 # AFTER: a command the sweep's session runs right after the sweep ends, before sweep.rc is written
@@ -72,5 +74,5 @@ print(max(1, len(os.sched_getaffinity(0)) // ranks), *dict.fromkeys(m for g in g
     ${AFTER:-true} >> $runs/sweep.txt 2>&1; echo \$rc > $runs/sweep.rc" < /dev/null > /dev/null 2>&1 &
 fi
 while [ ! -e "$runs/sweep.rc" ] && [ "$SECONDS" -lt "${WAIT_S:-570}" ]; do sleep 5; done
-cp "$runs/nvidia-smi.txt" "$runs/prepare.txt" "$runs/sweep.txt" "$runs"/sweep/* "$OUT/" 2>/dev/null
+(cd "$runs" && tar cf "$OUT/${runs#runs/}.tar" $(ls -d nvidia-smi.txt prepare.txt sweep.txt sweep 2> /dev/null))
 tail -c 300 "$runs/prepare.txt"; echo; tail -c 300 "$runs/sweep.txt"; echo; cat "$runs/sweep.rc" 2>/dev/null || echo running
