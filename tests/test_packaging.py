@@ -104,10 +104,12 @@ TREE_MOST_MIB = 20   # the GPU machine's calls carry the working tree with one D
 
 def test_the_tracked_tree_stays_under_what_a_device_call_carries_beside_a_dali_chunk():
     """Every tracked file together stays under TREE_MOST_MIB (data, runs and caches are ignored, never
-    tracked): over it, a call to the GPU machine can no longer carry a DALI chunk with the tree."""
+    tracked), each counted in whole 4 KiB blocks as a disk holds it (1,158 files at 18.4 MiB took 21.3):
+    over it, a call to the GPU machine can no longer carry a DALI chunk with the tree. Committed logs
+    and plots are kept small (`python -m bench.report.slim results`)."""
     listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
     if listed.returncode != 0:
         pytest.skip("not a git checkout")
     files = [ROOT / name for name in listed.stdout.decode().split("\0") if name]
-    size = sum(f.stat().st_size for f in files if f.is_file())
+    size = sum(-(-f.stat().st_size // 4096) * 4096 for f in files if f.is_file())
     assert size <= TREE_MOST_MIB * 2**20, f"{size / 2**20:.1f} MiB tracked"

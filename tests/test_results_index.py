@@ -9,8 +9,9 @@ import re
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
-from bench.report import index
+from bench.report import index, slim
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
@@ -99,3 +100,22 @@ def test_no_test_reads_or_regenerates_an_archived_run():
     current = {p.name for p in RESULTS.iterdir() if p.is_dir() and p.name != "archive"}
     wrong = {p: test for p, test in paths.items() if p.split("/")[1] not in current}
     assert wrong == {}
+
+
+def test_committed_logs_hold_their_last_progress_frames_and_plots_at_most_256_colours():
+    """`bench.report.slim`: the tree travels to the GPU machine beside a 40 MiB DALI chunk."""
+    assert slim.last_frames(b"a 1/3\ra 2/3\ra 3/3\nb\r\n") == b"a 3/3\nb\r\n"   # a CRLF line kept as it is
+    framed = [p for p in RESULTS.rglob("*.txt") if re.search(rb"\r[^\n]", p.read_bytes())]
+    assert framed == [], "python -m bench.report.slim results"
+    assert [p for p in RESULTS.rglob("*.png") if Image.open(p).mode != "P"] == [], "python -m bench.report.slim results"
+
+
+def test_a_report_s_plots_are_written_at_most_256_colours(tmp_path):
+    import matplotlib.pyplot as plt
+    from bench.report import plots
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 3], [3, 1, 2], label="a")
+    ax.legend()
+    plots.save_plot(fig, tmp_path / "p.png")
+    data = (tmp_path / "p.png").read_bytes()
+    assert Image.open(tmp_path / "p.png").mode == "P" and plots.small_png(data) is data

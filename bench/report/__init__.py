@@ -15,7 +15,8 @@ REPORT.md, SUMMARY.md, ANSWER.md and PREDICTION.md) and `docs` (docs/' knob and 
 from the code). What the command line and the tests use is imported here.
 
 `index` writes results/README.md, the table of the committed runs (`python -m bench.report.index
-results`); nothing here imports it.
+results`), and `slim` keeps committed logs and plots small (`python -m bench.report.slim results`);
+nothing here imports them.
 """
 from .analysis import cells, ceilings, label_variants, levels, load, runs, situations, ties, view_of
 from .verdicts import TOO_FEW, verdict

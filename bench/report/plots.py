@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.lines  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import pandas as pd  # noqa: E402
+from PIL import Image  # noqa: E402
 
 from .. import results  # noqa: E402
 from .analysis import step_alone  # noqa: E402
@@ -32,12 +33,24 @@ def plain_rates(ax) -> None:
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
+def small_png(data: bytes) -> bytes:
+    """A PNG as one of at most 256 colours, undithered (a plot's flat colours stay flat), the same
+    bytes from the same image; one already so is returned as it is."""
+    image = Image.open(io.BytesIO(data))
+    if image.mode == "P":
+        return data
+    out = io.BytesIO()
+    image.convert("RGB").quantize(256, dither=Image.Dither.NONE).save(out, "PNG", optimize=True)
+    return out.getvalue()
+
+
 def save_plot(fig, path: Path) -> None:
-    """A figure as PNG, the same bytes from the same data, written whole or not at all."""
+    """A figure as PNG of at most 256 colours (`small_png`), the same bytes from the same data,
+    written whole or not at all."""
     data = io.BytesIO()
     fig.savefig(data, format="png", metadata={"Software": None}, bbox_inches="tight")   # the legend beside it too
     plt.close(fig)
-    results.replace_file(path, data.getvalue())
+    results.replace_file(path, small_png(data.getvalue()))
 
 
 def cores_plot(cap: pd.DataFrame, models: pd.DataFrame, path: Path, title: str) -> bool:
