@@ -130,8 +130,7 @@ def load(paths: list[str | Path]) -> pd.DataFrame:
     df["machine"] = df.boot_id.where(df.boot_id != "", df.hostname)
     # one block per dtype (`copy` consolidates): the columns above were set one by one, each a block of
     # its own (~100 float columns in a file of every column), and every row filter of the report copied
-    # each block (pandas >= 3 keeps each text column a block of its own still): about a quarter off a
-    # report of a few rows of every column, as the tests write them
+    # each block (pandas >= 3 keeps each text column a block of its own still)
     return reject_drains(df).copy()
 
 

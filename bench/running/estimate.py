@@ -296,9 +296,9 @@ def _gaps(rows: pd.DataFrame) -> pd.DataFrame:
         run = run.sort_values("t")
         member = _config_of(run)
         by = run.groupby((member != member.shift()).cumsum().to_numpy(), sort=True)
-        ends = by.t.max()
-        found.append(pd.DataFrame({"run_id": by.run_id.first(), "pipeline": by.pipeline.first(), "mode": by["mode"].first(),
-                                   "image_size": by.image_size.first(), "start": by.slot.first().isna() | (by.slot.first() == 0),
+        first, ends, slot = by[["run_id", "pipeline", "mode", "image_size"]].first(), by.t.max(), by.slot.first()
+        found.append(pd.DataFrame({"run_id": first.run_id, "pipeline": first.pipeline, "mode": first["mode"],
+                                   "image_size": first.image_size, "start": slot.isna() | (slot == 0),
                                    "gap": (ends - ends.shift()).dt.total_seconds() - by.seconds.sum(),
                                    "t": run.t.min()}).iloc[1:])
     gaps = pd.concat(found) if found else pd.DataFrame(columns=["run_id", "pipeline", "mode", "image_size", "start",
