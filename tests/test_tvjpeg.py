@@ -44,7 +44,7 @@ def with_pil(images: list[torch.Tensor], boxes: torch.Tensor, size: int) -> torc
     out = []
     for image, (y, x, h, w, flip) in zip(images, boxes.T.tolist()):
         crop = TF.resized_crop(TF.to_pil_image(image), y, x, h, w, [size, size], antialias=True)
-        out.append(torch.from_numpy(np.asarray(TF.hflip(crop) if flip else crop)))
+        out.append(torch.from_numpy(np.array(TF.hflip(crop) if flip else crop)))   # a writable copy
     return torch.stack(out)
 
 
