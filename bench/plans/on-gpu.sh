@@ -19,7 +19,9 @@
 # PART: K/N, the plan's part K of N (`sweep --part`: whole cells, each part a lease of its own), run in
 # runs/PLAN-partKofN.
 # AFTER: a command the sweep's session runs right after the sweep ends, before sweep.rc is written
-# (so before any call copies the rows), its output appended to sweep.txt.
+# (so before any call copies the rows), its output appended to sweep.txt. The next part of a plan, in the
+# same lease without a call between: AFTER='AFTER= WAIT_S=0 OUT=/tmp PART=5/7 bash bench/plans/on-gpu.sh ladder'
+# (it starts part 5's sweep as part 4's ends; a later call, CONTINUE=1 PART=5/7, waits for it and packs it).
 # runs/skphotos, made where pip works (pip install -e '.[photos]'), then carried:
 #   python -c "import shutil, skimage, pathlib; from pipelines.sources.photos import CATALOG; \
 #     d = pathlib.Path('runs/skphotos'); d.mkdir(parents=True, exist_ok=True); \
