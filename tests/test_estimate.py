@@ -24,7 +24,6 @@ ESTIMATE_ERROR = 0.30
 PART_ERROR = 0.20   # a part of a plan made to fit a lease (issue 70)
 # runs made by today's harness or close to it, on a GPU and on the CPU, shared processes or not (not
 # results/2026-11-26-cpu-first-command: its model-only step ran at half the rate of every later CPU row, 345
-# against 725 img/s, so no price from later rows holds for it)
 # against 725 img/s, so no price from later rows holds for it). The ladder's parts at 80dc6ec are among them, not
 # among PARTS: their harness spent more time outside the windows than 68228c8's, while the time outside is priced
 # from the newest runs (RECENT), all made after that cut since ladder-v2's part 4 (they read 21 % low).
@@ -33,7 +32,8 @@ RUNS = ["2026-12-02-h200-lanes", "2026-12-02-h200-null-step", "2026-12-02-h200-g
         "2026-12-03-h200-ladder/part2of7"]
 # the ladder's parts at the harness of 68228c8 (issue 70's plan made to fit a lease)
 PARTS = ["2026-12-03-h200-ladder-v2/part1of7", "2026-12-03-h200-ladder-v2/part2of7",
-         "2026-12-03-h200-ladder-v2/part3of7", "2026-12-03-h200-ladder-v2/part4of7"]
+         "2026-12-03-h200-ladder-v2/part3of7", "2026-12-03-h200-ladder-v2/part4of7",
+         "2026-12-03-h200-ladder-v2/part5of7", "2026-12-03-h200-ladder-v2/part6of7"]
 
 
 @pytest.fixture(scope="module")
