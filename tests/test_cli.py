@@ -78,7 +78,12 @@ def test_compare_and_sweep_help_list_a_first_runs_options_first():
 
 
 USAGE_ERRORS = [[], ["--versio"], ["compare", "--cpus"], ["compare", "--cpu", "2"], ["sweep", "--sourc", "auto"],
-                ["compare", "--last-batch", "never"], ["report"], ["stability", "--epochs", "3"], ["lst"]]
+                ["compare", "--last-batch", "never"], ["report"], ["stability", "--epochs", "3"], ["lst"],
+                # a bad value of each kind of type (issue 69: `sweep --steps -1` took 7.8 s to say so)
+                ["compare", "--steps", "-3"], ["sweep", "--pipelines", "nosuch"], ["compare", "--dali-cpu-share", "2"],
+                ["sweep", "--encoding", "raw,raw"], ["sweep", "--part", "3/2"], ["compare", "--source", "bogus"],
+                ["compare", "--image-size", "33"], ["compare", "--busy-ms", "-1"], ["compare", "--models", ","],
+                ["compare", "--data-seed", "x"], ["prepare", "--jpeg-quality", "0"], ["stability", "--pipelines", "x"]]
 
 
 def test_every_help_and_usage_error_answers_without_importing_torch():
@@ -100,7 +105,7 @@ def test_every_help_and_usage_error_answers_without_importing_torch():
 
 def test_the_light_parsers_help_and_usage_errors_are_the_real_parsers(capsys):
     """What answers help and usage errors without torch (`light.light_parser`) says what the real
-    parsers say, word for word, where a value is no matter of its type."""
+    parsers say, word for word, a bad value's error included."""
     real, made = cli.build_parser(), light.light_parser()
     assert made.format_help() == real.format_help()
     commands = made._subparsers._group_actions[0].choices
@@ -119,6 +124,24 @@ def test_the_light_parsers_are_made_from_what_the_real_ones_are_now():
     """bench/cli/shapes.py is what `python -m bench.cli.light` writes from the parsers now."""
     path = ROOT / "bench" / "cli" / "shapes.py"
     assert path.read_text() == light.generated(), "bench/cli/shapes.py is out of date: run python -m bench.cli.light"
+
+
+def test_the_light_parsers_check_every_value_the_real_ones_check_but_a_path_and_the_claims():
+    """Each option's type is described in shapes.py (`bench.values`) and made again there, so that
+    every bad value is refused without torch: all but a path (any text is one) and `claims --claims`
+    (the claims' names: their modules import torch)."""
+    real, made = cli.build_parser(), light.light_parser()
+    commands = made._subparsers._group_actions[0].choices
+    checked = 0
+    for name, command in real._subparsers._group_actions[0].choices.items():
+        light_types = {a.dest: a.type for a in commands[name]._actions}
+        for action in command._actions:
+            if action.type is None or action.type is Path or (name, action.dest) == ("claims", "claims"):
+                continue
+            twin = light_types[action.dest]
+            assert twin is int if action.type is int else (type(twin), twin.spec()) == (type(action.type), action.type.spec())
+            checked += 1
+    assert checked >= 100
 
 
 def test_the_light_modules_copies_of_pipelines_are_equal(monkeypatch, tmp_path):

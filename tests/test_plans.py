@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench import cli
+from bench import cli, values
 from bench.cli import measure
-from bench.results import settings
 from bench.running import plan
 from pipelines.options import LINE_LIMIT
 
@@ -50,10 +49,10 @@ def test_the_duplicate_check_compares_each_value_about_once():
     """20,000 seeds took 7.5 s (each compared with every one before it), 6 million never ended."""
     Counted.compared = 0
     items = [Counted(n) for n in range(5000)]
-    assert settings.once("text", items) == items
+    assert values.once("text", items) == items
     assert Counted.compared < len(items)
     with pytest.raises(Exception, match="is given twice"):
-        settings.once("text", [*items, Counted(7)])
+        values.once("text", [*items, Counted(7)])
 
 
 def test_a_plan_of_many_seeds_is_refused_with_its_size_before_anything_runs(tmp_path, capsys):

@@ -1,7 +1,7 @@
 """`pipebench COMMAND`: parse, then hand over to the command's module; the small commands (report,
 prepare, download, list, env) are here, one function each. Every process a command started has ended
 before pipebench exits (`runner.reap_children`, at interpreter exit). Help, --version and usage errors
-are answered by the parsers without types (`light.light_parser`), before torch and the pipelines are
+are answered by the parsers without torch (`light.light_parser`), before torch and the pipelines are
 imported. A Ctrl-C while they import, the options are read, or compare or sweep plan (until the run
 holds SIGINT itself) is one line and exit code 130, at once (`starting.starting`); one in another
 command's work that it does not catch is one line too (`_stopped`).
@@ -63,7 +63,7 @@ def said_in_one_line(command: str) -> None:
 
 
 def _first_parser():
-    """The parser that answers help and usage errors: the parsers without types (`light.light_parser`),
+    """The parser that answers help and usage errors: the parsers without torch (`light.light_parser`),
     but where the real ones' module is imported already (by a program or a test that uses pipebench's
     modules) the real ones, which then cost no import and see declarations added at run time."""
     if f"{__package__}.parser" in sys.modules:

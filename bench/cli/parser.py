@@ -2,8 +2,9 @@
 groups, what a first run gives first), their one-line checks (`build_parser`, on the commands of
 `top.top_parser`), and a sweep's --config file as options (`config_grids`).
 
-Their shape without types is in `shapes` (`light`: help and usage errors without torch): after changing
-an option, or a setting or knob it is made from, `python -m bench.cli.light` rewrites it.
+Their shape, types as `bench.values` describes them, is in `shapes` (`light`: help and usage errors
+without torch): after changing an option, or a setting or knob it is made from, `python -m
+bench.cli.light` rewrites it.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pipelines
 from pipelines.options import clip, echo
 from pipelines.config import default_data_root
 
-from ..results.settings import csv_list, once, positive
+from ..values import Choices, once, positive
 from ..running.options import RUN_HELP, add_data_options, add_device, run_options
 from .top import top_parser
 
@@ -101,7 +102,7 @@ def _stability_options(p: argparse.ArgumentParser) -> None:
     """`pipebench stability`'s options."""
     from ..studies import stability
     p.description = stability.__doc__.split("\n\n")[1].replace("\n", " ")
-    p.add_argument("--pipelines", type=csv_list(pipelines.names()), default=pipelines.names(),
+    p.add_argument("--pipelines", type=Choices(pipelines.names()), default=pipelines.names(),
                    help="comma-separated (default: all; unavailable ones are left out)")
     p.add_argument("--epochs", type=positive(int), default=20, help="epochs per pipeline (default: %(default)s)")
     p.add_argument("--batch-size", type=positive(int), help="images per batch (default: 512 on CUDA, 64 on CPU)")

@@ -19,108 +19,26 @@ where there is one, else `RunSpec.more`), its row records it, its flag is listed
 run rather than of its measurements (--out, --timeout, --device, --isolate, the data's folders) are
 no settings: the parser writes them by hand.
 
-The argparse types here (`csv_list`, `positive`, `int_list`, ...) refuse a bad value in one line
-naming it.
+The argparse types (`bench.values`) refuse a bad value in one line naming it, with or without torch.
 """
 from __future__ import annotations
 
 import argparse
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pipelines
 from pipelines.config import DTYPES, IMAGE_SIZE, LAST_BATCH, MAX_IMAGE_SIZE, MAXIMUM, PipelineConfig
-from pipelines.options import clip, echo
 
 from ..measuring.spec import BUSY_MS, COPIES, MODES, PAYLOADS, STAGES
 from ..measuring.training import STEPS
+from ..values import Choices, Integers, Milliseconds, Models, positive
 
 MAX_PROCESSES = 1000   # --processes: far above any real use (a typo is one line, not minutes of planning)
 MAX_RANKS = 64   # --ranks: GPUs of one host
 MAX_BUSY_MS = 1000.0   # --busy-ms: a second of GPU work per batch is already no training step
 MAX_STEPS = 10_000_000   # --steps, --warmup: ten million steps a window is days of any model (a typo, refused before anything runs)
 MAX_WINDOW_S = 3600.0    # --min-window-s: an hour a window (1e9 seconds started, and failed on TiB arrays)
-
-
-def once(text: str, items: list) -> list:
-    """`items` (parsed from `text`) if no value is given twice (it would run the same configurations
-    again), else a usage error naming it."""
-    seen = set()
-    for item in items:
-        if item in seen:
-            raise argparse.ArgumentTypeError(f"{echo(text)}: {clip(str(item))} is given twice; give each value once")
-        seen.add(item)
-    return items
-
-
-def csv_list(allowed):
-    """argparse type: a comma-separated list of values from `allowed` (a sequence, or a callable
-    returning one: the registry's pipelines, read when the parser is built)."""
-    def parse(text: str) -> list[str]:
-        known = allowed() if callable(allowed) else allowed
-        items = [t.strip() for t in text.split(",") if t.strip()]
-        bad = [t for t in items if t not in known]
-        if bad or not items:
-            raise argparse.ArgumentTypeError(f"{echo(text)}: expected a comma-separated list of {list(known)}")
-        return once(text, items)
-    return parse
-
-
-def positive(kind, minimum=1, maximum=None):
-    """argparse type: a number of `kind` >= minimum (> 0 and finite for floats), at most `maximum`."""
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            value = None
-        if value is None or not math.isfinite(value) or (value < minimum if kind is int else value <= 0) \
-                or (maximum is not None and value > maximum):
-            expected = (f"an integer from {minimum:,} to {maximum:,}" if kind is int and maximum is not None else
-                        f"an integer >= {minimum}" if kind is int else
-                        f"a number > 0, at most {maximum:,g}" if maximum is not None else "a number > 0")
-            raise argparse.ArgumentTypeError(f"{echo(text)}: expected {expected}")
-        return value
-    return parse
-
-
-def int_list(text: str, low: int | None = None, high: int | None = None, step: int = 1) -> list[int]:
-    """argparse type: comma-separated integers, each from `low` to `high` (where given) and a
-    multiple of `step`."""
-    try:
-        items = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        items = []
-    bad = [v for v in items if (low is not None and v < low) or (high is not None and v > high) or v % step]
-    if not items or bad:
-        bounds = (f" from {low:,}" if low is not None else "") + (f" to {high:,}" if high is not None else "")
-        kind = f"multiples of {step}" if step > 1 else "integers"
-        raise argparse.ArgumentTypeError(f"{echo(text)}: expected a comma-separated list of {kind}{bounds}")
-    return once(text, items)
-
-
-def bounded_list(low: int | None = None, high: int | None = None, step: int = 1):
-    return lambda text: int_list(text, low, high, step)
-
-
-def model_list(text: str) -> list[str]:
-    """Model specs (checked once the image sizes are known, `plan.grid`); ':' may appear in a spec."""
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items:
-        raise argparse.ArgumentTypeError(f"{echo(text)}: expected a comma-separated list of models")
-    return once(text, items)
-
-
-def ms_list(text: str) -> list[float]:
-    """argparse type: a list of numbers from 0 to MAX_BUSY_MS (ms)."""
-    try:
-        items = [float(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        items = []
-    if not items or any(not 0 <= v <= MAX_BUSY_MS for v in items):   # NaN fails this too
-        raise argparse.ArgumentTypeError(f"{echo(text)}: expected a comma-separated list of numbers from 0 to "
-                                         f"{MAX_BUSY_MS:g} (ms per batch)")
-    return once(text, items)
 
 
 MEASURE = "what to measure"
@@ -179,35 +97,35 @@ class Setting:
 
 SETTINGS: list[Setting] = [   # in the results' column order; settings that are no column where they are listed
     Setting("pipeline", "comma-separated, from {PIPELINES} (default: all)", MEASURE, flag="--pipelines",
-            type=csv_list(pipelines.names), default=pipelines.names, key=4),
+            type=Choices(pipelines.names), default=pipelines.names, key=4),
     Setting("mode", "comma-separated, from loader (the pipeline alone, at each --busy-ms level), model (the "
             "training step on one batch), e2e (both), train (--epochs epochs, then test accuracy), stage "
             "(each stage of a pipeline alone), copy (the bus alone) (default: loader,model,e2e,stage,copy "
-            "on CUDA, loader,model,e2e on CPU)", MEASURE, flag="--modes", type=csv_list(MODES),
+            "on CUDA, loader,model,e2e on CPU)", MEASURE, flag="--modes", type=Choices(MODES),
             devices={"cuda": ("loader", "model", "e2e", "stage", "copy"), "cpu": ("loader", "model", "e2e")}, key=1),
     Setting("stage", f"stage mode: which of {','.join(STAGES)} (default: all)", MEASURE, flag="--stages",
-            type=csv_list(STAGES), default=STAGES, key=2),
+            type=Choices(STAGES), default=STAGES, key=2),
     Setting("copies", "copy mode: from pinned and/or pageable memory (default: both)", MEASURE,
-            type=csv_list(COPIES), default=COPIES, column=False, expands=True),
+            type=Choices(COPIES), default=COPIES, column=False, expands=True),
     Setting("model", "models for model-only, e2e and train: resnet18, resnet9, resnet9-w<F> (width x F, the "
             "compute knob), vit-s4, vit-b4 (ViTs on 4x4 patches of 32-px images), torchvision:<name> (e.g. "
             "torchvision:resnet50), timm:<name>, <module>:<callable> or <file.py>:<callable> returning an "
             "nn.Module with 10 outputs (default: resnet18 on CUDA, resnet9-w0.25 on CPU; on a CPU above 32 px, "
-            "{CPU_LARGE[model]})", MEASURE, flag="--models", type=model_list, cell=True, key=5),
+            "{CPU_LARGE[model]})", MEASURE, flag="--models", type=Models(), cell=True, key=5),
     Setting("image_size", "list; px per side, multiples of 32: the set upscaled (default: 32)",
-            type=bounded_list(IMAGE_SIZE, MAX_IMAGE_SIZE, IMAGE_SIZE), default=(IMAGE_SIZE,), key=8),
+            type=Integers(IMAGE_SIZE, MAX_IMAGE_SIZE, IMAGE_SIZE), default=(IMAGE_SIZE,), key=8),
     Setting("batch_size", "list; images per batch (default: {batch_size[cuda][0]} on CUDA, {batch_size[cpu][0]} "
-            "on CPU, {CPU_LARGE[batch_size]} on a CPU above 32 px)", type=bounded_list(1, MAXIMUM["batch_size"]),
+            "on CPU, {CPU_LARGE[batch_size]} on a CPU above 32 px)", type=Integers(1, MAXIMUM["batch_size"]),
             devices={"cuda": (512,), "cpu": (64,)}, key=9),
     Setting("cpus", "list; CPU cores per GPU: each configuration (its workers and threads too) runs on that "
             "many cores, and the worker count follows (cores - 1, at least 1) unless --workers is given "
             "(default: every core this process may use; under torchrun, an equal share per rank; with "
-            "--ranks, an equal share for the most ranks listed, the same at every rank count)", type=int_list,
+            "--ranks, an equal share for the most ranks listed, the same at every rank count)", type=Integers(),
             cell=True, key=11),
     Setting("workers", "list; DataLoader workers / prefetch threads / parallel DALI sources (default: cores - 1)",
-            type=int_list, column=False, expands=True),
+            type=Integers(), column=False, expands=True),
     Setting("dtype", "list; batch dtype and autocast (default: bfloat16 on CUDA, float32 on CPU)",
-            type=csv_list(DTYPES), devices={"cuda": ("bfloat16",), "cpu": ("float32",)}, key=10),
+            type=Choices(DTYPES), devices={"cuda": ("bfloat16",), "cpu": ("float32",)}, key=10),
     Setting("channels_last", "channels_last batches and model (default: on for CUDA)", switch=True,
             devices={"cuda": True, "cpu": False}, variant=True),
     Setting("augment", flag=None, variant=True),
@@ -216,7 +134,7 @@ SETTINGS: list[Setting] = [   # in the results' column order; settings that are 
             "too (default: %(default)s)", choices=LAST_BATCH, default=PipelineConfig.last_batch),
     Setting("max_samples", "use only the first N samples of the split (default: all on CUDA; {CPU_SAMPLES:,} on a "
             "CPU, so an epoch lasts seconds)", type=positive(int)),
-    Setting("seed", "list; shuffle / augmentation seed (default: 0)", type=int_list, default=(0,)),
+    Setting("seed", "list; shuffle / augmentation seed (default: 0)", type=Integers(), default=(0,)),
     Setting("world_size", flag=None),
     Setting("rank", flag=None),
     Setting("parallel", "model and e2e over several GPUs in one process: dp = torch.nn.DataParallel over "
@@ -227,18 +145,18 @@ SETTINGS: list[Setting] = [   # in the results' column order; settings that are 
             "step captured in one CUDA graph and replayed), compile (torch.compile, then the same capture); every "
             "kind runs model-only and e2e. graph / compile need CUDA (skipped rows elsewhere), last-batch drop, no "
             "--parallel dp, no float16 (default: eager,graph on one CUDA GPU; eager,compile under torchrun and with "
-            "--ranks on several GPUs; eager on a CPU and with --parallel dp)", MEASURE, type=csv_list(STEPS),
+            "--ranks on several GPUs; eager on a CPU and with --parallel dp)", MEASURE, type=Choices(STEPS),
             cell=True, key=6),
     Setting("sync_every", "list; model-only and e2e: read the loss on the host every N steps (loss.item(), as a "
             "loop that logs does; it drains the GPU's queue each time), 0 never; each value its own "
-            "configurations (default: 0)", MEASURE, type=bounded_list(0), default=(0,), cell=True, key=7),
+            "configurations (default: 0)", MEASURE, type=Integers(0), default=(0,), cell=True, key=7),
     Setting("busy_levels", "loader mode: the headspace levels, ms per batch the GPU is kept busy by a synthetic "
             "training step after each batch (bf16 matrix products and memory copies on every SM, checked every "
             "window; 0: an idle GPU); the report reads each pipeline's loader ceiling where it stops keeping up "
-            "with that step (default: {BUSY_LEVELS} on CUDA, 0 on CPU)", MEASURE, flag="--busy-ms", type=ms_list,
+            "with that step (default: {BUSY_LEVELS} on CUDA, 0 on CPU)", MEASURE, flag="--busy-ms", type=Milliseconds(MAX_BUSY_MS),
             devices={"cuda": BUSY_MS, "cpu": (0.0,)}),
     Setting("payload", "copy mode: images copied as uint8 and/or float32 (default: both)", MEASURE,
-            flag="--payloads", type=csv_list(PAYLOADS), default=PAYLOADS, key=3),
+            flag="--payloads", type=Choices(PAYLOADS), default=PAYLOADS, key=3),
     Setting("train_epochs", "train mode: epochs trained before the test accuracy (default: %(default)s)", MEASURE,
             flag="--epochs", type=positive(int), default=10),
     Setting("source", flag=None),
@@ -263,7 +181,7 @@ SETTINGS: list[Setting] = [   # in the results' column order; settings that are 
     Setting("ranks", "list; GPUs of this host each configuration runs on at once, one process per GPU (as "
             "torchrun --nproc-per-node N would start them; DDP for model and e2e), each rank with its 1/N shard, "
             "its own --cpus cores and the --timeout deadline; 1 = one GPU. On a CPU the ranks join over gloo. "
-            "Under torchrun the job's ranks instead (default: 1)", GPUS, type=bounded_list(1, MAX_RANKS),
+            "Under torchrun the job's ranks instead (default: 1)", GPUS, type=Integers(1, MAX_RANKS),
             column=False, expands=True),
 ]
 

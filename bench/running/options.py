@@ -12,32 +12,15 @@ from pathlib import Path
 
 import pipelines
 from pipelines.config import IMAGEFOLDER, SOURCES, default_cache_root, default_data_root
-from pipelines.options import echo
 
 from ..measuring import harness
 from ..measuring.spec import BUSY_MS
 from ..results import settings
-from ..results.settings import once, positive
+from ..values import Knob, PartOf, Source, positive
 from . import plan, runner
 
 LEASE_MINUTES = 30.0   # the device time a plan on a GPU may be predicted to take (a lease, a job's limit)
 MAX_CONFIGURATIONS = 10_000   # --max-configurations: days of measuring at seconds each; a typo's millions, refused
-
-
-def _knob_type(option: pipelines.Option):
-    """argparse type of a knob's flag: one value, or (a listed knob) a comma-separated list of them."""
-    def one(text: str):
-        try:
-            return option.parse(text.strip())
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-
-    def many(text: str) -> list:
-        items = [one(t) for t in text.split(",") if t.strip()]
-        if not items:
-            raise argparse.ArgumentTypeError(f"{echo(text)}: expected a comma-separated list, each {option.expected()}")
-        return once(text, items)
-    return many if option.listed else one
 
 
 def _add_knobs(p: argparse.ArgumentParser) -> None:
@@ -51,15 +34,8 @@ def _add_knobs(p: argparse.ArgumentParser) -> None:
         if option.kind is bool:
             p.add_argument(option.flag, action="store_true", help=text)
         else:
-            p.add_argument(option.flag, type=_knob_type(option), help=text,
+            p.add_argument(option.flag, type=Knob(option), help=text,
                            default=[option.default] if option.listed else option.default)
-
-
-def _source(text: str) -> str:
-    """argparse type of --source: one of SOURCES, or imagefolder:PATH."""
-    if text in SOURCES or (text.startswith(IMAGEFOLDER) and len(text) > len(IMAGEFOLDER)):
-        return text
-    raise argparse.ArgumentTypeError(f"{echo(text)}: expected one of {', '.join(SOURCES)} or imagefolder:PATH")
 
 
 def add_data_options(p: argparse.ArgumentParser) -> None:
@@ -75,7 +51,7 @@ def _add_data_root(p) -> None:
 
 
 def _add_source(p) -> None:
-    p.add_argument("--source", type=_source, default="auto",
+    p.add_argument("--source", type=Source(SOURCES, IMAGEFOLDER), default="auto",
                    help="auto = real CIFAR-10 under --data-root if present, else synthetic; imagefolder:PATH = "
                         "your JPEGs, a folder per class (or train/ and val/ so), read by the pipelines that cut "
                         "ImageNet's crops from photographs (the others: skipped rows) (default: auto)")
@@ -129,14 +105,6 @@ def _add_settings(g, group: str | None = None, names: tuple[str, ...] = ()) -> N
 
 def add_device(g) -> None:
     g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
-
-
-def part_of(text: str) -> tuple[int, int]:
-    """argparse type: K/N, 1 <= K <= N <= 100."""
-    k, _, n = text.partition("/")
-    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n) <= 100):
-        raise argparse.ArgumentTypeError(f"{echo(text)}: expected K/N, part K of N (1 <= K <= N <= 100), e.g. 1/3")
-    return int(k), int(n)
 
 
 def run_options(p: argparse.ArgumentParser, description: str) -> argparse.ArgumentParser:
@@ -197,7 +165,7 @@ def _gpu_options(g) -> None:
                         "(default: %(default)g)")
     g.add_argument("--past-lease", action="store_true",
                    help="run a plan predicted to take longer than --lease-minutes anyway")
-    g.add_argument("--part", type=part_of, metavar="K/N",
+    g.add_argument("--part", type=PartOf(), metavar="K/N",
                    help="run part K of N of the plan: its settings and models cut into N parts of about equal "
                         "size, each holding model-only and every pipeline of its cells (and a setting's loader "
                         "runs with its first model), so each part's verdicts are its own; each part in an --out "
