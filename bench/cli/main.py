@@ -64,10 +64,12 @@ def said_in_one_line(command: str) -> None:
 
 def _first_parser():
     """The parser that answers help and usage errors: the parsers without torch (`light.light_parser`),
-    but where the real ones' module is imported already (by a program or a test that uses pipebench's
-    modules) the real ones, which then cost no import and see declarations added at run time."""
-    if f"{__package__}.parser" in sys.modules:
-        return sys.modules[f"{__package__}.parser"].build_parser()
+    but where the real ones' module or the pipelines are imported already (by a program or a test that
+    uses pipebench's modules, and may have registered a pipeline of its own) the real ones, which then
+    see declarations added at run time and cost no import of torch."""
+    if f"{__package__}.parser" in sys.modules or "pipelines" in sys.modules:
+        from .parser import build_parser
+        return build_parser()
     from .light import light_parser
     return light_parser()
 
