@@ -2,13 +2,14 @@
 option's text (a bad value is an `argparse.ArgumentTypeError` in one line naming it) and whose `spec`
 says, as data, what it accepts, so that `bench.cli.light` makes the same check again from
 `bench/cli/shapes.py` and refuses a bad value before torch and the pipelines are imported (issue 69:
-`compare --steps -3` took 6-8 s to say so). The settings (`bench.results.settings`), the run options
+`sweep --steps -1` took 7.8 s to say so). The settings (`bench.results.settings`), the run options
 (`bench.running.options`) and the parsers take their types from here.
 
 A knob's values are its `pipelines.options.Option`'s. That module and `pipelines.config`, which it
 imports, import the standard library alone, but importing them as `pipelines.*` runs the package's
 `__init__`, which imports torch: so, until the package is imported, they are read from their files
-as `bench._pipelines.*` (`_pipelines_options`; tests/test_cli.py keeps them free of other imports).
+as `bench._pipelines.*` (`_pipelines_options`; tests/test_cli.py checks that a bad knob value is refused
+with torch never imported).
 """
 from __future__ import annotations
 
