@@ -8,7 +8,7 @@ says, as data, what it accepts, so that `bench.cli.light` makes the same check a
 A knob's values are its `pipelines.options.Option`'s. That module and `pipelines.config`, which it
 imports, import the standard library alone, but importing them as `pipelines.*` runs the package's
 `__init__`, which imports torch: so, until the package is imported, they are read from their files
-as `bench._pipelines.*` (`_pipelines_options`; tests/test_cli.py checks that a bad knob value is refused
+as `bench._pipelines.*` (`pipelines_module`; tests/test_cli.py checks that a bad knob value is refused
 with torch never imported).
 """
 from __future__ import annotations
@@ -27,25 +27,25 @@ KINDS = {"int": int, "float": float, "str": str, "bool": bool}
 MAX_PARTS = 100   # --part K/N: N at most this
 
 
-def _pipelines_options():
-    """`pipelines.options`: the package's where it is imported, else read from its file without the
-    package's __init__ (module docstring)."""
-    if "pipelines.options" in sys.modules:
-        return sys.modules["pipelines.options"]
-    name = f"{__package__}._pipelines"
-    if name not in sys.modules:
-        package = types.ModuleType(name)
-        package.__path__ = list(importlib.util.find_spec("pipelines").submodule_search_locations)
-        sys.modules[name] = package
-    return importlib.import_module(f"{name}.options")
+def pipelines_module(name: str):
+    """`pipelines.<name>` (`options` or `config`): the package's where it is imported, else read from
+    its file without the package's __init__ (module docstring)."""
+    if f"pipelines.{name}" in sys.modules:
+        return sys.modules[f"pipelines.{name}"]
+    package = f"{__package__}._pipelines"
+    if package not in sys.modules:
+        module = types.ModuleType(package)
+        module.__path__ = list(importlib.util.find_spec("pipelines").submodule_search_locations)
+        sys.modules[package] = module
+    return importlib.import_module(f"{package}.{name}")
 
 
 def echo(value) -> str:
-    return _pipelines_options().echo(value)
+    return pipelines_module("options").echo(value)
 
 
-def clip(text: str) -> str:
-    return _pipelines_options().clip(text)
+def clip(text: str, *limit: int) -> str:
+    return pipelines_module("options").clip(text, *limit)
 
 
 def once(text: str, items: list) -> list:
@@ -60,9 +60,13 @@ def once(text: str, items: list) -> list:
 
 
 def build(spec: tuple):
-    """The value type `spec` (a type's `spec()`) describes."""
+    """The value type `spec` (a type's `spec()`, or `("int", {})`) describes."""
     name, fields = spec
-    return int if name == "int" else Knob.of(**fields) if name == "Knob" else globals()[name](**fields)
+    if name == "int":
+        return int
+    if name == "Knob":
+        return Knob.of(**fields)
+    return {cls.__name__: cls for cls in _Value.__subclasses__()}[name](**fields)
 
 
 def positive(kind: type, minimum: int = 1, maximum: float | None = None) -> Positive:
@@ -204,7 +208,7 @@ class Knob(_Value):
     @classmethod
     def of(cls, **fields) -> Knob:
         fields.update(kind=KINDS[fields["kind"]], choices=tuple(fields["choices"]))
-        return cls(_pipelines_options().Option(default=None, help="", **fields))
+        return cls(pipelines_module("options").Option(default=None, help="", **fields))
 
     def spec(self) -> tuple:
         fields = {f: getattr(self.option, f) for f in self.FIELDS}

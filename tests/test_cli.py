@@ -145,8 +145,8 @@ def test_the_light_parsers_check_every_value_the_real_ones_check_but_a_path_and_
 
 
 def test_the_light_modules_copies_of_pipelines_are_equal(monkeypatch, tmp_path):
-    """`top.clip`, `top.LINE_LIMIT` and `light.default_data_root` are pipelines' own, copied (importing
-    pipelines imports torch)."""
+    """`top.clip`, `top.LINE_LIMIT` and `light.default_data_root` are pipelines' own, read without the
+    package's torch (`bench.values.pipelines_module`)."""
     from pipelines import config, options
     assert top.LINE_LIMIT == options.LINE_LIMIT
     for text in ("short", "x" * 5000, "é" * 2001):

@@ -16,7 +16,6 @@ is theirs.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from .. import values
@@ -36,12 +35,8 @@ One row per parser, group and option, in the parsers' order: (command, kind, wha
 
 
 def default_data_root() -> str:
-    """`pipelines.config.default_data_root`, copied (importing pipelines imports torch; a test keeps
-    them equal): `$PIPEBENCH_DATA` if set, else `$XDG_CACHE_HOME/pipebench`, else `~/.cache/pipebench`."""
-    cache = os.environ.get("XDG_CACHE_HOME")
-    if not cache or not os.path.isabs(cache):
-        cache = os.path.join(os.path.expanduser("~"), ".cache")
-    return os.environ.get("PIPEBENCH_DATA") or os.path.join(cache, "pipebench")
+    """`pipelines.config.default_data_root`, read without the package's torch (`bench.values`)."""
+    return values.pipelines_module("config").default_data_root()
 
 
 def light_parser() -> argparse.ArgumentParser:

@@ -2,14 +2,16 @@
 answered without importing torch or a pipeline; `parser.build_parser` adds each command's options
 (`light.light_parser` the same options without torch, for help and usage errors).
 
-`LINE_LIMIT` and `clip` are `pipelines.options`' own, copied: importing any module of pipelines imports
-its registry, and torch with it (tests/test_cli.py keeps the copies equal).
+`LINE_LIMIT` and `clip` are `pipelines.options`' own, read without the package's torch
+(`bench.values.pipelines_module`).
 """
 from __future__ import annotations
 
 import argparse
 import re
 from pathlib import Path
+
+from ..values import pipelines_module
 
 DESCRIPTION = ("How fast can PyTorch input pipelines feed a training loop? Each pipeline timed alone, the model "
                "alone and both together, on CIFAR-10 or your photographs; the answer says which keeps each model fed.")
@@ -26,12 +28,8 @@ COMMANDS = {   # what `pipebench --help` says of each command
     "env": "print the environment recorded with every result",
 }
 EPILOG = "`pipebench COMMAND --help` for a command's options; errors are one line, --debug shows the traceback."
-LINE_LIMIT = 2000   # characters of a whole error line: `pipelines.options.LINE_LIMIT`
-
-
-def clip(text: str, limit: int) -> str:
-    """`pipelines.options.clip`: `text` cut after `limit` characters, its length said."""
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+LINE_LIMIT = pipelines_module("options").LINE_LIMIT   # characters of a whole error line
+clip = pipelines_module("options").clip
 
 
 class Parser(argparse.ArgumentParser):
