@@ -114,8 +114,9 @@ def test_every_committed_command_still_parses_and_names_files_that_exist():
             config = getattr(args, "config", None)
             assert config is None or (ROOT / config).is_file(), f"{path.relative_to(ROOT)}: no plan {config}"
             page = getattr(args, "readme", None)
-            if page is not None:   # its markers name the run relative to the page
-                marker = f"of {Path(os.path.relpath(path.parent, (ROOT / page).parent)).as_posix()}:"
+            if page is not None:   # its markers name the report's folder (--out) relative to the page
+                out = ROOT / (args.out or args.csv[0])   # --out, by default the one run's folder
+                marker = f"of {Path(os.path.relpath(out, (ROOT / page).parent)).as_posix()}:"
                 assert marker in (ROOT / page).read_text(), f"{path.relative_to(ROOT)}: {page} holds no block of it"
             checked += 1
     assert checked > 30

