@@ -6,7 +6,7 @@
 # from the project root, on one warm machine, DALI importable (.devcarry/env.sh where it is carried),
 # FFCV too where the plan times it (.devcarry/ffcv-env.sh: bench/plans/ffcv-for-device.sh).
 # The first call records nvidia-smi, makes the plan's data (for a photo plan the photo set, from
-# runs/skphotos: see below), compiles every model of the plan's compiled grids once, all at once,
+# runs/skphotos: see below), compiles every model of the plan's compiled grids (of a part, of its cells) once, all at once,
 # into inductor's cache (runs/PLAN/warm: not part of the run; compilation is outside every window
 # anyway, and this spares the sweep's first processes their cold compile; the compiled grids alone,
 # model-only, at each of their --ranks, so a DDP step is compiled too, each rank on the cores the
@@ -50,6 +50,7 @@ if [ ! -e "$runs/started" ] && grep -q '"ffcv"' "$plan" && ! python -c "import f
 fi
 if [ ! -e "$runs/started" ]; then
   touch "$runs/started"
+  began=$SECONDS
   nvidia-smi > "$runs/nvidia-smi.txt"
   if [ -e "$runs/prepare.started" ]; then   # `on-gpu.sh PLAN prepare` started the data in an earlier call
     while [ ! -e "$runs/prepare.rc" ]; do sleep 2; done
@@ -59,6 +60,7 @@ if [ ! -e "$runs/started" ]; then
     python -c "from pipelines import PipelineConfig; from pipelines.sources.split import resolve_folder; \
 print('data:', *resolve_folder(PipelineConfig()))" > "$runs/prepare.txt" 2>&1   # the synthetic set, once
   fi
+  echo "the data and nvidia-smi: $((SECONDS - began)) s" > "$runs/before.txt"
   # the compiled grids alone (warm/plan.json); the cores per rank the most ranks listed leave; the models
   cpus_models=$(python -c 'import json, os, sys; p = json.load(open(sys.argv[1])); grids = p.pop("grids", [{}])
 gs = [g for g in grids if "compile" in {**p, **g}.get("step", [])]; json.dump({**p, "grids": gs}, open(sys.argv[2], "w"))
@@ -66,15 +68,22 @@ ranks = max((r for g in gs for r in {**p, **g}.get("ranks", [1])), default=1)
 print(max(1, len(os.sched_getaffinity(0)) // ranks), *dict.fromkeys(m for g in gs for m in {**p, **g}["models"]))' \
     "$plan" "$runs/warm/plan.json")
   read -r cpus models <<< "$cpus_models"
+  if [ -n "$part" ]; then   # of a part, only the models its own cells compile (a photo part: one of two)
+    models=$(python -c 'import sys, torch; from bench.cli.main import _parse; from bench.cli.measure import specs_for
+_, grids = _parse(["sweep", "--config", sys.argv[1], "--part", sys.argv[2], "--out", "unused"])
+print(*dict.fromkeys(s.model for s in specs_for(grids, torch.device("cuda"), priced_only=True) if s.step == "compile"))' \
+      "$plan" "$part")
+  fi
   for model in $models; do   # the compiled grids' options, but model-only, in one process per rank count,
     # compiling on inductor's workers (nothing of it is timed; the sweep's in-process compiles find the cache)
     TORCHINDUCTOR_COMPILE_THREADS=$cpus python -m bench.cli sweep --config "$runs/warm/plan.json" --modes model --models "$model" --step compile \
       --processes 1 --warmup 0 --cpus "$cpus" --out "$runs/warm/$model" > "$runs/warm/$model.txt" 2>&1 &
   done
   wait
+  echo "the compile into inductor's cache ($models): $((SECONDS - began)) s since the start" >> "$runs/before.txt"
   setsid bash -c "python -m bench.cli sweep --config $plan ${part:+--part $part} --out $runs/sweep > $runs/sweep.txt 2>&1; rc=\$?; \
     ${AFTER:-true} >> $runs/sweep.txt 2>&1; echo \$rc > $runs/sweep.rc" < /dev/null > /dev/null 2>&1 &
 fi
 while [ ! -e "$runs/sweep.rc" ] && [ "$SECONDS" -lt "${WAIT_S:-570}" ]; do sleep 5; done
-(cd "$runs" && tar cf "$OUT/${runs#runs/}.tar" $(ls -d nvidia-smi.txt prepare.txt sweep.txt sweep 2> /dev/null))
+(cd "$runs" && tar cf "$OUT/${runs#runs/}.tar" $(ls -d nvidia-smi.txt prepare.txt before.txt sweep.txt sweep 2> /dev/null))
 tail -c 300 "$runs/prepare.txt"; echo; tail -c 300 "$runs/sweep.txt"; echo; cat "$runs/sweep.rc" 2>/dev/null || echo running
