@@ -66,7 +66,8 @@ def main() -> None:
     s["processes"] = s.groupby(key).process.transform("nunique")
     s["all_steady"] = s.groupby(key).steady.transform("all")
     used = s[(s.processes >= 3) & s.all_steady]
-    margin = float((used.share / used.cell_share - 1).abs().max())
+    distance = (used.share / used.cell_share - 1).abs()
+    margin, widest = float(distance.max()), used.loc[distance.idxmax()]
     first = used[used.process == used.groupby(key).process.transform("min")].copy()
     first["early"] = [("fed" if r.share >= FED * (1 + margin) else "not fed" if r.share <= FED * (1 - margin) else "")
                       for r in first.itertuples()]
@@ -84,6 +85,8 @@ def main() -> None:
     print(f"**Margin** M, the largest distance of a process's share from its cell's: {margin:.1%} "
           f"(the rule: fed where the first process's share >= {FED * (1 + margin):.1%}, not fed where <= "
           f"{FED * (1 - margin):.1%}).\n")
+    print(f"The widest cell: `{widest.pipeline}` beside `{widest.model}` at {widest.cpus:g} cores in {widest.run}, one "
+          f"process at {widest.share:.1%} of model-only against the cell's {widest.cell_share:.1%}.\n")
     print(f"**Where it fires**: {len(fired)} of {len(first)} cells; the same verdict as the whole cell in "
           f"{sum(agree)} of them, a different one in {len(agree) - sum(agree)}.\n")
     print(f"**Time it would save**: {saved:,.0f} of {total:,.0f} s of these cells' e2e and model-only windows "
