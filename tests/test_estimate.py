@@ -30,7 +30,8 @@ PART_ERROR = 0.20   # a part of a plan made to fit a lease (issue 70)
 RUNS = ["2026-12-02-h200-lanes", "2026-12-02-h200-null-step", "2026-12-02-h200-gpu-decode", "2026-11-27-h100-ladder",
         "2026-11-27-h100-photos-best", "2026-12-02-cpu-first-command", "2026-12-03-h200-ladder/part1of7",
         "2026-12-03-h200-ladder/part2of7"]
-# the ladder's parts at the harness of 68228c8 (issue 70's plan made to fit a lease)
+# the ladders' parts at the harness of 68228c8 (issue 70's plans made to fit a lease): the 32-px ladder's, the photo
+# ladder's (one cell, 3 processes, each)
 PARTS = ["2026-12-03-h200-ladder-v2/part1of7", "2026-12-03-h200-ladder-v2/part2of7",
          "2026-12-03-h200-ladder-v2/part3of7", "2026-12-03-h200-ladder-v2/part4of7",
          "2026-12-03-h200-ladder-v2/part5of7", "2026-12-03-h200-ladder-v2/part6of7",
@@ -60,7 +61,7 @@ def test_a_committed_run_is_predicted_from_the_other_runs_rows(committed, name):
     costs = costs[own.device.str.startswith("cuda").any()].without(set(own.run_id))
     found = costs.predict(processes, own.gpu.iloc[0])
     members = sum(map(len, processes))
-    assert found.unknown <= members // 10 and len(found.processes) == len(processes) >= 3   # a peer never run there
+    assert found.unknown <= members // 10 and len(found.processes) == len(processes) >= (3 if name in PARTS else 6)
     assert abs((found.seconds - costs.start) / span - 1) <= (PART_ERROR if name in PARTS else ESTIMATE_ERROR), \
         (found.seconds / 60, span / 60)
 

@@ -7,7 +7,8 @@
 # FFCV too where the plan times it (.devcarry/ffcv-env.sh: bench/plans/ffcv-for-device.sh).
 # The first call records nvidia-smi, makes the plan's data (for a photo plan the photo set, from
 # runs/skphotos: see below), compiles every model of the plan's compiled grids (of a part, of its cells) once, all at once,
-# into inductor's cache (runs/PLAN/warm: not part of the run; compilation is outside every window
+# into inductor's cache (runs/PLAN/warm: not part of the run; the seconds these took: before.txt, packed with the
+# rows; compilation is outside every window
 # anyway, and this spares the sweep's first processes their cold compile; the compiled grids alone,
 # model-only, at each of their --ranks, so a DDP step is compiled too, each rank on the cores the
 # most ranks listed leave it), then starts the sweep in
@@ -50,7 +51,6 @@ if [ ! -e "$runs/started" ] && grep -q '"ffcv"' "$plan" && ! python -c "import f
 fi
 if [ ! -e "$runs/started" ]; then
   touch "$runs/started"
-  began=$SECONDS
   nvidia-smi > "$runs/nvidia-smi.txt"
   if [ -e "$runs/prepare.started" ]; then   # `on-gpu.sh PLAN prepare` started the data in an earlier call
     while [ ! -e "$runs/prepare.rc" ]; do sleep 2; done
@@ -60,7 +60,7 @@ if [ ! -e "$runs/started" ]; then
     python -c "from pipelines import PipelineConfig; from pipelines.sources.split import resolve_folder; \
 print('data:', *resolve_folder(PipelineConfig()))" > "$runs/prepare.txt" 2>&1   # the synthetic set, once
   fi
-  echo "the data and nvidia-smi: $((SECONDS - began)) s" > "$runs/before.txt"
+  echo "the checks, the data and nvidia-smi: $SECONDS s since the start" > "$runs/before.txt"
   # the compiled grids alone (warm/plan.json); the cores per rank the most ranks listed leave; the models
   cpus_models=$(python -c 'import json, os, sys; p = json.load(open(sys.argv[1])); grids = p.pop("grids", [{}])
 gs = [g for g in grids if "compile" in {**p, **g}.get("step", [])]; json.dump({**p, "grids": gs}, open(sys.argv[2], "w"))
@@ -72,7 +72,7 @@ print(max(1, len(os.sched_getaffinity(0)) // ranks), *dict.fromkeys(m for g in g
     models=$(python -c 'import sys, torch; from bench.cli.main import _parse; from bench.cli.measure import specs_for
 _, grids = _parse(["sweep", "--config", sys.argv[1], "--part", sys.argv[2], "--out", "unused"])
 print(*dict.fromkeys(s.model for s in specs_for(grids, torch.device("cuda"), priced_only=True) if s.step == "compile"))' \
-      "$plan" "$part")
+      "$plan" "$part") || models=$(echo "$cpus_models" | cut -d" " -f2-)   # failing that, every compiled model
   fi
   for model in $models; do   # the compiled grids' options, but model-only, in one process per rank count,
     # compiling on inductor's workers (nothing of it is timed; the sweep's in-process compiles find the cache)
@@ -80,7 +80,7 @@ print(*dict.fromkeys(s.model for s in specs_for(grids, torch.device("cuda"), pri
       --processes 1 --warmup 0 --cpus "$cpus" --out "$runs/warm/$model" > "$runs/warm/$model.txt" 2>&1 &
   done
   wait
-  echo "the compile into inductor's cache ($models): $((SECONDS - began)) s since the start" >> "$runs/before.txt"
+  echo "the compile into inductor's cache ($models): $SECONDS s since the start" >> "$runs/before.txt"
   setsid bash -c "python -m bench.cli sweep --config $plan ${part:+--part $part} --out $runs/sweep > $runs/sweep.txt 2>&1; rc=\$?; \
     ${AFTER:-true} >> $runs/sweep.txt 2>&1; echo \$rc > $runs/sweep.rc" < /dev/null > /dev/null 2>&1 &
 fi
