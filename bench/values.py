@@ -48,6 +48,11 @@ def clip(text: str, *limit: int) -> str:
     return pipelines_module("options").clip(text, *limit)
 
 
+def pieces(text: str) -> list[str]:
+    """The comma-separated pieces of `text`, stripped, empty ones left out."""
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
 def once(text: str, items: list) -> list:
     """`items` (parsed from `text`) if no value is given twice (it would run the same configurations
     again), else a usage error naming it."""
@@ -96,7 +101,7 @@ class Choices(_Value):
 
     def __call__(self, text: str) -> list[str]:
         known = self.known()
-        items = [t.strip() for t in text.split(",") if t.strip()]
+        items = pieces(text)
         if not items or any(t not in known for t in items):
             raise argparse.ArgumentTypeError(f"{echo(text)}: expected a comma-separated list of {known}")
         return once(text, items)
@@ -133,7 +138,7 @@ class Integers(_Value):
 
     def __call__(self, text: str) -> list[int]:
         try:
-            items = [int(t) for t in text.split(",") if t.strip()]
+            items = [int(t) for t in pieces(text)]
         except ValueError:
             items = []
         if not items or any((self.low is not None and v < self.low) or (self.high is not None and v > self.high)
@@ -152,7 +157,7 @@ class Milliseconds(_Value):
 
     def __call__(self, text: str) -> list[float]:
         try:
-            items = [float(t) for t in text.split(",") if t.strip()]
+            items = [float(t) for t in pieces(text)]
         except ValueError:
             items = []
         if not items or any(not 0 <= v <= self.maximum for v in items):   # NaN fails this too
@@ -166,7 +171,7 @@ class Models(_Value):
     """Model specs (checked once the image sizes are known, `plan.grid`); ':' may appear in a spec."""
 
     def __call__(self, text: str) -> list[str]:
-        items = [t.strip() for t in text.split(",") if t.strip()]
+        items = pieces(text)
         if not items:
             raise argparse.ArgumentTypeError(f"{echo(text)}: expected a comma-separated list of models")
         return once(text, items)
@@ -223,7 +228,7 @@ class Knob(_Value):
     def __call__(self, text: str):
         if not self.option.listed:
             return self.one(text)
-        items = [self.one(t) for t in text.split(",") if t.strip()]
+        items = [self.one(t) for t in pieces(text)]
         if not items:
             raise argparse.ArgumentTypeError(f"{echo(text)}: expected a comma-separated list, each "
                                              f"{self.option.expected()}")

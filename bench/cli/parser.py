@@ -16,14 +16,14 @@ import pipelines
 from pipelines.options import clip, echo
 from pipelines.config import default_data_root
 
-from ..values import Choices, once, positive
+from ..values import Choices, once, pieces, positive
 from ..running.options import RUN_HELP, add_data_options, add_device, run_options
 from .top import top_parser
 
 def _claim_list(text: str) -> list:
     from .. import claims
     try:
-        chosen = claims.select(t.strip() for t in text.split(",") if t.strip())
+        chosen = claims.select(pieces(text))
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     once(text, [claim.key for claim in chosen])
