@@ -5,7 +5,7 @@
 # A plan on a GPU machine reached in calls of at most 10 minutes, one call after another,
 # from the project root, on one warm machine, DALI importable (.devcarry/env.sh where it is carried),
 # FFCV too where the plan times it (.devcarry/ffcv-env.sh: bench/plans/ffcv-for-device.sh).
-# The first call records nvidia-smi, makes the plan's data (for a photo plan the photo set, from
+# The first call records nvidia-smi and the cores (cpu.txt), makes the plan's data (for a photo plan the photo set, from
 # runs/skphotos: see below), compiles every model of the plan's compiled grids (of a part, of its cells) once, all at once,
 # into inductor's cache (runs/PLAN/warm: not part of the run; the seconds these took: before.txt, packed with the
 # rows; compilation is outside every window
@@ -52,6 +52,9 @@ fi
 if [ ! -e "$runs/started" ]; then
   touch "$runs/started"
   nvidia-smi > "$runs/nvidia-smi.txt"
+  # the cores lent (the same model name decodes at different rates on different machines: their topology)
+  # and /proc/stat's cpu line (its 8th number: time stolen by the host), again as the sweep ends
+  { lscpu 2> /dev/null; grep "^cpu " /proc/stat; } > "$runs/cpu.txt"
   if [ -e "$runs/prepare.started" ]; then   # `on-gpu.sh PLAN prepare` started the data in an earlier call
     while [ ! -e "$runs/prepare.rc" ]; do sleep 2; done
   elif grep -q '"imagefolder:runs/data/photos-seed0"' "$plan"; then
@@ -82,8 +85,8 @@ print(*dict.fromkeys(s.model for s in specs_for(grids, torch.device("cuda"), pri
   wait
   echo "the compile into inductor's cache ($models): $SECONDS s since the start" >> "$runs/before.txt"
   setsid bash -c "python -m bench.cli sweep --config $plan ${part:+--part $part} --out $runs/sweep > $runs/sweep.txt 2>&1; rc=\$?; \
-    ${AFTER:-true} >> $runs/sweep.txt 2>&1; echo \$rc > $runs/sweep.rc" < /dev/null > /dev/null 2>&1 &
+    grep '^cpu ' /proc/stat >> $runs/cpu.txt; ${AFTER:-true} >> $runs/sweep.txt 2>&1; echo \$rc > $runs/sweep.rc" < /dev/null > /dev/null 2>&1 &
 fi
 while [ ! -e "$runs/sweep.rc" ] && [ "$SECONDS" -lt "${WAIT_S:-570}" ]; do sleep 5; done
-(cd "$runs" && tar cf "$OUT/${runs#runs/}.tar" $(ls -d nvidia-smi.txt prepare.txt before.txt sweep.txt sweep 2> /dev/null))
+(cd "$runs" && tar cf "$OUT/${runs#runs/}.tar" $(ls -d nvidia-smi.txt cpu.txt prepare.txt before.txt sweep.txt sweep 2> /dev/null))
 tail -c 300 "$runs/prepare.txt"; echo; tail -c 300 "$runs/sweep.txt"; echo; cat "$runs/sweep.rc" 2>/dev/null || echo running
