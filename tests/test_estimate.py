@@ -92,6 +92,36 @@ def test_members_without_rows_are_counted_apart_and_e2e_falls_back_to_model_only
     assert found.processes[0] == pytest.approx(2 * 1.0)   # 2 windows of one epoch (1,000 images at 1,000 img/s)
 
 
+def test_a_variant_is_priced_by_its_own_rows_and_other_cores_by_how_its_rate_follows_its_workers():
+    """DALI's CPU and GPU decoders are priced apart; a member with no rows at its cores is priced from
+    the nearest cores' rows scaled by (workers ratio) ** elasticity, the elasticity from a GPU where it
+    ran at several core counts (here 1: 15 workers decode twice as fast as 7), of its variant else of its
+    pipeline (0 where nothing tells: a GPU-side rate), and never above model-only's rate."""
+    def row(pipeline, cpus, rate, gpu="H", mode="e2e", **knobs):
+        return dict(run_id="r", rank=0, process=0, status="ok", mode=mode, pipeline=pipeline, model="m", step="compile",
+                    image_size=224, batch_size=256, busy_ms=0.0, cpus=float(cpus), gpu=gpu, device="cuda",
+                    img_per_s=float(rate), seconds=1.0, timestamp="2026-12-02T10:00:00+00:00", slot=float("nan"), **knobs)
+    rows = pd.DataFrame([
+        row("none", 16, 6_000, mode="model"),
+        row("dali", 16, 5_800, dali_decoder="cpu"), row("dali", 16, 5_000, dali_decoder="mixed"),
+        row("dataloader", 16, 2_000, pin_memory=True, non_blocking=True),
+        row("dataloader", 16, 1_500, gpu="old", pin_memory=False), row("dataloader", 8, 700, gpu="old", pin_memory=False),
+        row("resident", 16, 5_900)])
+    costs = Costs(rows, cuda=True)
+
+    def rate(pipeline, cpus, **knobs):
+        config = {"dali_decoder": "mixed", "pin_memory": False, "non_blocking": False, **knobs}
+        m = Member("e2e", pipeline, "m", "compile", 224, 256, float(cpus),
+                   variant=estimate.variant_of(pipeline, config.get))
+        return costs.rate(m, 0.0, "H")[0]
+    assert (rate("dali", 16, dali_decoder="cpu"), rate("dali", 16)) == (5_800, 5_000)
+    # pinned at 8 cores: no rows of its own there; the plain dataloader's rows on "old" say its rate
+    # follows its workers (elasticity log(1500 / 700) / log(15 / 7) = 1): 2,000 x 7 / 15
+    assert rate("dataloader", 8, pin_memory=True, non_blocking=True) == pytest.approx(2_000 * 7 / 15)
+    assert rate("resident", 4) == pytest.approx(5_900)   # no core count tells: the nearest cores' as it is
+    assert rate("dataloader", 64, pin_memory=True, non_blocking=True) == pytest.approx(6_000)   # 8,400: model-only's at most
+
+
 def test_a_members_time_outside_is_since_the_previous_member_less_all_its_windows_in_the_newest_runs():
     """A member's rows are written together when it ends (one timestamp): its time outside is the time
     since the previous member's rows less every window of it, and the newest RECENT runs price it."""

@@ -8,9 +8,13 @@ another; processes run one after another. Predicted, from rows of earlier runs (
     (`bench.measuring.harness.window_steps`: whole epochs, or blocks of MODEL_BLOCK steps for model-only,
     lasting at least WINDOW_MARGIN x min_window_s; `requested_steps` where given) at the member's rate:
     the median img/s of rows of the same mode, pipeline, model, step, image size, batch and busy level,
-    on the same GPU and cores where there are such rows, else any GPU, else any cores; an e2e member
-    with no rows of its own at model-only's rate, which nothing trains faster than (its time then a
-    lower bound, and counted as such);
+    and of its pipeline's variant (`variant_of`: DALI's decoder, a copy path) where there are such rows,
+    else of any variant; on the same GPU and cores where there are such rows, else any GPU; where no
+    rows have its cores, a member that reads data (not model-only) at the nearest cores' rate times the
+    ratio of worker counts (cores less the one that trains) raised to its elasticity (`_elasticity`: 1
+    where its CPU work spreads over the workers, 0 where its rate is the GPU's), at most model-only's
+    rate; model-only at any cores'; an e2e member with no rows of its own at model-only's rate, which
+    nothing trains faster than (its time then a lower bound, and counted as such);
   - a member's time outside its windows (construction, compile or cache load, warm-up, drains, the
     previous member's teardown): the median, over members of the same pipeline, mode and image size
     (else pipeline and mode, else all) in the RECENT most recent runs that have such members, of the
@@ -36,6 +40,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+import pipelines
 from pipelines.config import IMAGEFOLDER
 from pipelines.sources.imagefolder import split_folder
 
@@ -63,6 +68,7 @@ class Member:
     min_window_s: float = 0.5
     requested_steps: int | None = None
     samples: int = 50_000   # per epoch (per rank)
+    variant: str = ""   # its pipeline's knobs that set what it does (`variant_of`)
 
     @classmethod
     def of(cls, spec: RunSpec, samples: int) -> "Member":
@@ -70,7 +76,37 @@ class Member:
         return cls(spec.mode, spec.pipeline, spec.model if spec.mode in ("model", "e2e", "train") else "none",
                    spec.step if spec.mode in ("model", "e2e", "train") else "", c.image_size, c.batch_size,
                    float(spec.cpus) if spec.cpus else math.nan, tuple(spec.busy_levels), spec.repeats,
-                   spec.min_window_s or 0.0, spec.requested_steps, samples)
+                   spec.min_window_s or 0.0, spec.requested_steps, samples,
+                   variant_of(spec.pipeline, lambda name: getattr(c, name, None)))
+
+
+@functools.cache
+def _variant_knobs(pipeline: str) -> tuple[tuple[str, object], ...]:
+    """The knobs of `pipeline` that set what it does, with their defaults: those it declares with a
+    default of their own, not sized per CPU budget (`within`: worker and queue counts) nor resolved
+    when it is built (a default of None)."""
+    options = pipelines.declared_options()
+    if pipeline not in pipelines.names():   # model-only ("none"), or a pipeline no longer here
+        return ()
+    return tuple((name, options[name].default) for name in pipelines.reads(pipeline)
+                 if options[name].default is not None and not options[name].within)
+
+
+def variant_of(pipeline: str, value) -> str:
+    """`pipeline`'s variant as one text, e.g. "dali_decoder=cpu dali_cpu_share=0 ...": each knob of
+    `_variant_knobs` at `value(name)`, its default where that is None or NaN (rows written before the
+    knob existed ran at its default); numbers and switches written alike whether read from a plan or
+    from rows ("0.45", "True")."""
+    def text(v, default) -> str:
+        if v is None or (isinstance(v, float) and math.isnan(v)) or str(v) in ("", "None", "nan"):
+            v = default
+        if isinstance(v, bool) or str(v) in ("True", "False"):
+            return str(v)
+        try:
+            return f"{float(v):g}"
+        except (TypeError, ValueError):
+            return str(v)
+    return " ".join(f"{name}={text(value(name), default)}" for name, default in _variant_knobs(pipeline))
 
 
 @dataclass
@@ -128,8 +164,16 @@ class Costs:
         self.sources = self.rows.run_id.nunique() if len(self.rows) else 0
         self.gaps = _gaps(self.rows) if gaps is None else gaps
         self.start = _process_start(self.gaps)
-        self.medians = [self.rows.groupby(KEY + extra).img_per_s.median().to_dict()   # per key, once
-                        for extra in (["gpu", "cpus"], ["cpus"], [])] if len(self.rows) else [{}, {}, {}]
+        if len(self.rows) and "variant" not in self.rows:
+            self.rows = self.rows.assign(variant=_variants(self.rows))
+        # per key (with its variant, then without), every (gpu, cores) with rows and their median, once
+        self.found: dict[tuple, dict[tuple, float]] = {}
+        for with_variant in (True, False):
+            if not len(self.rows):
+                break
+            by = KEY + (["variant"] if with_variant else [])
+            for key, rate in self.rows.groupby(by + ["gpu", "cpus"], dropna=False).img_per_s.median().items():
+                self.found.setdefault((with_variant, *key[:len(by)]), {})[key[len(by):]] = rate
 
     def without(self, run_ids: set[str]) -> "Costs":
         """These costs less the rows of the runs `run_ids` (a run predicted from the others' rows)."""
@@ -152,18 +196,32 @@ class Costs:
 
     def rate(self, m: Member, busy: float, gpu: str) -> tuple[float, bool]:
         """The member's img/s at busy level `busy` and whether it is model-only's (a bound); nan if unknown."""
-        want = dict(zip(KEY, (m.mode, m.pipeline, m.model, m.step, m.image_size, m.batch_size, busy)))
-        found = self._median(want, m.cpus, gpu)
+        key = (m.mode, m.pipeline, m.model, m.step, m.image_size, m.batch_size, busy)
+        model = (("model", "none", *key[2:]), "")
+        found = self._median(key, m.variant, m.cpus, gpu, cap=self._median(*model, m.cpus, gpu))
         if math.isnan(found) and m.mode == "e2e":
-            return self._median({**want, "mode": "model", "pipeline": "none"}, m.cpus, gpu), True
+            return self._median(*model, m.cpus, gpu), True
         return found, False
 
-    def _median(self, want: dict, cpus: float, gpu: str) -> float:
-        """The median rate of rows like `want` on this GPU and cores, else these cores, else any."""
-        key = tuple(want[k] for k in KEY)
-        for medians, extra in zip(self.medians, ((gpu, cpus), (cpus,), ())):
-            if key + extra in medians:
-                return float(medians[key + extra])
+    def _median(self, key: tuple, variant: str, cpus: float, gpu: str, cap: float = math.nan) -> float:
+        """The median rate of rows like `key` (module docstring): of its variant, else any; on this GPU
+        and cores, else these cores on any GPU; else, reading data, the nearest cores' scaled by the
+        workers to the power of its elasticity (at most `cap`, model-only's), model-only any cores'."""
+        levels = [found for found in (self.found.get((True, *key, variant)), self.found.get((False, *key))) if found]
+        for found in levels:
+            if (gpu, cpus) in found:
+                return float(found[gpu, cpus])
+            same = [rate for (_, c), rate in found.items() if c == cpus]
+            if same:
+                return float(pd.Series(same).median())
+            places = [p for p in found if p[0] == gpu] or list(found)
+            if key[0] == "model" or math.isnan(cpus) or all(pd.isna(c) for _, c in places):
+                return float(pd.Series([found[p] for p in places]).median())
+            near = min({c for _, c in places if pd.notna(c)}, key=lambda c: (abs(math.log(c / cpus)), c))
+            elasticity = next((e for e in map(_elasticity, levels[levels.index(found):]) if e is not None), 0.0)
+            rate = pd.Series([found[p] for p in places if p[1] == near]).median() * (
+                _workers(cpus) / _workers(near)) ** elasticity
+            return float(min(rate, cap)) if not math.isnan(cap) else float(rate)
         return math.nan
 
     def outside(self, m: Member) -> float:
@@ -251,7 +309,8 @@ def ran(rows: pd.DataFrame) -> list[list[Member]]:
         processes[-1].append(Member(r["mode"], r.pipeline, r.model, r.step, int(r.image_size), int(r.batch_size),
                                     float(r.cpus), tuple(sorted(member.busy_ms.unique())), int(member.repeat.nunique()),
                                     float(r.min_window_s) if pd.notna(r.min_window_s) else 0.0,
-                                    None if pd.isna(r.requested_steps) else int(r.requested_steps), samples))
+                                    None if pd.isna(r.requested_steps) else int(r.requested_steps), samples,
+                                    variant_of(r.pipeline, r.get)))
     return processes
 
 
@@ -267,6 +326,36 @@ def cell_text(m: Member) -> str:
     """A process's cell as the estimate names it."""
     what = f"{m.model} {m.step}" if m.mode in ("model", "e2e", "train") else f"{m.mode} {m.pipeline}"
     return f"{m.image_size} px, batch {m.batch_size}, {m.cpus:g} cores, {what}"
+
+
+def _variants(rows: pd.DataFrame) -> pd.Series:
+    """Each row's `variant_of` its pipeline (a knob's column absent: its default)."""
+    found = pd.Series("", index=rows.index, dtype=object)
+    for pipeline, group in rows.groupby("pipeline"):
+        names = [name for name, _ in _variant_knobs(pipeline)]
+        values = group.reindex(columns=names).astype(object).itertuples(index=False)
+        found[group.index] = [variant_of(pipeline, dict(zip(names, v)).get) for v in values]
+    return found
+
+
+def _elasticity(found: dict[tuple, float]) -> float | None:
+    """How a member's rate follows its worker count (`_workers`), from its rows (`found`: (gpu, cores)
+    -> rate) on a GPU where it ran with several core counts: log(rate ratio) / log(worker ratio) between
+    its fewest and most cores, the median over such GPUs, between 0 (its rate is the GPU's: a copy or
+    a GPU decoder) and 1 (every worker's work adds up: decoding on the CPU); None where no GPU tells
+    (its rows at any variant tell then, else 0)."""
+    ratios = []
+    for gpu in {g for g, _ in found}:
+        cores = sorted(c for g, c in found if g == gpu and pd.notna(c) and c > 1)
+        if len(cores) > 1:
+            lo, hi = found[gpu, cores[0]], found[gpu, cores[-1]]
+            ratios.append(math.log(hi / lo) / math.log(_workers(cores[-1]) / _workers(cores[0])))
+    return min(1.0, max(0.0, float(pd.Series(ratios).median()))) if ratios else None
+
+
+def _workers(cpus: float) -> float:
+    """The processes or threads that read data on `cpus` cores: all but the one that trains."""
+    return max(1.0, cpus - 1)
 
 
 def _window_s(m: Member, rate: float, busy: float) -> float:
