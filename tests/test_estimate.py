@@ -15,6 +15,7 @@ import torch
 
 from bench import cli
 from bench.cli import measure
+from bench.cli.main import _parse
 from bench.measuring.distributed import World
 from bench.report.analysis import load
 from bench.running import estimate
@@ -120,6 +121,25 @@ def test_a_variant_is_priced_by_its_own_rows_and_other_cores_by_how_its_rate_fol
     assert rate("dataloader", 8, pin_memory=True, non_blocking=True) == pytest.approx(2_000 * 7 / 15)
     assert rate("resident", 4) == pytest.approx(5_900)   # no core count tells: the nearest cores' as it is
     assert rate("dataloader", 64, pin_memory=True, non_blocking=True) == pytest.approx(6_000)   # 8,400: model-only's at most
+
+
+def test_a_plan_s_members_name_their_variants_as_the_rows_of_their_run_do():
+    """A plan is priced before it runs (`Member.of`, from its configurations) by rows runs wrote
+    (`ran`): both name a member's variant alike, a knob set when the pipeline is built ("*" in the
+    plan: DALI's hardware decoder share) matching the value its rows record. The photo ladder's part 3,
+    from its plan and from its committed rows: six members, each matching one member of the other."""
+    _, grids = _parse(["sweep", "--config", str(ROOT / "bench/plans/photos-ladder-best.json"),
+                       "--part", "3/6", "--out", "unused"])
+    planned = {(s.mode, s.pipeline, Member.of(s, 1).variant)
+               for s in measure.specs_for(grids, torch.device("cuda"), priced_only=True)}
+    rows = load([ROOT / "results/2026-12-04-h200-photos-ladder/part3of6/results.csv"])
+    ran = {(m.mode, m.pipeline, m.variant) for members in estimate.ran(rows) for m in members}
+    assert len(planned) == len(ran) == 6
+    for one, others in ((planned, ran), (ran, planned)):
+        for mode, pipeline, variant in one:
+            assert len([v for o, p, v in others if (o, p) == (mode, pipeline) and estimate._matches(variant, v)]) == 1, \
+                (mode, pipeline, variant)
+    assert any("dali_decoder=cpu" in v for *_, v in planned) and any("dali_cpu_share=0.45" in v for *_, v in ran)
 
 
 def test_a_members_time_outside_is_since_the_previous_member_less_all_its_windows_in_the_newest_runs():

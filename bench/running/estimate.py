@@ -8,13 +8,14 @@ another; processes run one after another. Predicted, from rows of earlier runs (
     (`bench.measuring.harness.window_steps`: whole epochs, or blocks of MODEL_BLOCK steps for model-only,
     lasting at least WINDOW_MARGIN x min_window_s; `requested_steps` where given) at the member's rate:
     the median img/s of rows of the same mode, pipeline, model, step, image size, batch and busy level,
-    and of its pipeline's variant (`variant_of`: DALI's decoder, a copy path) where there are such rows,
-    else of any variant; on the same GPU and cores where there are such rows, else any GPU; where no
-    rows have its cores, a member that reads data (not model-only) at the nearest cores' rate times the
-    ratio of worker counts (cores less the one that trains) raised to its elasticity (`_elasticity`: 1
-    where its CPU work spreads over the workers, 0 where its rate is the GPU's), at most model-only's
-    rate; model-only at any cores'; an e2e member with no rows of its own at model-only's rate, which
-    nothing trains faster than (its time then a lower bound, and counted as such);
+    and of its pipeline's variant (`variant_of`: DALI's decoder and split, a copy path) where there are
+    such rows, else of any variant; on the same GPU and cores where there are such rows, else any GPU;
+    where no rows have its cores, a member that reads data (not model-only) at the nearest cores' rate
+    times the ratio of worker counts (cores less the one that trains) raised to its elasticity
+    (`_elasticity`: 1 where its CPU work spreads over the workers, 0 where its rate is the GPU's; its
+    variant's, else the median of its pipeline's variants'), at most model-only's rate; model-only at
+    any cores'; an e2e member with no rows of its own at model-only's rate, which nothing trains faster
+    than (its time then a lower bound, and counted as such);
   - a member's time outside its windows (construction, compile or cache load, warm-up, drains, the
     previous member's teardown): the median, over members of the same pipeline, mode and image size
     (else pipeline and mode, else all) in the RECENT most recent runs that have such members, of the
@@ -82,24 +83,23 @@ class Member:
 
 @functools.cache
 def _variant_knobs(pipeline: str) -> tuple[tuple[str, object], ...]:
-    """The knobs of `pipeline` that set what it does, with their defaults: those it declares with a
-    default of their own, not sized per CPU budget (`within`: worker and queue counts) nor resolved
-    when it is built (a default of None)."""
+    """The knobs of `pipeline` that set what it does, with their defaults: those it declares, less
+    those sized per CPU budget (`within`: worker and queue counts); a default of None is a knob set
+    when the pipeline is built unless the plan sets it (DALI's hardware decoder share)."""
     options = pipelines.declared_options()
     if pipeline not in pipelines.names():   # model-only ("none"), or a pipeline no longer here
         return ()
-    return tuple((name, options[name].default) for name in pipelines.reads(pipeline)
-                 if options[name].default is not None and not options[name].within)
+    return tuple((name, options[name].default) for name in pipelines.reads(pipeline) if not options[name].within)
 
 
 def variant_of(pipeline: str, value) -> str:
     """`pipeline`'s variant as one text, e.g. "dali_decoder=cpu dali_cpu_share=0 ...": each knob of
     `_variant_knobs` at `value(name)`, its default where that is None or NaN (rows written before the
-    knob existed ran at its default); numbers and switches written alike whether read from a plan or
-    from rows ("0.45", "True")."""
+    knob existed ran at its default), "*" (any value: `_matches`) where the default is None too;
+    numbers and switches written alike whether read from a plan or from rows ("0.45", "True")."""
     def text(v, default) -> str:
         if v is None or (isinstance(v, float) and math.isnan(v)) or str(v) in ("", "None", "nan"):
-            v = default
+            v = "*" if default is None else default
         if isinstance(v, bool) or str(v) in ("True", "False"):
             return str(v)
         try:
@@ -107,6 +107,11 @@ def variant_of(pipeline: str, value) -> str:
         except (TypeError, ValueError):
             return str(v)
     return " ".join(f"{name}={text(value(name), default)}" for name, default in _variant_knobs(pipeline))
+
+
+def _matches(one: str, other: str) -> bool:
+    """Whether two `variant_of` texts of one pipeline agree on every knob ("*" agreeing with any value)."""
+    return all(a == b or a.endswith("=*") or b.endswith("=*") for a, b in zip(one.split(), other.split()))
 
 
 @dataclass
@@ -164,16 +169,15 @@ class Costs:
         self.sources = self.rows.run_id.nunique() if len(self.rows) else 0
         self.gaps = _gaps(self.rows) if gaps is None else gaps
         self.start = _process_start(self.gaps)
-        if len(self.rows) and "variant" not in self.rows:
-            self.rows = self.rows.assign(variant=_variants(self.rows))
-        # per key (with its variant, then without), every (gpu, cores) with rows and their median, once
+        # per key, every (gpu, cores) with rows and their median, once: of each variant and of all
         self.found: dict[tuple, dict[tuple, float]] = {}
-        for with_variant in (True, False):
-            if not len(self.rows):
-                break
-            by = KEY + (["variant"] if with_variant else [])
-            for key, rate in self.rows.groupby(by + ["gpu", "cpus"], dropna=False).img_per_s.median().items():
-                self.found.setdefault((with_variant, *key[:len(by)]), {})[key[len(by):]] = rate
+        self.variants: dict[tuple, dict[str, dict[tuple, float]]] = {}
+        if len(self.rows):
+            rows = self.rows.assign(_variant=_variants(self.rows))
+            for key, rate in rows.groupby(KEY + ["gpu", "cpus"], dropna=False).img_per_s.median().items():
+                self.found.setdefault(key[:-2], {})[key[-2:]] = rate
+            for key, rate in rows.groupby(KEY + ["_variant", "gpu", "cpus"], dropna=False).img_per_s.median().items():
+                self.variants.setdefault(key[:-3], {}).setdefault(key[-3], {})[key[-2:]] = rate
 
     def without(self, run_ids: set[str]) -> "Costs":
         """These costs less the rows of the runs `run_ids` (a run predicted from the others' rows)."""
@@ -204,25 +208,31 @@ class Costs:
         return found, False
 
     def _median(self, key: tuple, variant: str, cpus: float, gpu: str, cap: float = math.nan) -> float:
-        """The median rate of rows like `key` (module docstring): of its variant, else any; on this GPU
-        and cores, else these cores on any GPU; else, reading data, the nearest cores' scaled by the
-        workers to the power of its elasticity (at most `cap`, model-only's), model-only any cores'."""
-        levels = [found for found in (self.found.get((True, *key, variant)), self.found.get((False, *key))) if found]
-        for found in levels:
-            if (gpu, cpus) in found:
-                return float(found[gpu, cpus])
-            same = [rate for (_, c), rate in found.items() if c == cpus]
-            if same:
-                return float(pd.Series(same).median())
-            places = [p for p in found if p[0] == gpu] or list(found)
-            if key[0] == "model" or math.isnan(cpus) or all(pd.isna(c) for _, c in places):
-                return float(pd.Series([found[p] for p in places]).median())
-            near = min({c for _, c in places if pd.notna(c)}, key=lambda c: (abs(math.log(c / cpus)), c))
-            elasticity = next((e for e in map(_elasticity, levels[levels.index(found):]) if e is not None), 0.0)
-            rate = pd.Series([found[p] for p in places if p[1] == near]).median() * (
-                _workers(cpus) / _workers(near)) ** elasticity
-            return float(min(rate, cap)) if not math.isnan(cap) else float(rate)
-        return math.nan
+        """The rate of rows like `key` (module docstring): of the variants `variant` matches, else of
+        any; each (GPU, cores)'s median, the median of those of several variants or GPUs: on this GPU
+        and cores, else these cores on any GPU; else model-only the median at any cores (on this GPU
+        where it ran), and a member reading data the nearest cores' (this GPU's where it ran) times
+        the ratio of worker counts to the power of its elasticity, at most `cap` (model-only's)."""
+        variants = self.variants.get(key, {})
+        own = _merged([places for text, places in variants.items() if _matches(variant, text)])
+        found = own or self.found.get(key)
+        if not found:
+            return math.nan
+        if (gpu, cpus) in found:
+            return float(found[gpu, cpus])
+        same = [rate for (_, c), rate in found.items() if c == cpus]
+        if same:
+            return float(pd.Series(same).median())
+        places = [p for p in found if p[0] == gpu] or list(found)
+        if key[0] == "model" or math.isnan(cpus) or all(pd.isna(c) for _, c in places):
+            return float(pd.Series([found[p] for p in places]).median())
+        near = min({c for _, c in places if pd.notna(c)}, key=lambda c: (abs(math.log(c / cpus)), c))
+        told = [e for e in map(_elasticity, variants.values()) if e is not None]
+        elasticity = next(e for e in (_elasticity(own) if own else None, pd.Series(told).median() if told else None, 0.0)
+                          if e is not None)
+        rate = pd.Series([found[p] for p in places if p[1] == near]).median() * (
+            _workers(cpus) / _workers(near)) ** elasticity
+        return float(min(rate, cap)) if not math.isnan(cap) else float(rate)
 
     def outside(self, m: Member) -> float:
         """A member's time outside its windows (module docstring): members of its pipeline, mode and
@@ -328,25 +338,32 @@ def cell_text(m: Member) -> str:
     return f"{m.image_size} px, batch {m.batch_size}, {m.cpus:g} cores, {what}"
 
 
-def _variants(rows: pd.DataFrame) -> pd.Series:
-    """Each row's `variant_of` its pipeline (a knob's column absent: its default)."""
-    found = pd.Series("", index=rows.index, dtype=object)
-    for pipeline, group in rows.groupby("pipeline"):
-        names = [name for name, _ in _variant_knobs(pipeline)]
-        values = group.reindex(columns=names).astype(object).itertuples(index=False)
-        found[group.index] = [variant_of(pipeline, dict(zip(names, v)).get) for v in values]
-    return found
+def _variants(rows: pd.DataFrame) -> list[str]:
+    """Each row's `variant_of` its pipeline (a knob's column absent: its default), in row order."""
+    names = {p: [name for name, _ in _variant_knobs(p)] for p in rows.pipeline.dropna().unique()}
+    knobs = sorted({name for found in names.values() for name in found})
+    values = rows.reindex(columns=knobs).astype(object).to_dict("records")
+    return [variant_of(p, v.get) if p in names else "" for p, v in zip(rows.pipeline, values)]
+
+
+def _merged(found: list[dict[tuple, float]]) -> dict[tuple, float]:
+    """Several variants' (gpu, cores) -> median rate as one: each place's median over them."""
+    places: dict[tuple, list[float]] = {}
+    for one in found:
+        for place, rate in one.items():
+            places.setdefault(place, []).append(rate)
+    return {place: float(pd.Series(rates).median()) for place, rates in places.items()}
 
 
 def _elasticity(found: dict[tuple, float]) -> float | None:
-    """How a member's rate follows its worker count (`_workers`), from its rows (`found`: (gpu, cores)
-    -> rate) on a GPU where it ran with several core counts: log(rate ratio) / log(worker ratio) between
-    its fewest and most cores, the median over such GPUs, between 0 (its rate is the GPU's: a copy or
-    a GPU decoder) and 1 (every worker's work adds up: decoding on the CPU); None where no GPU tells
-    (its rows at any variant tell then, else 0)."""
+    """How a member's rate follows its worker count (`_workers`), from its rates (`found`: (gpu, cores)
+    -> rate) on a GPU where it ran with several core counts above one: log(rate ratio) / log(worker
+    ratio) between its fewest and most cores, the median over such GPUs, between 0 (its rate is the
+    GPU's: a copy or a GPU decoder) and 1 (every worker's work adds up: decoding on the CPU); None where
+    no GPU tells."""
     ratios = []
     for gpu in {g for g, _ in found}:
-        cores = sorted(c for g, c in found if g == gpu and pd.notna(c) and c > 1)
+        cores = sorted(c for g, c in found if g == gpu and pd.notna(c) and c > 1 and found[g, c] > 0)
         if len(cores) > 1:
             lo, hi = found[gpu, cores[0]], found[gpu, cores[-1]]
             ratios.append(math.log(hi / lo) / math.log(_workers(cores[-1]) / _workers(cores[0])))
