@@ -83,13 +83,14 @@ class Member:
 
 @functools.cache
 def _variant_knobs(pipeline: str) -> tuple[tuple[str, object], ...]:
-    """The knobs of `pipeline` that set what it does, with their defaults: those it declares, less
-    those sized per CPU budget (`within`: worker and queue counts); a default of None is a knob set
-    when the pipeline is built unless the plan sets it (DALI's hardware decoder share)."""
-    options = pipelines.declared_options()
+    """The knobs of `pipeline` that name its variants in the report (`report.analysis.variant_options`:
+    not those sized per CPU budget), with their defaults; a default of None is a knob set when the
+    pipeline is built unless the plan sets it (DALI's hardware decoder share)."""
+    from ..report.analysis import variant_options
     if pipeline not in pipelines.names():   # model-only ("none"), or a pipeline no longer here
         return ()
-    return tuple((name, options[name].default) for name in pipelines.reads(pipeline) if not options[name].within)
+    options, reads = pipelines.declared_options(), pipelines.reads(pipeline)
+    return tuple((name, options[name].default) for name in variant_options()[0] if name in reads)
 
 
 def variant_of(pipeline: str, value) -> str:
@@ -169,13 +170,10 @@ class Costs:
         self.sources = self.rows.run_id.nunique() if len(self.rows) else 0
         self.gaps = _gaps(self.rows) if gaps is None else gaps
         self.start = _process_start(self.gaps)
-        # per key, every (gpu, cores) with rows and their median, once: of each variant and of all
-        self.found: dict[tuple, dict[tuple, float]] = {}
+        # per key, per variant, every (gpu, cores) with rows and their median, once
         self.variants: dict[tuple, dict[str, dict[tuple, float]]] = {}
         if len(self.rows):
             rows = self.rows.assign(_variant=_variants(self.rows))
-            for key, rate in rows.groupby(KEY + ["gpu", "cpus"], dropna=False).img_per_s.median().items():
-                self.found.setdefault(key[:-2], {})[key[-2:]] = rate
             for key, rate in rows.groupby(KEY + ["_variant", "gpu", "cpus"], dropna=False).img_per_s.median().items():
                 self.variants.setdefault(key[:-3], {}).setdefault(key[-3], {})[key[-2:]] = rate
 
@@ -201,21 +199,21 @@ class Costs:
     def rate(self, m: Member, busy: float, gpu: str) -> tuple[float, bool]:
         """The member's img/s at busy level `busy` and whether it is model-only's (a bound); nan if unknown."""
         key = (m.mode, m.pipeline, m.model, m.step, m.image_size, m.batch_size, busy)
-        model = (("model", "none", *key[2:]), "")
-        found = self._median(key, m.variant, m.cpus, gpu, cap=self._median(*model, m.cpus, gpu))
+        model = self._median(("model", "none", *key[2:]), "", m.cpus, gpu)
+        found = self._median(key, m.variant, m.cpus, gpu, cap=model)
         if math.isnan(found) and m.mode == "e2e":
-            return self._median(*model, m.cpus, gpu), True
+            return model, True
         return found, False
 
     def _median(self, key: tuple, variant: str, cpus: float, gpu: str, cap: float = math.nan) -> float:
         """The rate of rows like `key` (module docstring): of the variants `variant` matches, else of
-        any; each (GPU, cores)'s median, the median of those of several variants or GPUs: on this GPU
+        all; each (GPU, cores)'s median, the median of those of several variants or GPUs: on this GPU
         and cores, else these cores on any GPU; else model-only the median at any cores (on this GPU
         where it ran), and a member reading data the nearest cores' (this GPU's where it ran) times
         the ratio of worker counts to the power of its elasticity, at most `cap` (model-only's)."""
         variants = self.variants.get(key, {})
         own = _merged([places for text, places in variants.items() if _matches(variant, text)])
-        found = own or self.found.get(key)
+        found = own or _merged(list(variants.values()))
         if not found:
             return math.nan
         if (gpu, cpus) in found:
@@ -227,9 +225,10 @@ class Costs:
         if key[0] == "model" or math.isnan(cpus) or all(pd.isna(c) for _, c in places):
             return float(pd.Series([found[p] for p in places]).median())
         near = min({c for _, c in places if pd.notna(c)}, key=lambda c: (abs(math.log(c / cpus)), c))
-        told = [e for e in map(_elasticity, variants.values()) if e is not None]
-        elasticity = next(e for e in (_elasticity(own) if own else None, pd.Series(told).median() if told else None, 0.0)
-                          if e is not None)
+        elasticity = _elasticity(own) if own else None
+        if elasticity is None:   # the median of what its pipeline's variants tell, else none
+            told = [e for e in map(_elasticity, variants.values()) if e is not None]
+            elasticity = float(pd.Series(told).median()) if told else 0.0
         rate = pd.Series([found[p] for p in places if p[1] == near]).median() * (
             _workers(cpus) / _workers(near)) ** elasticity
         return float(min(rate, cap)) if not math.isnan(cap) else float(rate)
