@@ -19,6 +19,12 @@ every full collection walked them all, 0.3 s each, and the harness collects befo
 it runs in this process (`machine.release`), besides Python's own full collections: about a seventh of
 test_bench.py's and test_runner.py's time. Nothing a test makes is frozen.
 
+The suite runs one xdist worker more than there are cores (`pytest_xdist_auto_num_workers`): about a
+sixth of its time a worker waits (on a process it started, a timeout, a sleep a test needs) rather than
+computes. Each worker, and every process it starts, runs torch's CPU ops on one thread
+(`OMP_NUM_THREADS=1`, set before torch is first imported, unless set already): two or three workers of
+two threads each on two cores took a fifth more CPU time (on the 2-core machine: 790 against 981 s).
+
 A test that allows a process a fixed time to start or end takes it from `allowance`: the time set on
 an idle machine, scaled by how much slower than that a Python process importing torch starts in this
 session (`startup_s`), so the suite passes on a loaded machine (issue 69).
@@ -36,6 +42,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+os.environ.setdefault("OMP_NUM_THREADS", "1")   # before numpy and torch are imported (module docstring)
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -45,6 +53,11 @@ from pipelines import sources
 COL0, COL_STEP = 16, 7
 # seconds `python -c "import torch"` took on the idle 2-core machine the tests' allowances were set on
 STARTUP_REFERENCE_S = 2.0
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """`-n auto`: a worker per core this process may run on, and one more (module docstring)."""
+    return len(os.sched_getaffinity(0)) + 1
 
 
 def pytest_configure(config):

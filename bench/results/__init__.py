@@ -188,7 +188,7 @@ def read_rows(path: str | Path, required: list[str] = REQUIRED, lines: list[int]
         raise ValueError(f"{path} is not a pipebench results file (no column {', '.join(missing)})")
     if lines is not None:
         lines[:] = found
-    return cells.unguard(df) if guarded else df
+    return cells.unguard(df) if guarded and cells.may_be_guarded(data) else df
 
 
 def _rows(path: Path) -> pd.DataFrame:
