@@ -19,11 +19,13 @@ every full collection walked them all, 0.3 s each, and the harness collects befo
 it runs in this process (`machine.release`), besides Python's own full collections: about a seventh of
 test_bench.py's and test_runner.py's time. Nothing a test makes is frozen.
 
-The suite runs one xdist worker more than there are cores (`pytest_xdist_auto_num_workers`): about a
-sixth of its time a worker waits (on a process it started, a timeout, a sleep a test needs) rather than
-computes. Each worker, and every process it starts, runs torch's CPU ops on one thread
-(`OMP_NUM_THREADS=1`, set before torch is first imported, unless set already): two or three workers of
-two threads each on two cores took a fifth more CPU time (on the 2-core machine: 790 against 981 s).
+The suite runs one xdist worker more than there are cores (`pytest_xdist_auto_num_workers`): two
+workers kept two cores busy only 84 % of the time (the rest waiting on a process a test started, a
+timeout, a sleep it needs). Each worker, and every process it starts, runs torch's CPU ops on one
+thread (`OMP_NUM_THREADS=1`, set before torch is first imported, unless set already): two workers of
+two threads each oversubscribe two cores. On the 2-core machine the suite took 499 s as it was, 468 s
+on one thread, 423 s with a third worker (results/2026-12-02-tests/README.md, "Suite time").
+PYTEST_XDIST_AUTO_NUM_WORKERS, where set, still chooses the count.
 
 A test that allows a process a fixed time to start or end takes it from `allowance`: the time set on
 an idle machine, scaled by how much slower than that a Python process importing torch starts in this
@@ -55,8 +57,12 @@ COL0, COL_STEP = 16, 7
 STARTUP_REFERENCE_S = 2.0
 
 
-def pytest_xdist_auto_num_workers(config) -> int:
-    """`-n auto`: a worker per core this process may run on, and one more (module docstring)."""
+@pytest.hookimpl(optionalhook=True)   # pytest without xdist knows no such hook
+def pytest_xdist_auto_num_workers(config) -> int | None:
+    """`-n auto`: a worker per core this process may run on, and one more (module docstring); what
+    PYTEST_XDIST_AUTO_NUM_WORKERS asks where it is set (xdist's own hook reads it)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
     return len(os.sched_getaffinity(0)) + 1
 
 

@@ -71,11 +71,17 @@ def test_a_configuration_process_and_its_workers_run_on_its_cpu_budget(tmp_path,
     seen = json.loads((tmp_path / "affinity.json").read_text())
     assert seen == {"process": CORES[:1], "threads": 1, "workers": [str(CORES[0])]}
     assert sorted(os.sched_getaffinity(0)) == CORES
+    # the suite runs torch on one thread (tests/conftest.py): a budget of 2 must set two
+    monkeypatch.setenv(AFFINITY, str(tmp_path / "affinity-2.json"))
+    assert run(tmp_path, synthetic_root, "--cpus", "2", "--pipelines", "affinity", "--modes", "loader",
+               "--workers", "1", out="run-2") == 0
+    assert json.loads((tmp_path / "affinity-2.json").read_text())["threads"] == 2
 
 
 @needs_two_cores
-def test_cpu_budget_confines_this_process_its_threads_and_dataloader_workers_and_is_restored(synthetic_root):
-    threads = torch.get_num_threads()
+def test_cpu_budget_confines_this_process_its_threads_and_dataloader_workers_and_is_restored(synthetic_root, request):
+    request.addfinalizer(lambda threads=torch.get_num_threads(): torch.set_num_threads(threads))
+    torch.set_num_threads(2)   # the suite runs torch on one thread (tests/conftest.py): a budget of 1 must set it
     asked, answered, seen = threading.Event(), threading.Event(), {}
 
     def thread_started_before():   # a thread that already runs is confined as well
@@ -100,7 +106,7 @@ def test_cpu_budget_confines_this_process_its_threads_and_dataloader_workers_and
             next(iter(p))   # starts the (persistent) worker
             workers = [w.pid for w in multiprocessing.active_children() if w.pid not in before]
             assert len(workers) == 1 and allowed_cores(workers[0]) == str(CORES[0])
-    assert sorted(os.sched_getaffinity(0)) == CORES and torch.get_num_threads() == threads
+    assert sorted(os.sched_getaffinity(0)) == CORES and torch.get_num_threads() == 2
 
 
 @pytest.mark.parametrize("command", ["compare", "sweep"])

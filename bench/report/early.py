@@ -3,14 +3,17 @@ spent where the verdict is close"). Read from every committed run whose processe
 or more; nothing is measured.
 
 The rule studied (`fires`): in one process, an e2e configuration's first window counts only if it
-was timed after a warm-up the harness called steady (`warmup_steady`, the warm-up rule); then, if
-that window's rate, raised by the most any later window of a steady process rose over its first
-(`RISE`: the margin, from the runs themselves: `moves`), is still under FED of model-only's lowest
-process, no later window of that process can lift it to fed, and the process would time no more.
-A cell whose processes all stop so is "not fed" whatever its later windows read; the study checks
-that its whole verdict (not fed, input-bound, slower than both, inconclusive) comes out the same
-from the first windows of the processes where the rule fired and every window of the others
-(`simulate`), and counts the window time the rule would have saved.
+was timed after a warm-up the harness called steady (`warmup_steady`, the warm-up rule); the margin is
+the largest move, up or down, of a later window from the first among such processes of the runs, per
+kind of machine (`moves`, `study`). Where the first window's share of model-only's lowest process,
+raised by the margin, is under FED / (1 + margin), the process times no more: given every process's
+move within the margin (model-only's and the other processes' too), no later window could lift the
+cell to fed, nor its windows' move make it noisy (`bench.report.verdicts`). The margin comes from the
+same runs the rule is then checked on, and model-only's lowest process is known only once the cell has
+run: a sweep would have to go by what it has measured so far. The study checks that each cell's whole
+verdict (not fed, input-bound, slower than both, inconclusive) comes out the same from the first
+windows of the processes where the rule fired and every window of the others (`simulate`), and counts
+the window time the rule would have saved.
 
     python -m bench.report.early results --out results/2026-12-05-early-rule
 """
@@ -23,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..running.plan import MIN_WINDOWS
-from .analysis import cells, key, load, runs, situations, view_of
+from .analysis import cells, key, load, runs, short_windows, situations, view_of
 from .formatting import table
 from .verdicts import FED
 
@@ -37,8 +40,9 @@ def committed(folder: Path) -> list[Path]:
 
 
 def windows(rows: pd.DataFrame) -> pd.DataFrame:
-    """The timed e2e and model-only windows of a run's one-GPU rows, each with its process (`proc`)."""
-    ok = rows[(rows.status == "ok") & rows["mode"].isin(TIMED) & rows.img_per_s.notna()]
+    """The timed e2e and model-only windows of a run's one-GPU rows that its cells count (not those
+    shorter than the run's minimum: `analysis.short_windows`), each with its process (`proc`)."""
+    ok, _ = short_windows(rows[(rows.status == "ok") & rows["mode"].isin(TIMED) & rows.img_per_s.notna()])
     return ok.assign(proc=ok.run_id + "#" + ok.process.astype(str) + "#" + ok.seed.astype(str)).sort_values(
         [*key(), "proc", "repeat"])
 
@@ -70,17 +74,20 @@ def fires(w: pd.DataFrame, s: pd.DataFrame, margin: float) -> pd.DataFrame:
 
 
 def simulate(rows: pd.DataFrame, fired: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The run's situations had the processes in `fired` timed their first window alone (a cell so
-    decided counts as having its windows), and the windows left out."""
+    """The run's situations had the processes in `fired` timed their first window alone, and the
+    windows left out. A cell where the rule fired, and whose other processes timed MIN_WINDOWS or more,
+    counts as having its windows (decided early); one whose other processes fell short stays thin."""
     w = windows(rows)
     ids = set(map(tuple, fired.itertuples(index=False)))
-    later = w.groupby([*key(), "proc"], sort=False).cumcount() > 0
-    mine = pd.Series([tuple(r) in ids for r in w[[*key(), "proc"]].itertuples(index=False)], index=w.index, dtype=bool)
-    dropped = w[mine & later]
+    procs = w[[*key(), "proc"]].itertuples(index=False)
+    mine = pd.Series([tuple(r) in ids for r in procs], index=w.index, dtype=bool)
+    dropped = w[mine & (w.groupby([*key(), "proc"], sort=False).cumcount() > 0)]
+    others = w[~mine].groupby([*key(), "proc"]).size().groupby(key()).min()
+    cells_fired = {i[:-1] for i in ids}
+    decided = {k for k in cells_fired if others.get(k, MIN_WINDOWS) >= MIN_WINDOWS}
     c = cells(rows.drop(dropped.index))
-    decided = pd.Series([tuple(r) in {i[:-1] for i in ids} for r in c[key()].itertuples(index=False)], index=c.index,
-                        dtype=bool)
-    c.loc[decided, "w"] = c.loc[decided, "w"].clip(lower=MIN_WINDOWS)
+    early = pd.Series([tuple(r) in decided for r in c[key()].itertuples(index=False)], index=c.index, dtype=bool)
+    c.loc[early, "w"] = c.loc[early, "w"].clip(lower=MIN_WINDOWS)
     return situations(c), dropped
 
 
@@ -103,7 +110,9 @@ def study(root: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
         w, s = windows(v.rows), v.situations
         if not len(s) or not (w.groupby([*key(), "proc"]).size() >= MIN_WINDOWS).any():
             continue
-        margin = margins[kind(w.device.iloc[0])]
+        margin = margins.get(kind(w.device.iloc[0]))
+        if margin is None:   # no steady process of two windows on this kind of machine: nothing to go by
+            continue
         fired = fires(w, s, margin)
         after, dropped = simulate(v.rows, fired)
         both = s.set_index(key())[["verdict"]].join(after.set_index(key())[["verdict"]].add_suffix("_early"))
