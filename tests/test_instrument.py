@@ -132,9 +132,11 @@ def test_a_host_sleep_step_records_no_units_its_label_as_idle_time_and_its_stret
 
 
 def test_each_busy_level_is_timed_beside_a_null_pipeline_before_the_pipeline_exists(tmp_path, synthetic_root,
-                                                                                   monkeypatch):
+                                                                                   monkeypatch, allowance):
     """What the step allows in the harness's own loop: the consumer on one batch already on the
-    device, no pipeline, host clock per batch; every window of the level records it."""
+    device, no pipeline, host clock per batch; every window of the level records it (at most half as
+    long again as the level on an idle machine: a loaded one stretches the CPU's busy step, as four
+    xdist workers on two cores once did to 4.0 ms of 2)."""
     built = []
     monkeypatch.setattr(harness.pipelines, "build", lambda *a, build=harness.pipelines.build: (
         built.append(len(nulls)), build(*a))[1])
@@ -145,7 +147,7 @@ def test_each_busy_level_is_timed_beside_a_null_pipeline_before_the_pipeline_exi
     assert nulls == [2.0, 4.0] * 2 and built == [2, 4]   # every level, per process, before the pipeline
     for ms in (2.0, 4.0):
         level = df[df.busy_ms == ms].busy_null_ms.astype(float)
-        assert len(level) == 2 and ((level >= ms) & (level < ms * 1.5)).all(), level.tolist()
+        assert len(level) == 2 and ((level >= ms) & (level < ms * allowance(1.5))).all(), level.tolist()
     assert (df[df.busy_ms == 0].busy_null_ms == "").all()
 
 
