@@ -213,6 +213,11 @@ CELL_COLUMNS = ["img_per_s", "wlo", "whi", "n", "steady", "restart", "cpu", "cpu
                 "bytes_per_image", "copy", "ready", "steps"]
 
 
+def process_of(rows: pd.DataFrame) -> pd.Series:
+    """Each row's configuration process: its run, process index and seed."""
+    return rows.run_id + "#" + rows.process.astype(str) + "#" + rows.seed.astype(str)
+
+
 def cells(df: pd.DataFrame) -> pd.DataFrame:
     """One row per measured cell (`key`) of ok rows: median img/s over its windows, lo/hi (the range of
     its per-process medians; its windows' range with one process), n windows, p processes, w / w_hi
@@ -221,7 +226,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     ok, dropped = short_windows(df[(df.status == "ok") & df.img_per_s.notna()])
     ok = ok.copy().assign(   # one block: the rows' columns were added one by one
         bytes_per_image=lambda d: d.batch_bytes * d.steps / d.images,
-        proc=lambda d: d.run_id + "#" + d.process.astype(str) + "#" + d.seed.astype(str),
+        proc=process_of,
         # CPU booked as `bench.measuring.harness` says: rows from before `next_cpu_s` cannot split it (NaN: all threads shown)
         pipe_cpu_kimg=lambda d: d.pipeline_cpu_s_per_kimg.where(d.next_cpu_s.notna()),
         train_cpu_kimg=lambda d: 1e3 * (d.train_cpu_s - d.next_cpu_s) / d.images,

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..running.plan import MIN_WINDOWS
-from .analysis import cells, key, load, runs, short_windows, situations, view_of
+from .analysis import cells, key, load, process_of, runs, short_windows, situations, view_of
 from .formatting import table
 from .verdicts import FED
 
@@ -41,9 +41,10 @@ def committed(folder: Path) -> list[Path]:
 
 def windows(rows: pd.DataFrame) -> pd.DataFrame:
     """The timed e2e and model-only windows of a run's one-GPU rows that its cells count (not those
-    shorter than the run's minimum: `analysis.short_windows`), each with its process (`proc`)."""
+    shorter than the run's minimum: `analysis.short_windows`), each with its process (`proc`) and
+    whether its warm-up was steady (`steady`)."""
     ok, _ = short_windows(rows[(rows.status == "ok") & rows["mode"].isin(TIMED) & rows.img_per_s.notna()])
-    return ok.assign(proc=ok.run_id + "#" + ok.process.astype(str) + "#" + ok.seed.astype(str)).sort_values(
+    return ok.assign(proc=process_of, steady=ok.warmup_steady.astype(str) == "True").sort_values(
         [*key(), "proc", "repeat"])
 
 
@@ -54,10 +55,9 @@ def moves(w: pd.DataFrame) -> pd.DataFrame:
     by = w.groupby([*key(), "proc"], sort=False)
     found = by.agg(first=("img_per_s", "first"), high=("img_per_s", lambda r: r.iloc[1:].max()),
                    low=("img_per_s", lambda r: r.iloc[1:].min()), n=("img_per_s", "size"),
-                   steady=("warmup_steady", "first"), device=("device", "first")).reset_index()
+                   steady=("steady", "first"), device=("device", "first")).reset_index()
     found = found[found.n >= MIN_WINDOWS]
-    return found.assign(rise=found.high / found["first"] - 1, fall=found.low / found["first"] - 1,
-                        steady=found.steady.astype(str) == "True")
+    return found.assign(rise=found.high / found["first"] - 1, fall=found.low / found["first"] - 1)
 
 
 def fires(w: pd.DataFrame, s: pd.DataFrame, margin: float) -> pd.DataFrame:
@@ -68,7 +68,7 @@ def fires(w: pd.DataFrame, s: pd.DataFrame, margin: float) -> pd.DataFrame:
     lowest = s.set_index(key()).model_lo if len(s) else pd.Series(dtype=float)
     model_lo = pd.Series([lowest.get(tuple(r), float("nan")) for r in first[key()].itertuples(index=False)],
                          index=first.index)
-    fired = (first.warmup_steady.astype(str) == "True") & (
+    fired = first.steady & (
         first.img_per_s * (1 + margin) < FED / (1 + margin) * model_lo)
     return first.loc[fired, [*key(), "proc"]]
 
@@ -119,8 +119,8 @@ def study(root: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
         changed = both[both.verdict != both.verdict_early]
         per_run.append({"run": name, "e2e cells": len(s), "decided early": fired.groupby(key()).ngroups,
                         "processes ended early": len(fired),
-                        "changed": "; ".join(f"{k[3]} {k[4]} {int(k[-2])} cores: {r.verdict} -> {r.verdict_early}"
-                                             for k, r in changed.iterrows()) or "none",
+                        "changed": "; ".join(f"{c.pipeline} {c.model} {int(c.cpus)} cores: {c.verdict} -> "
+                                             f"{c.verdict_early}" for c in changed.reset_index().itertuples()) or "none",
                         "window s saved": dropped.seconds.sum(), "window s": w.seconds.sum()})
     return found, pd.DataFrame(per_run).sort_values("run", ignore_index=True), margins
 
