@@ -68,7 +68,7 @@ def test_a_committed_run_is_predicted_from_the_other_runs_rows(committed, name):
     found = costs.predict(processes, own.gpu.iloc[0])
     members = sum(map(len, processes))
     assert found.unknown <= members // 10 and len(found.processes) == len(processes) >= (3 if name in PARTS else 6)
-    assert abs((found.seconds - costs.start) / span - 1) <= (PART_ERROR if name in PARTS else ESTIMATE_ERROR), \
+    assert abs((found.seconds - costs.start(processes[0][0].image_size)) / span - 1) <= (PART_ERROR if name in PARTS else ESTIMATE_ERROR), \
         (found.seconds / 60, span / 60)
 
 
@@ -121,6 +121,55 @@ def test_a_variant_is_priced_by_its_own_rows_and_other_cores_by_how_its_rate_fol
     assert rate("dataloader", 8, pin_memory=True, non_blocking=True) == pytest.approx(2_000 * 7 / 15)
     assert rate("resident", 4) == pytest.approx(5_900)   # no core count tells: the nearest cores' as it is
     assert rate("dataloader", 64, pin_memory=True, non_blocking=True) == pytest.approx(6_000)   # 8,400: model-only's at most
+
+
+def test_a_variant_never_run_with_the_model_is_priced_by_the_fastest_model_it_fed_at_most_model_only():
+    """Photo part 2 (ViT-B/16) was priced 31 % high: its pinned `dataloader` had no rows beside ViT-B/16
+    and was priced by a plain one's beside it on another GPU (935 img/s; it delivered 2,402), while the
+    pinned one's rows beside ResNet-50 on the same GPU said 2,299. Now a variant with no rows of its
+    model takes, per GPU and cores, the fastest rate its rows show feeding another model (same mode,
+    step, size, batch and busy level), at most model-only's rate for its own model; other variants'
+    rows of its model only where it has no rows at all."""
+    def row(model, rate, mode="e2e", pipeline="dataloader", gpu="H", **knobs):
+        return dict(run_id="r", rank=0, process=0, status="ok", mode=mode, pipeline=pipeline, model=model,
+                    step="compile", image_size=224, batch_size=256, busy_ms=0.0, cpus=16.0, gpu=gpu, device="cuda",
+                    img_per_s=float(rate), seconds=1.0, timestamp="2026-12-02T10:00:00+00:00", slot=float("nan"),
+                    **knobs)
+    pinned = dict(pin_memory=True, non_blocking=True)
+    rows = pd.DataFrame([row("vit", 3_000, mode="model", pipeline="none"), row("small", 9_000, mode="model", pipeline="none"),
+                         row("vit", 900, gpu="old", pin_memory=False),
+                         row("resnet", 2_300, **pinned), row("wide", 1_700, **pinned), row("small", 8_800, **pinned)])
+    costs = Costs(rows, cuda=True)
+
+    def rate(model, **knobs):
+        m = Member("e2e", "dataloader", model, "compile", 224, 256, 16.0,
+                   variant=estimate.variant_of("dataloader", {"pin_memory": False, "non_blocking": False, **knobs}.get))
+        return costs.rate(m, 0.0, "H")
+    assert rate("resnet", **pinned) == (2_300, False)   # its own rows first
+    assert rate("vit", **pinned) == (3_000, False)      # fastest it fed (8,800 beside "small"), capped at vit's model-only
+    assert rate("vit") == (900, False)                  # plain: its own model's rows (on another GPU)
+    costs = Costs(rows[rows.model != "small"], cuda=True)
+    assert rate("vit", **pinned) == (2_300, False)      # fastest model it fed: resnet's 2,300, not wide's 1,700 (which sorts after it)
+
+
+def test_a_process_start_is_priced_from_runs_that_started_processes_of_its_image_size():
+    """Adding photo part 2 (compiling ViT-B/16 at 224 px at each process's start) raised the price of
+    every process of the 32-px null-step run (priced from the newest runs' starts, whatever their size)
+    to 53 % over what it took: a start is now priced from runs whose processes began at its size."""
+    def run(run_id: str, hour: int, size: int, start_gap_s: int) -> list[dict]:
+        t0 = pd.Timestamp(f"2026-12-0{1 + (size == 224)}T{hour}:00:00+00:00")
+        member = dict(run_id=run_id, rank=0, status="ok", mode="e2e", pipeline="a", model="m", step="eager",
+                      image_size=size, batch_size=100, busy_ms=0.0, cpus=2.0, gpu="", device="cpu", img_per_s=100.0)
+        members = ((0, 0, 0), (0, 1, 10), (1, 0, 10 + 2 + start_gap_s))   # (process, slot, end): 2 s windows
+        return [{**member, "process": process, "slot": slot, "repeat": repeat, "seconds": 1.0,
+                 "timestamp": (t0 + pd.Timedelta(seconds=end)).isoformat()}
+                for process, slot, end in members for repeat in (0, 1)]
+    small = [row for i in range(RECENT) for row in run(f"small{i}", 10 + i, 32, start_gap_s=15)]
+    photos = [row for i in range(RECENT) for row in run(f"photo{i}", 10 + i, 224, start_gap_s=60)]
+    costs = Costs(pd.DataFrame(small + photos), cuda=False)
+    assert costs.start(224) > costs.start(32) + 40   # the newest runs are the photo runs: not theirs for 32 px
+    assert costs.start(32) == pytest.approx(costs.without({f"photo{i}" for i in range(RECENT)}).start(32))
+    assert costs.start(96) == pytest.approx(costs.start(224))   # no run of its size: the newest of any
 
 
 def test_a_plan_s_members_name_their_variants_as_the_rows_of_their_run_do():

@@ -14,8 +14,11 @@ another; processes run one after another. Predicted, from rows of earlier runs (
     times the ratio of worker counts (cores less the one that trains) raised to its elasticity
     (`_elasticity`: 1 where its CPU work spreads over the workers, 0 where its rate is the GPU's; its
     variant's, else the median of its pipeline's variants'), at most model-only's rate; model-only at
-    any cores'; an e2e member with no rows of its own at model-only's rate, which nothing trains faster
-    than (its time then a lower bound, and counted as such);
+    any cores'; an e2e member whose variant has no rows with its model from its variant's rows feeding
+    other models (`_fed_elsewhere`: at each GPU and cores the fastest model it fed, at most model-only's
+    rate; a pinned `dataloader` priced by its rows beside ResNet-50 on this GPU rather than by a plain
+    one's beside its model on another); an e2e member with no rows of its own at model-only's rate,
+    which nothing trains faster than (its time then a lower bound, and counted as such);
   - a member's time outside its windows (construction, compile or cache load, warm-up, drains, the
     previous member's teardown): the median, over members of the same pipeline, mode and image size
     (else pipeline and mode, else all) in the RECENT most recent runs that have such members, of the
@@ -24,8 +27,10 @@ another; processes run one after another. Predicted, from rows of earlier runs (
     this time is the harness's and the harness changes it (commit 68228c8 cut it:
     results/2026-12-03-h200-ladder-v2/README.md), while a rate is the model's and the GPU's;
   - a process's start before its first member (interpreter, imports, CUDA, the first model's compile):
-    the median, over the RECENT most recent runs that began a process after their first, of the time
-    from a process's last member to the next process's first less that member's windows and its gap.
+    the median, over the RECENT most recent runs that began a process after their first with a member of
+    its first member's image size (else of any), of the time from a process's last member to the next
+    process's first less that member's windows and its gap (a photo run's processes, compiling a
+    224-px model, start slower than a 32-px run's).
 What is not predicted: a member with no rate at all (a model never measured) is counted apart; a plan
 with several ranks is predicted as one rank (the ranks run at once).
 
@@ -169,7 +174,6 @@ class Costs:
         self.rows, self.cuda = ok[ok.t.notna()], cuda
         self.sources = self.rows.run_id.nunique() if len(self.rows) else 0
         self.gaps = _gaps(self.rows) if gaps is None else gaps
-        self.start = _process_start(self.gaps)
         # per key, per variant, every (gpu, cores) with rows and their median, once
         self.variants: dict[tuple, dict[str, dict[tuple, float]]] = {}
         if len(self.rows):
@@ -213,6 +217,8 @@ class Costs:
         the ratio of worker counts to the power of its elasticity, at most `cap` (model-only's)."""
         variants = self.variants.get(key, {})
         own = _merged([places for text, places in variants.items() if _matches(variant, text)])
+        if not own and key[0] == "e2e":
+            own = self._fed_elsewhere(key, variant, cap)
         found = own or _merged(list(variants.values()))
         if not found:
             return math.nan
@@ -232,6 +238,23 @@ class Costs:
         rate = pd.Series([found[p] for p in places if p[1] == near]).median() * (
             _workers(cpus) / _workers(near)) ** elasticity
         return float(min(rate, cap)) if not math.isnan(cap) else float(rate)
+
+    def _fed_elsewhere(self, key: tuple, variant: str, cap: float) -> dict[tuple, float]:
+        """Per (GPU, cores), the fastest e2e rate rows of the `variant` of `key`'s pipeline show feeding
+        another model (its key otherwise the same), at most `cap` (model-only's rate for `key`'s model):
+        a pipeline's rate feeding one model is at least its rate feeding any other, where that model is
+        not slower (module docstring)."""
+        places: dict[tuple, float] = {}
+        for other, variants in self.variants.items():
+            if other[:2] != key[:2] or other[2] == key[2] or other[3:] != key[3:]:
+                continue
+            for place, rate in _merged([p for text, p in variants.items() if _matches(variant, text)]).items():
+                places[place] = max(places.get(place, 0.0), rate)
+        return {place: rate if math.isnan(cap) else min(rate, cap) for place, rate in places.items()}
+
+    def start(self, image_size: int) -> float:
+        """A process's start before its first member, a member of `image_size` (module docstring)."""
+        return _process_start(self.gaps, image_size)
 
     def outside(self, m: Member) -> float:
         """A member's time outside its windows (module docstring): members of its pipeline, mode and
@@ -257,7 +280,7 @@ class Costs:
     def predict(self, processes: list[list[Member]], gpu: str) -> Estimate:
         estimate = Estimate(sources=self.sources)
         for members in processes:
-            seconds = self.start
+            seconds = self.start(members[0].image_size) if members else 0.0
             for m in members:
                 s, bound = self.member_seconds(m, gpu)
                 if math.isnan(s):
@@ -417,10 +440,13 @@ def _recent(gaps: pd.DataFrame) -> pd.DataFrame:
     return gaps[gaps.run_id.isin(runs)]
 
 
-def _process_start(gaps: pd.DataFrame) -> float:
+def _process_start(gaps: pd.DataFrame, image_size: int) -> float:
     """The median time before a process's first member that the member's own gap does not explain
-    (module docstring), over the RECENT runs that began a process last; 0 where none began a second."""
-    starts = _recent(gaps[gaps.start]) if len(gaps) else gaps
+    (module docstring), over the RECENT runs that began a process at `image_size` last (else at any
+    size); 0 where none began a second."""
+    starts = gaps[gaps.start] if len(gaps) else gaps
+    sized = starts[starts.image_size == image_size]
+    starts = _recent(sized if len(sized) else starts)
     if not len(starts):
         return 0.0
     member = gaps[~gaps.start].groupby(["pipeline", "mode"]).gap.median()
