@@ -38,7 +38,7 @@ PARTS = ["2026-12-03-h200-ladder-v2/part1of7", "2026-12-03-h200-ladder-v2/part2o
          "2026-12-03-h200-ladder-v2/part3of7", "2026-12-03-h200-ladder-v2/part4of7",
          "2026-12-03-h200-ladder-v2/part5of7", "2026-12-03-h200-ladder-v2/part6of7",
          "2026-12-03-h200-ladder-v2/part7of7", "2026-12-04-h200-photos-ladder/part1of6",
-         "2026-12-04-h200-photos-ladder/part3of6"]
+         "2026-12-04-h200-photos-ladder/part2of6", "2026-12-04-h200-photos-ladder/part3of6"]
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def test_a_variant_is_priced_by_its_own_rows_and_other_cores_by_how_its_rate_fol
 
 
 def test_a_variant_never_run_with_the_model_is_priced_by_the_fastest_model_it_fed_at_most_model_only():
-    """Photo part 2 (ViT-B/16) was priced 31 % high: its pinned `dataloader` had no rows beside ViT-B/16
+    """Photo part 2 (ViT-B/16) was priced 31 % over the time its rows span: its pinned `dataloader` had no rows beside ViT-B/16
     and was priced by a plain one's beside it on another GPU (935 img/s; it delivered 2,402), while the
     pinned one's rows beside ResNet-50 on the same GPU said 2,299. Now a variant with no rows of its
     model takes, per GPU and cores, the fastest rate its rows show feeding another model (same mode,

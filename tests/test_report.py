@@ -1216,7 +1216,7 @@ def down(share: float) -> str:
 
 
 # the README's tables gathered from a ladder's parts: its parts and models; the photo ladder's parts so far
-TABLES = {"results/2026-12-03-h200-ladder-v2": (7, 5), "results/2026-12-04-h200-photos-ladder": (2, 1)}
+TABLES = {"results/2026-12-03-h200-ladder-v2": (7, 5), "results/2026-12-04-h200-photos-ladder": (3, 2)}
 
 
 @pytest.mark.parametrize("folder", TABLES)
@@ -1229,7 +1229,7 @@ def test_every_cell_of_a_readme_table_holds_against_its_parts_rows(folder):
     `dataloader`'s (naming it where the cell has two), or where none is fed the fastest with its share
     and its restart-free share, every pipeline set aside as noisy named so with its move, and
     "restart-free also" the pipelines below 95% only with epoch restarts; each model's speed its
-    model-only median at the most cores; every cell measured."""
+    model-only median at the most cores; every cell measured, or "—" where no part has its rows yet."""
     want_parts, want_models = TABLES[folder]
     start, end = report.marks("table", folder)
     text = (ROOT / "README.md").read_text().split(start)[1].split(end)[0]
@@ -1255,6 +1255,9 @@ def test_every_cell_of_a_readme_table_holds_against_its_parts_rows(folder):
         assert head.endswith(f"({report_summary.speed_text(most.img_per_s.median())})"), head
         for cpus, cell in zip(cores, cells):
             here = rows[(rows.model == name) & (rows.cpus == cpus)]
+            if cell == "—":   # a cell of a ladder still being measured: no part has its rows
+                assert here.empty, (name, cpus)
+                continue
             (part,) = here.part.unique()   # one part
             assert cell.endswith(f"<sup>{next(k for k, v in letters.items() if v == part)}</sup>"), (name, cpus, cell)
             found = ladder_cell(here)
