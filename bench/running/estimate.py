@@ -14,11 +14,10 @@ another; processes run one after another. Predicted, from rows of earlier runs (
     times the ratio of worker counts (cores less the one that trains) raised to its elasticity
     (`_elasticity`: 1 where its CPU work spreads over the workers, 0 where its rate is the GPU's; its
     variant's, else the median of its pipeline's variants'), at most model-only's rate; model-only at
-    any cores'; an e2e member whose variant has no rows with its model from its variant's rows feeding
-    other models (`_fed_elsewhere`: at each GPU and cores the fastest model it fed, at most model-only's
-    rate; a pinned `dataloader` priced by its rows beside ResNet-50 on this GPU rather than by a plain
-    one's beside its model on another); an e2e member with no rows of its own at model-only's rate,
-    which nothing trains faster than (its time then a lower bound, and counted as such);
+    any cores'; an e2e member whose variant has no rows beside its model at the fastest rate its variant's
+    rows show feeding another model (`_fed_elsewhere`: what it delivered there it can deliver), at most
+    model-only's rate; one with no rows of its own at model-only's rate, which nothing
+    trains faster than (its time then a lower bound, and counted as such);
   - a member's time outside its windows (construction, compile or cache load, warm-up, drains, the
     previous member's teardown): the median, over members of the same pipeline, mode and image size
     (else pipeline and mode, else all) in the RECENT most recent runs that have such members, of the
@@ -27,10 +26,9 @@ another; processes run one after another. Predicted, from rows of earlier runs (
     this time is the harness's and the harness changes it (commit 68228c8 cut it:
     results/2026-12-03-h200-ladder-v2/README.md), while a rate is the model's and the GPU's;
   - a process's start before its first member (interpreter, imports, CUDA, the first model's compile):
-    the median, over the RECENT most recent runs that began a process after their first with a member of
-    its first member's image size (else of any), of the time from a process's last member to the next
-    process's first less that member's windows and its gap (a photo run's processes, compiling a
-    224-px model, start slower than a 32-px run's).
+    the median, over the RECENT most recent runs that began a process after their first at its first
+    member's image size (else at any: a 224-px model compiles slower), of the time from a process's last
+    member to the next process's first less that member's windows and its gap.
 What is not predicted: a member with no rate at all (a model never measured) is counted apart; a plan
 with several ranks is predicted as one rank (the ranks run at once).
 
@@ -240,10 +238,8 @@ class Costs:
         return float(min(rate, cap)) if not math.isnan(cap) else float(rate)
 
     def _fed_elsewhere(self, key: tuple, variant: str, cap: float) -> dict[tuple, float]:
-        """Per (GPU, cores), the fastest e2e rate rows of the `variant` of `key`'s pipeline show feeding
-        another model (its key otherwise the same), at most `cap` (model-only's rate for `key`'s model):
-        a pipeline's rate feeding one model is at least its rate feeding any other, where that model is
-        not slower (module docstring)."""
+        """Per (GPU, cores), the fastest e2e rate of `variant` feeding another model (`key` otherwise the
+        same), at most `cap`: model-only's rate for `key`'s model (module docstring)."""
         places: dict[tuple, float] = {}
         for other, variants in self.variants.items():
             if other[:2] != key[:2] or other[2] == key[2] or other[3:] != key[3:]:
