@@ -91,6 +91,9 @@ def test_members_without_rows_are_counted_apart_and_e2e_falls_back_to_model_only
     found = costs.predict([[e2e], [unknown]], "")
     assert (found.bounds, found.unknown) == (1, 1)
     assert found.processes[0] == pytest.approx(2 * 1.0)   # 2 windows of one epoch (1,000 images at 1,000 img/s)
+    fed = pd.DataFrame([{**rows.iloc[0], "mode": "e2e", "pipeline": "p", "img_per_s": 900.0}])
+    found = Costs(pd.concat([rows, fed]), cuda=False).predict([[unknown]], "")   # p fed m: a model never
+    assert found.unknown == 1                                                     # measured is still unknown
 
 
 def test_a_variant_is_priced_by_its_own_rows_and_other_cores_by_how_its_rate_follows_its_workers():
@@ -128,8 +131,8 @@ def test_a_variant_never_run_with_the_model_is_priced_by_the_fastest_model_it_fe
     and was priced by a plain one's beside it on another GPU (935 img/s; it delivered 2,402), while the
     pinned one's rows beside ResNet-50 on the same GPU said 2,299. Now a variant with no rows of its
     model takes, per GPU and cores, the fastest rate its rows show feeding another model (same mode,
-    step, size, batch and busy level), at most model-only's rate for its own model; other variants'
-    rows of its model only where it has no rows at all."""
+    step, size, batch and busy level), and where that reaches model-only's rate for its own model,
+    model-only's rate as a bound; other variants' rows of its model only where neither has rows."""
     def row(model, rate, mode="e2e", pipeline="dataloader", gpu="H", **knobs):
         return dict(run_id="r", rank=0, process=0, status="ok", mode=mode, pipeline=pipeline, model=model,
                     step="compile", image_size=224, batch_size=256, busy_ms=0.0, cpus=16.0, gpu=gpu, device="cuda",
@@ -146,30 +149,38 @@ def test_a_variant_never_run_with_the_model_is_priced_by_the_fastest_model_it_fe
                    variant=estimate.variant_of("dataloader", {"pin_memory": False, "non_blocking": False, **knobs}.get))
         return costs.rate(m, 0.0, "H")
     assert rate("resnet", **pinned) == (2_300, False)   # its own rows first
-    assert rate("vit", **pinned) == (3_000, False)      # fastest it fed (8,800 beside "small"), capped at vit's model-only
+    assert rate("vit", **pinned) == (3_000, True)       # fastest it fed (8,800 beside "small"): vit's model-only, a bound
     assert rate("vit") == (900, False)                  # plain: its own model's rows (on another GPU)
-    costs = Costs(rows[rows.model != "small"], cuda=True)
+    assert rate("vit", pin_memory=True) == (900, False)   # a variant with no rows anywhere: its model's other variants'
+    elsewhere = row("tiny", 50_000, **pinned) | {"image_size": 32}   # another image size: not the same key
+    costs = Costs(pd.DataFrame([r for r in rows.to_dict("records") if r["model"] != "small"] + [elsewhere]), cuda=True)
     assert rate("vit", **pinned) == (2_300, False)      # fastest model it fed: resnet's 2,300, not wide's 1,700 (which sorts after it)
 
 
-def test_a_process_start_is_priced_from_runs_that_started_processes_of_its_image_size():
-    """Adding photo part 2 (compiling ViT-B/16 at 224 px at each process's start) raised the price of
-    every process of the 32-px null-step run (priced from the newest runs' starts, whatever their size)
-    to 53 % over what it took: a start is now priced from runs whose processes began at its size."""
+def test_a_process_start_and_a_strange_member_s_time_outside_are_priced_from_runs_of_its_image_size():
+    """Adding photo part 2 (compiling ViT-B/16 at 224 px at each process's start, building DALI over
+    photographs) raised the price of the 32-px null-step run (priced from the newest runs' starts and,
+    for members of a pipeline and mode no recent run had, their gaps, whatever their size) to 53 % over
+    what it took: both are now priced from runs of its image size where there are any."""
     def run(run_id: str, hour: int, size: int, start_gap_s: int) -> list[dict]:
         t0 = pd.Timestamp(f"2026-12-0{1 + (size == 224)}T{hour}:00:00+00:00")
-        member = dict(run_id=run_id, rank=0, status="ok", mode="e2e", pipeline="a", model="m", step="eager",
-                      image_size=size, batch_size=100, busy_ms=0.0, cpus=2.0, gpu="", device="cpu", img_per_s=100.0)
-        members = ((0, 0, 0), (0, 1, 10), (1, 0, 10 + 2 + start_gap_s))   # (process, slot, end): 2 s windows
-        return [{**member, "process": process, "slot": slot, "repeat": repeat, "seconds": 1.0,
-                 "timestamp": (t0 + pd.Timedelta(seconds=end)).isoformat()}
+        member = dict(run_id=run_id, rank=0, status="ok", mode="e2e", model="m", step="eager", image_size=size,
+                      batch_size=100, busy_ms=0.0, cpus=2.0, gpu="", device="cpu", img_per_s=100.0)
+        gap = 8 if size == 32 else 28   # the second member's time outside its windows
+        members = ((0, 0, 0), (0, 1, gap + 2), (1, 0, gap + 4 + start_gap_s))   # (process, slot, end): 2 s windows
+        return [{**member, "pipeline": "ab"[slot], "process": process, "slot": slot, "repeat": repeat,
+                 "seconds": 1.0, "timestamp": (t0 + pd.Timedelta(seconds=end)).isoformat()}
                 for process, slot, end in members for repeat in (0, 1)]
     small = [row for i in range(RECENT) for row in run(f"small{i}", 10 + i, 32, start_gap_s=15)]
     photos = [row for i in range(RECENT) for row in run(f"photo{i}", 10 + i, 224, start_gap_s=60)]
     costs = Costs(pd.DataFrame(small + photos), cuda=False)
-    assert costs.start(224) > costs.start(32) + 40   # the newest runs are the photo runs: not theirs for 32 px
+    # a start: the time before a process's first member less what such a member takes outside its windows
+    # elsewhere (no run had "a" after another member: the median of its size's members, 8 s or 28 s)
+    assert (costs.start(32), costs.start(224)) == (pytest.approx(15 - 8), pytest.approx(60 - 28))
     assert costs.start(32) == pytest.approx(costs.without({f"photo{i}" for i in range(RECENT)}).start(32))
-    assert costs.start(96) == pytest.approx(costs.start(224))   # no run of its size: the newest of any
+    assert costs.start(96) == pytest.approx(60 - 18)   # no run of its size: the newest runs', less all members' median
+    strange = [Member("loader", "z", "none", "", size, 100, 2.0) for size in (32, 224)]   # no run had one
+    assert [costs.outside(m) for m in strange] == [pytest.approx(8.0), pytest.approx(28.0)]
 
 
 def test_a_plan_s_members_name_their_variants_as_the_rows_of_their_run_do():

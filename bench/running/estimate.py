@@ -9,18 +9,17 @@ another; processes run one after another. Predicted, from rows of earlier runs (
     lasting at least WINDOW_MARGIN x min_window_s; `requested_steps` where given) at the member's rate:
     the median img/s of rows of the same mode, pipeline, model, step, image size, batch and busy level,
     and of its pipeline's variant (`variant_of`: DALI's decoder and split, a copy path) where there are
-    such rows, else of any variant; on the same GPU and cores where there are such rows, else any GPU;
-    where no rows have its cores, a member that reads data (not model-only) at the nearest cores' rate
-    times the ratio of worker counts (cores less the one that trains) raised to its elasticity
-    (`_elasticity`: 1 where its CPU work spreads over the workers, 0 where its rate is the GPU's; its
-    variant's, else the median of its pipeline's variants'), at most model-only's rate; model-only at
-    any cores'; an e2e member whose variant has no rows beside its model at the fastest rate its variant's
-    rows show feeding another model (`_fed_elsewhere`: what it delivered there it can deliver), at most
-    model-only's rate; one with no rows of its own at model-only's rate, which nothing
-    trains faster than (its time then a lower bound, and counted as such);
+    such rows, else (e2e) the fastest rate that variant's rows show feeding another model
+    (`_fed_elsewhere`), else of any variant; on the same GPU and cores where there are such rows, else
+    any GPU; where no rows have its cores, a member that reads data (not model-only) at the nearest
+    cores' rate times the ratio of worker counts (cores less the one that trains) raised to its
+    elasticity (`_elasticity`: 1 where its CPU work spreads over the workers, 0 where its rate is the
+    GPU's; its variant's, else the median of its pipeline's variants'); model-only at any cores'. An e2e
+    member with no rows at all, or inferred (from other models or cores) at model-only's rate or above,
+    at model-only's rate, which nothing trains faster than (its time then a lower bound, counted so);
   - a member's time outside its windows (construction, compile or cache load, warm-up, drains, the
     previous member's teardown): the median, over members of the same pipeline, mode and image size
-    (else pipeline and mode, else all) in the RECENT most recent runs that have such members, of the
+    (else pipeline and mode, else image size, else all) in the RECENT most recent runs holding any, of the
     time from the previous member's rows to its own less its windows (`gap`). A member's rows are
     written together when it ends, so a member, not a window, is the unit; the newest runs, because
     this time is the harness's and the harness changes it (commit 68228c8 cut it:
@@ -201,33 +200,34 @@ class Costs:
     def rate(self, m: Member, busy: float, gpu: str) -> tuple[float, bool]:
         """The member's img/s at busy level `busy` and whether it is model-only's (a bound); nan if unknown."""
         key = (m.mode, m.pipeline, m.model, m.step, m.image_size, m.batch_size, busy)
-        model = self._median(("model", "none", *key[2:]), "", m.cpus, gpu)
-        found = self._median(key, m.variant, m.cpus, gpu, cap=model)
-        if math.isnan(found) and m.mode == "e2e":
+        model = self._median(("model", "none", *key[2:]), "", m.cpus, gpu)[0]
+        found, inferred = self._median(key, m.variant, m.cpus, gpu, model)
+        if math.isnan(found) and m.mode == "e2e" or inferred and found >= model:
             return model, True
         return found, False
 
-    def _median(self, key: tuple, variant: str, cpus: float, gpu: str, cap: float = math.nan) -> float:
-        """The rate of rows like `key` (module docstring): of the variants `variant` matches, else of
-        all; each (GPU, cores)'s median, the median of those of several variants or GPUs: on this GPU
-        and cores, else these cores on any GPU; else model-only the median at any cores (on this GPU
-        where it ran), and a member reading data the nearest cores' (this GPU's where it ran) times
-        the ratio of worker counts to the power of its elasticity, at most `cap` (model-only's)."""
+    def _median(self, key: tuple, variant: str, cpus: float, gpu: str, model: float = math.nan) -> tuple[float, bool]:
+        """The rate of rows like `key` (module docstring), and whether it was inferred (from other models'
+        rows or other cores'): of the variants `variant` matches, else (e2e, `model` known) of the same
+        variant feeding other models, else of all; each (GPU, cores)'s median, the median of those of
+        several variants or GPUs: on this GPU and cores, else these cores on any GPU; else model-only the
+        median at any cores (on this GPU where it ran), and a member reading data the nearest cores'
+        (this GPU's where it ran) times the ratio of worker counts to the power of its elasticity."""
         variants = self.variants.get(key, {})
         own = _merged([places for text, places in variants.items() if _matches(variant, text)])
-        if not own and key[0] == "e2e":
-            own = self._fed_elsewhere(key, variant, cap)
+        elsewhere = {} if own or key[0] != "e2e" or math.isnan(model) else self._fed_elsewhere(key, variant)
+        own, borrowed = own or elsewhere, bool(elsewhere)
         found = own or _merged(list(variants.values()))
         if not found:
-            return math.nan
+            return math.nan, False
         if (gpu, cpus) in found:
-            return float(found[gpu, cpus])
+            return float(found[gpu, cpus]), borrowed
         same = [rate for (_, c), rate in found.items() if c == cpus]
         if same:
-            return float(pd.Series(same).median())
+            return float(pd.Series(same).median()), borrowed
         places = [p for p in found if p[0] == gpu] or list(found)
         if key[0] == "model" or math.isnan(cpus) or all(pd.isna(c) for _, c in places):
-            return float(pd.Series([found[p] for p in places]).median())
+            return float(pd.Series([found[p] for p in places]).median()), borrowed
         near = min({c for _, c in places if pd.notna(c)}, key=lambda c: (abs(math.log(c / cpus)), c))
         elasticity = _elasticity(own) if own else None
         if elasticity is None:   # the median of what its pipeline's variants tell, else none
@@ -235,18 +235,17 @@ class Costs:
             elasticity = float(pd.Series(told).median()) if told else 0.0
         rate = pd.Series([found[p] for p in places if p[1] == near]).median() * (
             _workers(cpus) / _workers(near)) ** elasticity
-        return float(min(rate, cap)) if not math.isnan(cap) else float(rate)
+        return float(rate), True
 
-    def _fed_elsewhere(self, key: tuple, variant: str, cap: float) -> dict[tuple, float]:
+    def _fed_elsewhere(self, key: tuple, variant: str) -> dict[tuple, float]:
         """Per (GPU, cores), the fastest e2e rate of `variant` feeding another model (`key` otherwise the
-        same), at most `cap`: model-only's rate for `key`'s model (module docstring)."""
+        same): what it delivered beside one model it can deliver beside another (module docstring)."""
         places: dict[tuple, float] = {}
         for other, variants in self.variants.items():
-            if other[:2] != key[:2] or other[2] == key[2] or other[3:] != key[3:]:
-                continue
-            for place, rate in _merged([p for text, p in variants.items() if _matches(variant, text)]).items():
-                places[place] = max(places.get(place, 0.0), rate)
-        return {place: rate if math.isnan(cap) else min(rate, cap) for place, rate in places.items()}
+            if other[:2] == key[:2] and other[3:] == key[3:]:
+                for place, rate in _merged([p for text, p in variants.items() if _matches(variant, text)]).items():
+                    places[place] = max(places.get(place, 0.0), rate)
+        return places
 
     def start(self, image_size: int) -> float:
         """A process's start before its first member, a member of `image_size` (module docstring)."""
@@ -254,13 +253,14 @@ class Costs:
 
     def outside(self, m: Member) -> float:
         """A member's time outside its windows (module docstring): members of its pipeline, mode and
-        image size, else of its pipeline and mode, else all, in the RECENT most recent runs holding any."""
+        image size, else of its pipeline and mode, else of its image size, else all, in the RECENT most
+        recent runs holding any."""
         gaps = self.gaps[~self.gaps.start] if len(self.gaps) else self.gaps
         if not len(gaps):
             return 0.0
         own = gaps[(gaps.pipeline == m.pipeline) & (gaps["mode"] == m.mode)]
-        sized = own[own.image_size == m.image_size]
-        return float(_recent(sized if len(sized) else own if len(own) else gaps).gap.median())
+        alike = [own[own.image_size == m.image_size], own, gaps[gaps.image_size == m.image_size], gaps]
+        return float(_recent(next(g for g in alike if len(g))).gap.median())
 
     def member_seconds(self, m: Member, gpu: str) -> tuple[float, bool]:
         """A member's predicted seconds and whether they are a lower bound; nan if it has no rate."""
@@ -438,11 +438,11 @@ def _recent(gaps: pd.DataFrame) -> pd.DataFrame:
 
 def _process_start(gaps: pd.DataFrame, image_size: int) -> float:
     """The median time before a process's first member that the member's own gap does not explain
-    (module docstring), over the RECENT runs that began a process at `image_size` last (else at any
-    size); 0 where none began a second."""
-    starts = gaps[gaps.start] if len(gaps) else gaps
-    sized = starts[starts.image_size == image_size]
-    starts = _recent(sized if len(sized) else starts)
+    (module docstring), from the members of `image_size` where a process began with one (else all)
+    over the RECENT runs that began a process last; 0 where none began a second."""
+    sized = gaps[gaps.image_size == image_size] if len(gaps) else gaps
+    gaps = sized if len(sized) and sized.start.any() else gaps
+    starts = _recent(gaps[gaps.start]) if len(gaps) else gaps
     if not len(starts):
         return 0.0
     member = gaps[~gaps.start].groupby(["pipeline", "mode"]).gap.median()
