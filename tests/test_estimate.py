@@ -127,19 +127,21 @@ def test_a_variant_is_priced_by_its_own_rows_and_other_cores_by_how_its_rate_fol
 
 
 def test_a_variant_never_run_with_the_model_is_priced_by_the_fastest_model_it_fed_at_most_model_only():
-    """Photo part 2 (ViT-B/16) was priced 31 % over the time its rows span: its pinned `dataloader` had no rows beside ViT-B/16
-    and was priced by a plain one's beside it on another GPU (935 img/s; it delivered 2,402), while the
-    pinned one's rows beside ResNet-50 on the same GPU said 2,299. Now a variant with no rows of its
-    model takes, per GPU and cores, the fastest rate its rows show feeding another model (same mode,
-    step, size, batch and busy level), and where that reaches model-only's rate for its own model,
-    model-only's rate as a bound; other variants' rows of its model only where neither has rows."""
+    """Photo part 2 (ViT-B/16) was priced 31 % over the time its rows span: its pinned `dataloader` had
+    no rows beside ViT-B/16 and was priced by a plain one's beside it on another GPU (935 img/s; it
+    delivered 2,402), while the pinned one's rows beside ResNet-50 on the same GPU said 2,299. Now a
+    variant with no rows of its model takes, per GPU and cores, the fastest rate its rows show feeding
+    another model (same mode, step, size, batch and busy level), and where that reaches model-only's
+    rate for its own model, model-only's rate as a bound; other variants' rows of its model only where
+    neither has rows."""
     def row(model, rate, mode="e2e", pipeline="dataloader", gpu="H", **knobs):
         return dict(run_id="r", rank=0, process=0, status="ok", mode=mode, pipeline=pipeline, model=model,
                     step="compile", image_size=224, batch_size=256, busy_ms=0.0, cpus=16.0, gpu=gpu, device="cuda",
                     img_per_s=float(rate), seconds=1.0, timestamp="2026-12-02T10:00:00+00:00", slot=float("nan"),
                     **knobs)
     pinned = dict(pin_memory=True, non_blocking=True)
-    rows = pd.DataFrame([row("vit", 3_000, mode="model", pipeline="none"), row("small", 9_000, mode="model", pipeline="none"),
+    rows = pd.DataFrame([row("vit", 3_000, mode="model", pipeline="none"),
+                         row("small", 9_000, mode="model", pipeline="none"),
                          row("vit", 900, gpu="old", pin_memory=False),
                          row("resnet", 2_300, **pinned), row("wide", 1_700, **pinned), row("small", 8_800, **pinned)])
     costs = Costs(rows, cuda=True)
@@ -154,7 +156,7 @@ def test_a_variant_never_run_with_the_model_is_priced_by_the_fastest_model_it_fe
     assert rate("vit", pin_memory=True) == (900, False)   # a variant with no rows anywhere: its model's other variants'
     elsewhere = row("tiny", 50_000, **pinned) | {"image_size": 32}   # another image size: not the same key
     costs = Costs(pd.DataFrame([r for r in rows.to_dict("records") if r["model"] != "small"] + [elsewhere]), cuda=True)
-    assert rate("vit", **pinned) == (2_300, False)      # fastest model it fed: resnet's 2,300, not wide's 1,700 (which sorts after it)
+    assert rate("vit", **pinned) == (2_300, False)      # fastest it fed: resnet's 2,300, not wide's 1,700 (sorted after)
 
 
 def test_a_process_start_and_a_strange_member_s_time_outside_are_priced_from_runs_of_its_image_size():
