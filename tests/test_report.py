@@ -6,6 +6,7 @@ import errno
 import math
 import os
 import re
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -1156,15 +1157,25 @@ def test_every_generated_block_of_the_pages_is_found():
 
 
 @pytest.mark.parametrize("page,folder", blocks())
-def test_the_pages_blocks_are_their_committed_runs(tmp_path, page, folder):
+def test_the_pages_blocks_are_their_committed_runs(tmp_path, monkeypatch, page, folder):
     """Each generated block of the README (the tables, the photo answers) and of docs/ (several GPUs)
-    regenerates byte for byte from the committed runs its folder's COMMAND.txt names."""
+    regenerates byte for byte from the committed runs its folder's COMMAND.txt names, and so do the
+    folder's committed report, summary and answer (a gathered ladder's among them)."""
     copy = tmp_path / page
     copy.parent.mkdir(parents=True, exist_ok=True)
     copy.write_text((ROOT / page).read_text())
-    (tmp_path / folder).parent.mkdir(parents=True, exist_ok=True)
-    report.write([ROOT / run / "results.csv" for run in sources(folder)], tmp_path / folder, readme=copy)
+    for run in sources(folder):   # the runs where the committed report found them (it links files beside them)
+        shutil.copytree(ROOT / run, tmp_path / run, dirs_exist_ok=True)
+    (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+    for name in ("REPORT.md", "SUMMARY.md", "ANSWER.md"):   # made again, not copied
+        (tmp_path / folder / name).unlink(missing_ok=True)
+    monkeypatch.chdir(tmp_path)   # the report names its sources as given: the paths the committed one was made from
+    report.write([Path(run) / "results.csv" for run in sources(folder)], Path(folder), readme=copy)
     assert copy.read_text() == (ROOT / page).read_text()
+    for name in ("REPORT.md", "SUMMARY.md", "ANSWER.md"):
+        assert (tmp_path / folder / name).exists() == (ROOT / folder / name).exists(), name
+        if (ROOT / folder / name).exists():
+            assert (tmp_path / folder / name).read_bytes() == (ROOT / folder / name).read_bytes(), name
 
 
 KNOBS = ["pin_memory", "non_blocking", "dali_decoder", "dali_cpu_share", "dali_hw_decoder_load"]   # as labels list them
