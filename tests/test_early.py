@@ -42,7 +42,7 @@ def test_the_rule_ends_only_steady_processes_far_under_the_line_and_their_cells_
     fired = early.fires(w, view.situations, MARGIN)
     # 200 x 1.381 = 276 < 0.95 / 1.381 x 1,000 = 688; 600 x 1.381 = 829 is not; an unsteady warm-up is not read
     assert sorted(set(fired.pipeline)) == ["slow"] and len(fired) == 3
-    after, dropped = early.simulate(view.rows, fired)
+    after, dropped = early.simulate(view.rows, w, fired)
     assert sorted(dropped.pipeline) == ["slow"] * 3 and (dropped.repeat == 1).all()
     before = view.situations.set_index("pipeline").verdict
     assert before["slow"].startswith("not fed")
@@ -52,9 +52,10 @@ def test_the_rule_ends_only_steady_processes_far_under_the_line_and_their_cells_
 def test_a_cell_whose_other_processes_fell_short_stays_thin(tmp_path):
     group = run(tmp_path, {"slow": (200.0, True), "thin": (200.0, True)}, thin="thin")
     view = analysis.view_of(group)
-    fired = early.fires(early.windows(view.rows), view.situations, MARGIN)
+    w = early.windows(view.rows)
+    fired = early.fires(w, view.situations, MARGIN)
     fired = fired[fired.proc != fired.proc.max()]   # the rule fired in processes 0 and 1 alone
-    after, _ = early.simulate(view.rows, fired)
+    after, _ = early.simulate(view.rows, w, fired)
     verdicts = after.set_index("pipeline").verdict
     assert verdicts["thin"] == "too few measurements" and verdicts["slow"].startswith("not fed")
 

@@ -73,11 +73,11 @@ def fires(w: pd.DataFrame, s: pd.DataFrame, margin: float) -> pd.DataFrame:
     return first.loc[fired, [*key(), "proc"]]
 
 
-def simulate(rows: pd.DataFrame, fired: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The run's situations had the processes in `fired` timed their first window alone, and the
-    windows left out. A cell where the rule fired, and whose other processes timed MIN_WINDOWS or more,
-    counts as having its windows (decided early); one whose other processes fell short stays thin."""
-    w = windows(rows)
+def simulate(rows: pd.DataFrame, w: pd.DataFrame, fired: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The run's situations (from its `rows`, whose `windows` are `w`) had the processes in `fired` timed
+    their first window alone, and the windows left out. A cell where the rule fired, and whose other
+    processes timed MIN_WINDOWS or more, counts as having its windows (decided early); one whose other
+    processes fell short stays thin."""
     ids = set(map(tuple, fired.itertuples(index=False)))
     procs = w[[*key(), "proc"]].itertuples(index=False)
     mine = pd.Series([tuple(r) in ids for r in procs], index=w.index, dtype=bool)
@@ -102,19 +102,20 @@ def study(root: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
     from its first; from the runs under `root`, each named by its folder there."""
     views = [(Path(group.results_folder.iloc[0]).relative_to(root.resolve()).as_posix()
               + name[len(group.results_file.iloc[0]):], view_of(group)) for name, group in runs(load(committed(root)))]
-    found = pd.concat([moves(windows(v.rows)).assign(run=name) for name, v in views], ignore_index=True)
+    timed = {name: windows(v.rows) for name, v in views}
+    found = pd.concat([moves(timed[name]).assign(run=name) for name, _ in views], ignore_index=True)
     found = found.assign(kind=found.device.map(kind), move=found[["rise"]].join(-found.fall).max(axis=1))
     margins = found[found.steady].groupby("kind").move.max().to_dict()
     per_run = []
     for name, v in views:
-        w, s = windows(v.rows), v.situations
+        w, s = timed[name], v.situations
         if not len(s) or not (w.groupby([*key(), "proc"]).size() >= MIN_WINDOWS).any():
             continue
         margin = margins.get(kind(w.device.iloc[0]))
         if margin is None:   # no steady process of two windows on this kind of machine: nothing to go by
             continue
         fired = fires(w, s, margin)
-        after, dropped = simulate(v.rows, fired)
+        after, dropped = simulate(v.rows, w, fired)
         both = s.set_index(key())[["verdict"]].join(after.set_index(key())[["verdict"]].add_suffix("_early"))
         changed = both[both.verdict != both.verdict_early]
         per_run.append({"run": name, "e2e cells": len(s), "decided early": fired.groupby(key()).ngroups,
