@@ -38,7 +38,8 @@ PARTS = ["2026-12-03-h200-ladder-v2/part1of7", "2026-12-03-h200-ladder-v2/part2o
          "2026-12-03-h200-ladder-v2/part3of7", "2026-12-03-h200-ladder-v2/part4of7",
          "2026-12-03-h200-ladder-v2/part5of7", "2026-12-03-h200-ladder-v2/part6of7",
          "2026-12-03-h200-ladder-v2/part7of7", "2026-12-04-h200-photos-ladder/part1of6",
-         "2026-12-04-h200-photos-ladder/part2of6", "2026-12-04-h200-photos-ladder/part3of6"]
+         "2026-12-04-h200-photos-ladder/part2of6", "2026-12-04-h200-photos-ladder/part3of6",
+         "2026-12-04-h200-photos-ladder/part4of6"]
 
 
 @pytest.fixture(scope="module")
