@@ -26,6 +26,7 @@ from bench import cli, report, results
 from bench.measuring import harness, interrupts, machine
 from bench.measuring.spec import COPIES, PAYLOADS, RunSpec
 from bench.running import plan, runner
+from bench.running.children import PF_EXITING
 from bench.studies import stability
 from pipelines.contract import Pipeline
 from pipelines.config import PipelineConfig
@@ -290,6 +291,27 @@ def test_a_rank_that_is_killed_is_named_not_the_peer_its_death_stopped(synthetic
                      "--data-root", str(synthetic_root), "--timeout", "120", "--out", str(out)]) == 1
     (error,) = pd.read_csv(out / "results.csv").error
     assert error.startswith("rank 1's process ended (killed by SIGKILL) after ")
+
+
+def test_a_process_whose_exit_has_begun_has_ended_for_the_runner(monkeypatch):
+    """How the runner reads a rank's end from /proc: this process runs; a zombie and a pid that is gone
+    have ended; so has a process whose exit has begun (PF_EXITING in stat's flags), which closes its
+    sockets, failing its peer's collective, before it turns zombie: a CI run read rank 0's error while
+    SIGKILLed rank 1 was still in that stretch, and blamed rank 0."""
+    assert runner._alive(os.getpid())
+    zombie = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 10
+    while runner._alive(zombie.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not runner._alive(zombie.pid)
+    zombie.wait()
+    assert not runner._alive(zombie.pid)   # gone
+    head, tail = Path(f"/proc/{os.getpid()}/stat").read_text().rsplit(")", 1)
+    fields = tail.split()
+    for flags, alive in [(int(fields[6]) & ~PF_EXITING, True), (int(fields[6]) | PF_EXITING, False)]:
+        text = head + ") " + " ".join(fields[:6] + [str(flags)] + fields[7:])
+        monkeypatch.setattr("bench.running.children.Path", lambda path: type("Stat", (), {"read_text": lambda self: text})())
+        assert runner._alive(os.getpid()) is alive
 
 
 def test_a_configuration_exits_at_once_keeps_its_rows_and_leaves_no_process(tmp_path, synthetic_root, monkeypatch,

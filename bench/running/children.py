@@ -27,6 +27,7 @@ from ..measuring import distributed, harness, machine, workloads
 from ..measuring.spec import RunSpec
 
 PARENT_POLL_S = 0.5   # how often a child checks that the pipebench process is still there
+PF_EXITING = 0x4       # include/linux/sched.h: a task whose exit (do_exit) has begun
 
 
 # Children leave by os._exit (module docstring), so the named semaphores of their DataLoader queues
@@ -67,11 +68,14 @@ def _call_child(fn, args, parent: int, path: list[str], cwd: str, reply) -> None
 
 
 def _alive(pid: int) -> bool:
-    """Whether process `pid` runs (Linux /proc; a zombie has ended)."""
+    """Whether process `pid` runs (Linux /proc): a zombie has ended, and so has one whose exit has begun
+    (the kernel's PF_EXITING in its flags, set before its sockets close: a peer's error that its death
+    caused, a collective's read from it, never arrives before the death shows here)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        state, *fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except FileNotFoundError:
         return False
+    return state != "Z" and not int(fields[5]) & PF_EXITING   # fields[5]: stat's 9th, the flags
 
 
 def _watch(parent: int) -> None:
