@@ -36,9 +36,9 @@ A configuration on several GPUs of this host (`--ranks N`; with `--share-process
 configurations) runs in N such processes at once, one per GPU, each with the environment torchrun would give it (`rank_environments`); they join one
 process group through a rendezvous store this process hosts for as long as they run (as torchrun's
 agent does: its port is bound before they start, so nothing can take it in between), and are
-followed, timed out and ended together. A rank's death is read from /proc (the forkserver reports
-it late on a busy machine), so the row blames the rank that died, not the peer whose collective it
-broke.
+followed, timed out and ended together. A rank's death is read from /proc as soon as its exit begins
+(the forkserver reports it late on a busy machine), so the row blames the rank that died, not the peer
+whose collective it broke.
 
 What runs inside a child (its journal, its watchdog, a call of user code) and the forkserver it is
 forked from are in `bench.running.children`; this module starts, follows, times out and ends them.
@@ -277,7 +277,8 @@ def _follow(specs: list[RunSpec], children: list[_Rank], timeout: float, out: Pa
         if all(c.finished for c in children):   # it stopped after a failure: the rest in a new process
             return done
         # /proc, not is_alive(): the forkserver reports a death late on a busy machine, after a peer's
-        # error that the death caused has arrived
+        # error that the death caused has arrived; and an exit begun, not a zombie: a dying rank's
+        # sockets close (its peer's collective fails) before it turns zombie
         dead = [r for r, c in enumerate(children) if not (c.finished or _alive(c.process.pid))]
         if dead or (named and any(c.failure(done) for c in children)):
             for r, child in enumerate(children):
