@@ -54,6 +54,8 @@ def test_parts_make_one_table_each_cell_naming_its_run(tmp_path):
     assert sixteen.startswith("`prefetch` ×2.5") and sixteen.endswith("<sup>a</sup>")
     assert four.startswith("`prefetch` ×4.9") and four.endswith("<sup>b</sup>")
     assert [c.strip() for c in slow.split("|")[2:4]] == ["—", "any (`dataloader` too) <sup>b</sup>"]
+    assert "; —: the model not measured with those cores" in table   # said where a cell is "—", only there
+    assert "—: the model not measured" not in summary.split("From one run")[1]
     assert "- <sup>a</sup> `part1`: commit abc123, 2026-12-03 07:14–07:14 UTC" in table
     assert "- <sup>b</sup> `part2`: commit abc123" in table
     assert table in (out / "REPORT.md").read_text()

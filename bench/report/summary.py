@@ -190,7 +190,7 @@ def measured_table(s: pd.DataFrame, mark=lambda here: "") -> pd.DataFrame:
 def which_header(s: pd.DataFrame, measured: pd.DataFrame, how: str, speed: str, devices) -> str:
     """The sentence above a `measured_table` of the e2e situations `s` (one setting): what a cell names,
     how it was made (`how`: "measured", or "gathered from N runs on GPU, measured") and what the first
-    column's speed is; "thin" explained where a cell says it."""
+    column's speed is; "thin" and "—" explained where a cell says it."""
     size, batch = int(s.image_size.iloc[0]), int(s.batch_size.iloc[0])
     return (f"**Which pipeline keeps your model fed**, {how} end to end at {size} px (batch {batch}): per model "
             f"{speed} and CPU cores{per_gpu(devices)}, the pipelines whose e2e rate is at least {FED:.0%} of "
@@ -198,7 +198,8 @@ def which_header(s: pd.DataFrame, measured: pd.DataFrame, how: str, speed: str, 
             f"them over `dataloader`, both end to end; \"restart-free also\": the pipelines below {FED:.0%} only "
             f"with epoch restarts (at least {FED:.0%} over the steps that began no epoch)"
             + (f"; thin: too few processes or windows for a verdict (it needs {MIN_PROCESSES} processes of "
-               f"{MIN_WINDOWS} windows each)" if thin_cells(measured) else ""))
+               f"{MIN_WINDOWS} windows each)" if thin_cells(measured) else "")
+            + ("; —: the model not measured with those cores" if (measured == "—").any().any() else ""))
 
 
 def measured_cell(here: pd.DataFrame) -> str:
