@@ -308,8 +308,10 @@ def test_a_process_whose_exit_has_begun_has_ended_for_the_runner(monkeypatch):
     assert not runner._alive(zombie.pid)   # gone
     head, tail = Path(f"/proc/{os.getpid()}/stat").read_text().rsplit(")", 1)
     fields = tail.split()
-    for flags, alive in [(int(fields[6]) & ~PF_EXITING, True), (int(fields[6]) | PF_EXITING, False)]:
-        text = head + ") " + " ".join(fields[:6] + [str(flags)] + fields[7:])
+    own = int(fields[6])
+    for state, flags, alive in [("S", own & ~PF_EXITING, True), ("S", own | PF_EXITING, False),
+                                ("Z", own & ~PF_EXITING, False)]:   # a real zombie has the flag too
+        text = head + ") " + " ".join([state] + fields[1:6] + [str(flags)] + fields[7:])
         monkeypatch.setattr("bench.running.children.Path", lambda path: type("Stat", (), {"read_text": lambda self: text})())
         assert runner._alive(os.getpid()) is alive
 
