@@ -68,14 +68,26 @@ def _call_child(fn, args, parent: int, path: list[str], cwd: str, reply) -> None
 
 
 def _alive(pid: int) -> bool:
-    """Whether process `pid` runs (Linux /proc): a zombie has ended, and so has one whose exit has begun
-    (the kernel's PF_EXITING in its flags, set before its sockets close: a peer's error that its death
-    caused, a collective's read from it, never arrives before the death shows here)."""
+    """Whether process `pid` runs (Linux /proc; a zombie has ended)."""
+    found = _stat(pid)
+    return found is not None and found[0] != "Z"
+
+
+def _exit_begun(pid: int) -> bool:
+    """Whether process `pid` has ended or begun to: gone, a zombie, or the kernel's PF_EXITING in its
+    flags, set before its sockets close (a peer's error that its death caused, a collective's read from
+    it, never arrives before this says so)."""
+    found = _stat(pid)
+    return found is None or found[0] == "Z" or bool(found[1] & PF_EXITING)
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """Process `pid`'s state letter and flags (/proc/PID/stat's 3rd and 9th fields); None if it is gone."""
     try:
         state, *fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except FileNotFoundError:
-        return False
-    return state != "Z" and not int(fields[5]) & PF_EXITING   # fields[5]: stat's 9th, the flags
+        return None
+    return state, int(fields[5])
 
 
 def _watch(parent: int) -> None:

@@ -69,7 +69,7 @@ from pipelines.contract import resolve_device
 from .. import results
 from ..measuring import distributed, harness, interrupts, machine, workloads
 from ..measuring.spec import RunSpec
-from .children import _alive, _call_child, _child, _context, _innermost
+from .children import _alive, _call_child, _child, _context, _exit_begun, _innermost
 
 DEFAULT_TIMEOUT_S = 1800.0   # per configuration; compilation and a slow DataLoader epoch fit well inside
 STARTUP_S = 120.0   # a child's start (the forkserver importing torch, once) before its deadline runs
@@ -279,7 +279,7 @@ def _follow(specs: list[RunSpec], children: list[_Rank], timeout: float, out: Pa
         # /proc, not is_alive(): the forkserver reports a death late on a busy machine, after a peer's
         # error that the death caused has arrived; and an exit begun, not a zombie: a dying rank's
         # sockets close (its peer's collective fails) before it turns zombie
-        dead = [r for r, c in enumerate(children) if not (c.finished or _alive(c.process.pid))]
+        dead = [r for r, c in enumerate(children) if not c.finished and _exit_begun(c.process.pid)]
         if dead or (named and any(c.failure(done) for c in children)):
             for r, child in enumerate(children):
                 child.read(on_window if r == 0 else None)   # what the last poll left unread
