@@ -2,7 +2,7 @@
 (issue 70: results/2026-11-28-ladder-cost's model, made part of the suite).
 
 A plan is configuration processes, each running its members (`Member`: one configuration) one after
-another; processes run one after another. Predicted, from rows of earlier runs (`Costs.of`: every
+another; processes run one after another. Predicted, from rows of earlier runs (`rows_under`: every
 `results.csv` under the given folders, ok rows):
   - a member's timed windows: `repeats` windows per busy level, each as long as the harness sizes it
     (`bench.measuring.harness.window_steps`: whole epochs, or blocks of MODEL_BLOCK steps for model-only,
@@ -183,20 +183,6 @@ class Costs:
         return Costs(self.rows[~self.rows.run_id.isin(run_ids)], self.cuda,
                      self.gaps[~self.gaps.run_id.isin(run_ids)])
 
-    @classmethod
-    def of(cls, folders: list[Path], cuda: bool) -> "Costs":
-        """From every pipebench `results.csv` under `folders` (a study's own CSV of that name is passed over)."""
-        from ..report.analysis import load   # the report's reading: old columns filled
-        frames = []
-        for path in sorted({p for folder in folders for p in Path(folder).rglob("results.csv")}):
-            try:
-                frames.append(load([path]))
-            except ValueError:   # not pipebench's rows, or damaged: nothing to price with
-                continue
-        return cls(pd.concat(frames, ignore_index=True) if frames else
-                   pd.DataFrame(columns=["status", "img_per_s", "seconds", "timestamp", "run_id", "rank", "device"]),
-                   cuda)
-
     def rate(self, m: Member, busy: float, gpu: str) -> tuple[float, bool]:
         """The member's img/s at busy level `busy` and whether it is model-only's (a bound); nan if unknown."""
         key = (m.mode, m.pipeline, m.model, m.step, m.image_size, m.batch_size, busy)
@@ -297,10 +283,23 @@ def plan_estimate(specs: list[RunSpec], device: torch.device, folders: list[Path
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" and here else ""
     counted = functools.cache(samples_of)   # a photo folder counted once per plan, not per member
     processes = [[Member.of(s, counted(s.config)) for s in members] for members in shared(specs)]
-    found = Costs.of(folders, device.type == "cuda").predict(processes, gpu)
+    found = Costs(rows_under(folders), device.type == "cuda").predict(processes, gpu)
     found.anywhere = not here
     found.absent = sorted({str(f) for f in map(photo_folder, (s.config for s in specs)) if f and not f.is_dir()})
     return found
+
+
+def rows_under(folders: list[Path]) -> pd.DataFrame:
+    """Every pipebench `results.csv` under `folders`, read as the report does; a study's own or a damaged one skipped."""
+    from ..report.analysis import load
+    frames = []
+    for path in sorted({p for folder in folders for p in Path(folder).rglob("results.csv")}):
+        try:
+            frames.append(load([path]))
+        except ValueError:
+            continue
+    return pd.concat(frames, ignore_index=True) if frames else \
+        pd.DataFrame(columns=["status", "img_per_s", "seconds", "timestamp", "run_id", "rank", "device"])
 
 
 def photo_folder(config) -> Path | None:
