@@ -18,7 +18,7 @@ from bench.cli import measure
 from bench.cli.main import _parse
 from bench.measuring.distributed import World
 from bench.report.analysis import load
-from bench.running import estimate
+from bench.running import estimate, prelude
 from bench.running.estimate import RECENT, Costs, Member
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -248,10 +248,57 @@ def test_a_gpu_plan_is_priced_on_a_machine_without_its_gpu_or_cores(tmp_path, ca
     err = capsys.readouterr().err
     assert "the plan is predicted" in err and "no GPU here: priced from rows of any GPU" in err, err
     assert f"{tmp_path / 'absent'} not here: an epoch of 50,000 samples assumed" in err and "200 cores" in err
+    assert "before the sweep, on a fresh machine" in err   # on-gpu.sh's prelude, priced apart (test_prelude_*)
     assert not out.exists()
     with pytest.raises(SystemExit, match="--cpus 200: this process may use"):   # run, not priced: refused first
         cli.main(["sweep", "--config", str(plan), "--device", "cpu", "--out", str(out)])
     assert not out.exists()
+
+
+def _before(folder: Path, data_s: int, compiled: str | None, compile_s: int = 100, source: str = "imagefolder") -> None:
+    """A run folder as bench/plans/on-gpu.sh leaves it: before.txt and the sweep's rows."""
+    (folder / "sweep").mkdir(parents=True)
+    lines = [f"the checks, the data and nvidia-smi: {data_s} s since the start"]
+    lines += [f"the compile into inductor's cache ({compiled}): {data_s + compile_s} s since the start"] if compiled else []
+    (folder / "before.txt").write_text("\n".join(lines) + "\n")
+    pd.DataFrame([{"data_source": source, "status": "ok"}]).to_csv(folder / "sweep" / "results.csv", index=False)
+
+
+def test_prelude_is_the_median_data_step_of_the_same_kind_of_data_plus_the_slowest_compiled_model(tmp_path):
+    """Issue 70: what bench/plans/on-gpu.sh does before a sweep (the data, the compile into inductor's cache)
+    is priced from the before.txt it left beside earlier runs: the data step only from runs that read the
+    same kind of data, each compiled model from files naming it alone (models compile at once: the slowest
+    counts), a model no file names said; other files named before.txt are not read."""
+    _before(tmp_path / "a", 40, "m1")
+    _before(tmp_path / "b", 60, "m2", compile_s=70)
+    _before(tmp_path / "c", 80, "m1 m2", compile_s=300)   # two models at once: no model's own time
+    _before(tmp_path / "d", 5, None, source="synthetic-seed0")   # 32 px: not a photo plan's data step
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "before.txt").write_text("0 0 130 12.3 EOFError\n")   # a test's log of that name
+    found = prelude.before_sweep(["m1", "m2", "m3"], True, [tmp_path, tmp_path / "a"])   # each file once
+    assert (found.seconds, found.sources, found.unpriced) == (60 + 100, 3, ["m3"])
+    assert "2.7 min more (from 3 committed before.txt; the compile of m3 not priced" in found.text()
+    assert prelude.before_sweep([], False, [tmp_path]).seconds == 5
+    assert "not predicted" in prelude.before_sweep(["m1"], False, [tmp_path / "a"]).text()
+
+
+def test_prelude_of_each_committed_photo_part_from_the_others_on_a_fresh_machine():
+    """The committed photo parts that began on a fresh machine (part 6's stopped rows did not: its
+    compile found part 4's cache) each predicted from the other parts' before.txt: within PART_ERROR where
+    another part compiled its model, else its compile said unpriced."""
+    ladder = ROOT / "results" / "2026-12-04-h200-photos-ladder"
+    parts = sorted(p.parent for p in ladder.glob("part*of6/before.txt"))
+    fresh = [p for p in parts if not p.name.endswith("-stopped")]
+    assert len(fresh) >= 3
+    for part in fresh:
+        text = (part / "before.txt").read_text()
+        model, measured = prelude.COMPILE.search(text).groups()
+        others = [p for p in parts if p != part]
+        found = prelude.before_sweep([model], True, others)
+        if found.unpriced:
+            assert found.unpriced == [model] and not any(model in (p / "before.txt").read_text() for p in others)
+        else:
+            assert abs(found.seconds / float(measured) - 1) <= PART_ERROR, (part.name, found.seconds, measured)
 
 
 def test_a_plan_past_the_lease_is_refused_naming_the_flag_that_lifts_it(monkeypatch):

@@ -29,7 +29,7 @@ from pipelines.contract import resolve_device
 from .. import results
 from ..measuring import distributed, interrupts
 from ..measuring.spec import RunSpec
-from ..running import conduct, estimate, plan, runner
+from ..running import conduct, estimate, plan, prelude, runner
 from ..running.conduct import printable, windows
 from .common import _fail, record
 
@@ -68,6 +68,11 @@ def predicted(args, specs: list[RunSpec], device: torch.device, world: distribut
         print(f"pipebench {args.command}: the plan is {found.text()}", file=sys.stderr)
         for line in found.per_cell() if args.estimate else ():
             print(f"  {line}", file=sys.stderr)
+        if args.estimate and device.type == "cuda":   # what on-gpu.sh does first on a fresh GPU machine
+            compiled = list(dict.fromkeys(s.model for s in specs if s.step == "compile"))
+            photographs = any(estimate.photo_folder(s.config) for s in specs)
+            print(f"pipebench {args.command}: {prelude.before_sweep(compiled, photographs, folders).text()}",
+                  file=sys.stderr)
     if not args.estimate and not args.past_lease and found.sources and found.seconds > args.lease_minutes * 60:
         raise ValueError(f"the plan is predicted to take {found.seconds / 60:.0f} min, more than --lease-minutes "
                          f"{args.lease_minutes:g}: split it (fewer cells per run), or pass --past-lease")
