@@ -282,23 +282,34 @@ def test_prelude_is_the_median_data_step_of_the_same_kind_of_data_plus_the_slowe
     assert "not predicted" in prelude.before_sweep(["m1"], False, [tmp_path / "a"]).text()
 
 
+LADDER = ROOT / "results" / "2026-12-04-h200-photos-ladder"
+
+
+def photo_parts() -> list[Path]:
+    """The photo ladder's committed parts with on-gpu.sh's before.txt."""
+    return sorted(p.parent for p in LADDER.glob("part*of6*/before.txt"))
+
+
+def prelude_predicted(part: Path) -> tuple[str, prelude.Prelude, float]:
+    """(the model `part` compiled, its prelude predicted from the other parts' before.txt, the seconds its
+    before.txt says it took)."""
+    model, measured = prelude.COMPILE.search((part / "before.txt").read_text()).groups()
+    return model, prelude.before_sweep([model], True, [p for p in photo_parts() if p != part]), float(measured)
+
+
 def test_prelude_of_each_committed_photo_part_from_the_others_on_a_fresh_machine():
     """The committed photo parts that began on a fresh machine (part 6's stopped rows did not: its
     compile found part 4's cache) each predicted from the other parts' before.txt: within PART_ERROR where
     another part compiled its model, else its compile said unpriced."""
-    ladder = ROOT / "results" / "2026-12-04-h200-photos-ladder"
-    parts = sorted(p.parent for p in ladder.glob("part*of6/before.txt"))
-    fresh = [p for p in parts if not p.name.endswith("-stopped")]
+    fresh = [p for p in photo_parts() if not p.name.endswith("-stopped")]
     assert len(fresh) >= 3
     for part in fresh:
-        text = (part / "before.txt").read_text()
-        model, measured = prelude.COMPILE.search(text).groups()
-        others = [p for p in parts if p != part]
-        found = prelude.before_sweep([model], True, others)
+        model, found, measured = prelude_predicted(part)
         if found.unpriced:
-            assert found.unpriced == [model] and not any(model in (p / "before.txt").read_text() for p in others)
+            assert found.unpriced == [model]
+            assert not any(f"({model})" in (p / "before.txt").read_text() for p in photo_parts() if p != part)
         else:
-            assert abs(found.seconds / float(measured) - 1) <= PART_ERROR, (part.name, found.seconds, measured)
+            assert abs(found.seconds / measured - 1) <= PART_ERROR, (part.name, found.seconds, measured)
 
 
 def test_a_plan_past_the_lease_is_refused_naming_the_flag_that_lifts_it(monkeypatch):

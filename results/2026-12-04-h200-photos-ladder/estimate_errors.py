@@ -1,7 +1,8 @@
 """How far `--estimate` lands from each committed run it is tested on (tests/test_estimate.py's RUNS and
 PARTS, its formula): a part predicted from the runs that began before it, another run from all the
 others, less the first process's start (the rows' span does not hold it), against the time from the
-run's first row to its last.
+run's first row to its last; then what bench/plans/on-gpu.sh did before each photo part's sweep,
+predicted from the other parts' before.txt (`bench/running/prelude.py`), against its own.
 
     python results/2026-12-04-h200-photos-ladder/estimate_errors.py > results/2026-12-04-h200-photos-ladder/ESTIMATE-ERRORS.md
 """
@@ -12,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from bench.running import estimate  # noqa: E402
-from test_estimate import PARTS, RUNS, predicted  # noqa: E402
+from test_estimate import PARTS, RUNS, photo_parts, predicted, prelude_predicted  # noqa: E402
 
 
 def main() -> None:
@@ -24,6 +25,12 @@ def main() -> None:
         seconds = found.seconds - start
         print(f"| {name}{' (part)' if name in PARTS else ''} | {seconds / 60:.1f} | {span / 60:.1f} | "
               f"{seconds / span - 1:+.0%} |")
+    print("\n| part | before the sweep, predicted s | its before.txt s | error |\n|:--|--:|--:|--:|")
+    for part in photo_parts():
+        model, found, measured = prelude_predicted(part)
+        said = f"{found.seconds:.0f}" + (f" (the compile of {model} unpriced)" if found.unpriced else "")
+        error = "" if found.unpriced else f"{found.seconds / measured - 1:+.0%}"
+        print(f"| {part.name} | {said} | {measured:.0f} | {error} |")
 
 
 if __name__ == "__main__":
