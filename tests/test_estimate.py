@@ -255,29 +255,36 @@ def test_a_gpu_plan_is_priced_on_a_machine_without_its_gpu_or_cores(tmp_path, ca
     assert not out.exists()
 
 
-def _before(folder: Path, data_s: int, compiled: str | None, compile_s: int = 100, source: str = "imagefolder") -> None:
-    """A run folder as bench/plans/on-gpu.sh leaves it: before.txt and the sweep's rows."""
+def _before(folder: Path, data_s: int, compiled: str | None, compile_s: int = 100, source: str = "imagefolder",
+            boot: str = "", started: str = "2026-12-01T00:00:00+00:00") -> None:
+    """A run folder as bench/plans/on-gpu.sh leaves it: before.txt and the sweep's rows (its machine's boot:
+    the folder's name unless given)."""
     (folder / "sweep").mkdir(parents=True)
     lines = [f"the checks, the data and nvidia-smi: {data_s} s since the start"]
     lines += [f"the compile into inductor's cache ({compiled}): {data_s + compile_s} s since the start"] if compiled else []
     (folder / "before.txt").write_text("\n".join(lines) + "\n")
-    pd.DataFrame([{"data_source": source, "status": "ok"}]).to_csv(folder / "sweep" / "results.csv", index=False)
+    pd.DataFrame([{"data_source": source, "boot_id": boot or folder.name, "timestamp": started, "status": "ok"}]) \
+        .to_csv(folder / "sweep" / "results.csv", index=False)
 
 
 def test_prelude_is_the_median_data_step_of_the_same_kind_of_data_plus_the_slowest_compiled_model(tmp_path):
     """Issue 70: what bench/plans/on-gpu.sh does before a sweep (the data, the compile into inductor's cache)
     is priced from the before.txt it left beside earlier runs: the data step only from runs that read the
-    same kind of data, each compiled model from files naming it alone (models compile at once: the slowest
-    counts), a model no file names said; other files named before.txt are not read."""
+    same kind of data, each compiled model from the runs that compiled it alone on a fresh machine (models
+    compile at once: the slowest counts), a model none did said; other files named before.txt, and runs
+    whose rows do not say their data, are not read."""
     _before(tmp_path / "a", 40, "m1")
     _before(tmp_path / "b", 60, "m2", compile_s=70)
-    _before(tmp_path / "c", 80, "m1 m2", compile_s=300)   # two models at once: no model's own time
+    _before(tmp_path / "c", 200, "m1 m2", compile_s=300)   # two models at once: no model's own time
+    _before(tmp_path / "f", 50, "m1", compile_s=130)
+    _before(tmp_path / "g", 55, "m1", compile_s=10, boot="f", started="2026-12-02T00:00:00+00:00")   # f's cache
     _before(tmp_path / "d", 5, None, source="synthetic-seed0")   # 32 px: not a photo plan's data step
     (tmp_path / "e").mkdir()
-    (tmp_path / "e" / "before.txt").write_text("0 0 130 12.3 EOFError\n")   # a test's log of that name
+    (tmp_path / "e" / "before.txt").write_text("the checks, the data and nvidia-smi: 1 s since the start\n")  # no rows
+    (tmp_path / "h" / "before.txt").mkdir(parents=True)   # a folder of that name
     found = prelude.before_sweep(["m1", "m2", "m3"], True, [tmp_path, tmp_path / "a"])   # each file once
-    assert (found.seconds, found.sources, found.unpriced) == (60 + 100, 3, ["m3"])
-    assert "2.7 min more (from 3 committed before.txt; the compile of m3 not priced" in found.text()
+    assert (found.seconds, found.sources, found.unpriced) == (55 + 115, 5, ["m3"])   # medians: 40..200, (100, 130)
+    assert "2.8 min more (from 5 before.txt of earlier runs; the compile of m3 not priced" in found.text()
     assert prelude.before_sweep([], False, [tmp_path]).seconds == 5
     assert "not predicted" in prelude.before_sweep(["m1"], False, [tmp_path / "a"]).text()
 
@@ -286,30 +293,37 @@ LADDER = ROOT / "results" / "2026-12-04-h200-photos-ladder"
 
 
 def photo_parts() -> list[Path]:
-    """The photo ladder's committed parts with on-gpu.sh's before.txt."""
-    return sorted(p.parent for p in LADDER.glob("part*of6*/before.txt"))
+    """The photo ladder's committed parts with on-gpu.sh's before.txt, in the order they began."""
+    return sorted((p.parent for p in LADDER.glob("part*of6*/before.txt")), key=lambda p: prelude.records([p])[0].started)
 
 
-def prelude_predicted(part: Path) -> tuple[str, prelude.Prelude, float]:
-    """(the model `part` compiled, its prelude predicted from the other parts' before.txt, the seconds its
-    before.txt says it took)."""
-    model, measured = prelude.COMPILE.search((part / "before.txt").read_text()).groups()
-    return model, prelude.before_sweep([model], True, [p for p in photo_parts() if p != part]), float(measured)
+def prelude_predicted(part: Path) -> tuple[str, prelude.Prelude, float, bool]:
+    """(the model `part` compiled, its prelude predicted as `--estimate` would have before its lease: from the
+    parts that began before it, the seconds its before.txt says it took, whether it began on a fresh machine)."""
+    parts = photo_parts()
+    (mine,), earlier = prelude.records([part]), parts[:parts.index(part)]
+    fresh = all(prelude.records([p])[0].boot != mine.boot for p in earlier)
+    (model,) = mine.models
+    return model, prelude.before_sweep([model], True, earlier), mine.data_s + mine.compile_s, fresh
 
 
-def test_prelude_of_each_committed_photo_part_from_the_others_on_a_fresh_machine():
-    """The committed photo parts that began on a fresh machine (part 6's stopped rows did not: its
-    compile found part 4's cache) each predicted from the other parts' before.txt: within PART_ERROR where
-    another part compiled its model, else its compile said unpriced."""
-    fresh = [p for p in photo_parts() if not p.name.endswith("-stopped")]
-    assert len(fresh) >= 3
-    for part in fresh:
-        model, found, measured = prelude_predicted(part)
-        if found.unpriced:
+def test_prelude_of_each_committed_photo_part_as_before_its_lease():
+    """Each committed photo part's before.txt predicted from the parts that began before it: not at all for
+    the first, its compile said unpriced where no earlier part compiled its model on a fresh machine, and
+    within PART_ERROR where one had and it began on a fresh machine itself (part 6's stopped rows did not:
+    their compile found part 4's cache)."""
+    said = {"not predicted": 0, "unpriced": 0, "priced": 0}
+    for part in photo_parts():
+        model, found, measured, fresh = prelude_predicted(part)
+        if found.seconds is None:
+            said["not predicted"] += 1
+        elif found.unpriced:
             assert found.unpriced == [model]
-            assert not any(f"({model})" in (p / "before.txt").read_text() for p in photo_parts() if p != part)
-        else:
+            said["unpriced"] += 1
+        elif fresh:
             assert abs(found.seconds / measured - 1) <= PART_ERROR, (part.name, found.seconds, measured)
+            said["priced"] += 1
+    assert said["not predicted"] == 1 and said["priced"] >= 1, said
 
 
 def test_a_plan_past_the_lease_is_refused_naming_the_flag_that_lifts_it(monkeypatch):

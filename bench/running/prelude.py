@@ -4,13 +4,16 @@
 
 Before a sweep that script runs the checks, makes the data and records `nvidia-smi` (before.txt's first
 line: seconds since its start), then compiles every compiled model of the plan (or part) at once into
-inductor's cache (its second line: seconds since the start, naming the models). Predicted: the median of
-the first lines of the runs that read the same kind of data (photographs, or not: their rows beside
-before.txt say), plus the slowest of the plan's compiled models, each at the median of the compile times
-(second line less first) of the before.txt that name that model alone. A compiled model no before.txt
-names alone is not priced, and said. The committed before.txt record photo sets of 25,000 made on 16
-cores, the compile on a cold cache save one (a part run right after another on the same machine,
-results/2026-12-04-h200-photos-ladder/README.md): the median keeps such a one from moving the price much.
+inductor's cache (its second line: seconds since the start, naming the models). A run is known by its
+rows beside before.txt (or in sweep/, as that script leaves them): whether it read photographs (224 px,
+the photo set made first) or not (32 px), its machine's boot and its first row's time. Predicted, from
+the runs that read the plan's kind of data: the median of their first lines, plus the slowest of the
+plan's compiled models, each at the median of its compile times (second line less first) in the runs
+that compiled it alone and on a fresh machine (no earlier run of the same boot compiled it: a part run
+after another on one machine finds inductor's cache warm). A compiled model no such run compiled is not
+priced, and said; models compiled at once share the cores, so the slowest alone may read low. The data
+step is that of the photo set the runs made (PHOTOS in on-gpu.sh: 25,000 in the committed runs, on 16
+cores); a run whose rows say neither is not read.
 """
 from __future__ import annotations
 
@@ -26,8 +29,8 @@ COMPILE = re.compile(r"^the compile into inductor's cache \(([^)]*)\): (\d+) s s
 
 @dataclass
 class Prelude:
-    """Predicted seconds before the sweep (None where no before.txt was found), from `sources` files;
-    compiled models no file prices (`unpriced`)."""
+    """Predicted seconds before the sweep (None where no run of the plan's kind of data left a before.txt),
+    from `sources` before.txt; compiled models no fresh machine's before.txt prices (`unpriced`)."""
     seconds: float | None = None
     sources: int = 0
     unpriced: list[str] = field(default_factory=list)
@@ -37,39 +40,67 @@ class Prelude:
                 "nvidia-smi and each compiled model's compile into inductor's cache)"
         if self.seconds is None:
             return f"{where}: not predicted: no before.txt of an earlier run that read its kind of data (results/, OUT)"
-        notes = [f"from {self.sources} committed before.txt"]
+        notes = [f"from {self.sources} before.txt of earlier runs"]
         if self.unpriced:
-            notes.append(f"the compile of {', '.join(self.unpriced)} not priced: no before.txt names it alone")
+            notes.append(f"the compile of {', '.join(self.unpriced)} not priced: no fresh machine's before.txt "
+                         "has it alone")
         return f"{where}: {self.seconds / 60:.1f} min more ({'; '.join(notes)})"
 
 
-def reads_photographs(run: Path) -> bool:
-    """Whether the run in folder `run` (its rows beside before.txt, or in sweep/ as on-gpu.sh leaves
-    them) read a folder of photographs."""
-    for rows in (run / "results.csv", run / "sweep" / "results.csv"):
+@dataclass(frozen=True)
+class Before:
+    """One run's before.txt: its data step's seconds, the models it compiled and (where it compiled one)
+    that compile's seconds, and what its rows say of the run."""
+    data_s: float
+    models: tuple[str, ...]
+    compile_s: float | None
+    photographs: bool
+    boot: str
+    started: str
+
+
+def _run(folder: Path) -> tuple[bool, str, str] | None:
+    """(read photographs, boot id, first row's time) of the run in `folder`, None where its rows do not say."""
+    for rows in (folder / "results.csv", folder / "sweep" / "results.csv"):
         if rows.is_file():
             with rows.open(newline="", errors="replace") as f:
-                return any(row.get("data_source") == "imagefolder" for row in csv.DictReader(f))
-    return False
+                found = [r for r in csv.DictReader(f) if r.get("data_source") and r.get("boot_id") and r.get("timestamp")]
+            if found:
+                return (any(r["data_source"] == "imagefolder" for r in found), found[0]["boot_id"],
+                        min(r["timestamp"] for r in found))
+    return None
+
+
+def records(folders: list[Path]) -> list[Before]:
+    """Every before.txt of on-gpu.sh's form under `folders` whose run's rows say its data and machine."""
+    found = []
+    for path in sorted({p.resolve() for folder in folders if folder.is_dir() for p in folder.rglob("before.txt")}):
+        try:
+            text = path.read_text(errors="replace") if path.is_file() else ""
+        except OSError:
+            continue
+        first, compiled, run = DATA.search(text), COMPILE.search(text), _run(path.parent)
+        if not first or not run:   # another file of that name, or a run whose rows say nothing of it
+            continue
+        models = tuple(compiled.group(1).split()) if compiled else ()
+        alone = len(models) == 1   # several compiled at once: no model's own time
+        found.append(Before(float(first.group(1)), models,
+                            float(compiled.group(2)) - float(first.group(1)) if alone else None, *run))
+    return found
 
 
 def before_sweep(models: list[str], photographs: bool, folders: list[Path]) -> Prelude:
     """The prelude of a plan whose compiled models are `models` and that reads `photographs` (or not),
-    from every before.txt under `folders`."""
-    data: list[float] = []
-    compiles: dict[str, list[float]] = {}
-    for path in sorted({p.resolve() for folder in folders if folder.is_dir() for p in folder.rglob("before.txt")}):
-        text = path.read_text(errors="replace")
-        first = DATA.search(text)
-        if not first:   # not on-gpu.sh's (results/2026-12-02-tests holds others of that name)
-            continue
-        if reads_photographs(path.parent) == photographs:
-            data.append(float(first.group(1)))
-        compiled = COMPILE.search(text)
-        if compiled:   # several models compiled at once: a key no model matches
-            compiles.setdefault(compiled.group(1), []).append(float(compiled.group(2)) - float(first.group(1)))
-    if not data:
+    from the before.txt under `folders`."""
+    runs = [r for r in records(folders) if r.photographs == photographs]
+    if not runs:
         return Prelude()
+    compiles: dict[str, list[float]] = {}
+    for r in runs:
+        if r.compile_s is not None:
+            (model,) = r.models
+            if not any(o.boot == r.boot and o.started < r.started and model in o.models for o in runs):   # fresh
+                compiles.setdefault(model, []).append(r.compile_s)
     priced = [statistics.median(compiles[m]) for m in models if m in compiles]
-    return Prelude(statistics.median(data) + max(priced, default=0.0), len(data),
+    return Prelude(statistics.median(r.data_s for r in runs) + max(priced, default=0.0), len(runs),
                    [m for m in models if m not in compiles])

@@ -2,7 +2,7 @@
 PARTS, its formula): a part predicted from the runs that began before it, another run from all the
 others, less the first process's start (the rows' span does not hold it), against the time from the
 run's first row to its last; then what bench/plans/on-gpu.sh did before each photo part's sweep,
-predicted from the other parts' before.txt (`bench/running/prelude.py`), against its own.
+predicted from the parts that began before it (`bench/running/prelude.py`), against its own.
 
     python results/2026-12-04-h200-photos-ladder/estimate_errors.py > results/2026-12-04-h200-photos-ladder/ESTIMATE-ERRORS.md
 """
@@ -27,11 +27,13 @@ def main() -> None:
               f"{seconds / span - 1:+.0%} |")
     print("\n| part | before the sweep, predicted s | its before.txt s | error |\n|:--|--:|--:|--:|")
     for part in photo_parts():
-        model, found, measured = prelude_predicted(part)
-        said = f"{found.seconds:.0f}" + (f" (the compile of {model} unpriced)" if found.unpriced else "")
-        error = "" if found.unpriced else f"{found.seconds / measured - 1:+.0%}"
-        print(f"| {part.name} | {said} | {measured:.0f} | {error} |")
-
+        model, found, measured, fresh = prelude_predicted(part)
+        if found.seconds is None:
+            said, error = "not predicted (no earlier part)", ""
+        else:
+            said = f"{found.seconds:.0f}" + (f" (the compile of {model} unpriced)" if found.unpriced else "")
+            error = "" if found.unpriced else f"{round(100 * (found.seconds / measured - 1)):+d}%"
+        print(f"| {part.name}{'' if fresh else ' (not a fresh machine)'} | {said} | {measured:.0f} | {error} |")
 
 if __name__ == "__main__":
     main()
