@@ -148,6 +148,20 @@ class Stopping(Slow):
             yield torch.zeros(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64)
 
 
+class CutMidBatch(Slow):
+    """Ctrl-C while its third batch is being fetched; `fetched` gains each batch as it is handed over whole."""
+    name = "cut-mid-batch"
+    fetched: list = []
+
+    def _iterate(self):
+        for i in range(4):
+            if i == 2:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.5)   # the signal is handled here
+            CutMidBatch.fetched.append(i)
+            yield torch.zeros(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64)
+
+
 def run(tmp_path, root, *extra, command="compare", out="run") -> int:
     return cli.main([command, "--device", "cpu", "--processes", "1", "--data-root", str(root), "--max-samples", "64",
                      "--batch-size", "16", "--steps", "2", "--warmup", "0", "--repeats", "2", "--workers", "1",
@@ -805,6 +819,19 @@ def test_ctrl_c_during_stability_writes_the_epochs_measured(tmp_path, synthetic_
     said = "stopped by SIGINT after 2 of 4 epochs of `stopping` (not run: prefetch)"
     assert f"**Interrupted**: {said}." in (out / "STABILITY.md").read_text() and (out / "stability.png").exists()
     assert f"pipebench stability: {said}; the epochs measured are in {out}" in capsys.readouterr().err
+
+
+def test_ctrl_c_while_stability_fetches_a_batch_stops_once_the_batch_is_whole(tmp_path, synthetic_root, monkeypatch,
+                                                                             capsys):
+    """Issue 69's campaign, case 13: a stop raised while `stability` took a batch from a DataLoader worker cut the
+    worker's file-descriptor exchange, and the worker printed a BrokenPipeError traceback after the stop
+    message (results/2026-12-02-tests/ctrl-c-stability-mid-before.txt); each batch is taken whole first."""
+    monkeypatch.setitem(pipelines._REGISTRY, "cut-mid-batch", (__name__, "CutMidBatch"))
+    monkeypatch.setattr(CutMidBatch, "fetched", [])
+    assert cli.main(["stability", "--device", "cpu", "--pipelines", "cut-mid-batch", "--epochs", "2",
+                     "--max-samples", "64", "--data-root", str(synthetic_root), "--out", str(tmp_path / "s")]) == 130
+    assert CutMidBatch.fetched == [0, 1, 2]
+    assert "stopped by SIGINT after 0 of 2 epochs of `cut-mid-batch`" in capsys.readouterr().err
 
 
 def test_stability_counts_the_workers_a_forkserver_started(synthetic_root):

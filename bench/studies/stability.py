@@ -11,11 +11,14 @@ the pass. Stopped early (Ctrl-C), it writes the epochs measured and says where i
 Rows come from `measure` as each epoch ends (`harness.Touch` reads each batch; the device is
 synchronized around every epoch), so an interrupted run keeps every epoch it finished. Each epoch's
 iterator starts, up to its first batch, with Ctrl-C held back (`interrupts.deferred`), as the harness
-starts its own: a stop never leaves a DataLoader's workers half started.
+starts its own: a stop never leaves a DataLoader's workers half started. So is each later batch's
+fetch: a stop raised while this process took a batch's tensors from a worker (a file descriptor
+passed over a connection the worker serves) cut that exchange, and the worker printed a
+`BrokenPipeError` traceback after the stop message (7 of 15 stops 12 s into a run:
+results/2026-12-02-tests/ctrl-c-stability-mid-before.txt).
 """
 from __future__ import annotations
 
-import itertools
 import os
 import time
 from pathlib import Path
@@ -57,10 +60,12 @@ def measure(name: str, config: PipelineConfig, epochs: int) -> Iterator[dict]:
             start, images = time.perf_counter(), 0
             with interrupts.deferred():   # the epoch's iterator whole, up to its first batch, before a stop
                 batches = iter(pipeline)
-                first = next(batches, None)
-            for x, y in itertools.chain([] if first is None else [first], batches):
-                touch(x, y)
-                images += len(y)
+                batch = next(batches, None)
+            while batch is not None:
+                touch(*batch)
+                images += len(batch[1])
+                with interrupts.deferred():   # each batch whole, before a stop (module docstring)
+                    batch = next(batches, None)
             harness.sync(device)
             seconds = time.perf_counter() - start
             kids = machine.descendants(os.getpid())
