@@ -270,21 +270,21 @@ def _before(folder: Path, data_s: int, compiled: str | None, compile_s: int = 10
 def test_prelude_is_the_median_data_step_of_the_same_kind_of_data_plus_the_slowest_compiled_model(tmp_path):
     """Issue 70: what bench/plans/on-gpu.sh does before a sweep (the data, the compile into inductor's cache)
     is priced from the before.txt it left beside earlier runs: the data step only from runs that read the
-    same kind of data, each compiled model from the runs that compiled it alone on a fresh machine (models
+    same kind of data on a fresh machine, each compiled model from those that compiled it alone (models
     compile at once: the slowest counts), a model none did said; other files named before.txt, and runs
     whose rows do not say their data, are not read."""
     _before(tmp_path / "a", 40, "m1")
     _before(tmp_path / "b", 60, "m2", compile_s=70)
     _before(tmp_path / "c", 200, "m1 m2", compile_s=300)   # two models at once: no model's own time
     _before(tmp_path / "f", 50, "m1", compile_s=130)
-    _before(tmp_path / "g", 55, "m1", compile_s=10, boot="f", started="2026-12-02T00:00:00+00:00")   # f's cache
+    _before(tmp_path / "g", 1, "m1", compile_s=10, boot="f", started="2026-12-02T00:00:00+00:00")   # after f
     _before(tmp_path / "d", 5, None, source="synthetic-seed0")   # 32 px: not a photo plan's data step
     (tmp_path / "e").mkdir()
     (tmp_path / "e" / "before.txt").write_text("the checks, the data and nvidia-smi: 1 s since the start\n")  # no rows
     (tmp_path / "h" / "before.txt").mkdir(parents=True)   # a folder of that name
     found = prelude.before_sweep(["m1", "m2", "m3"], True, [tmp_path, tmp_path / "a"])   # each file once
-    assert (found.seconds, found.sources, found.unpriced) == (55 + 115, 5, ["m3"])   # medians: 40..200, (100, 130)
-    assert "2.8 min more (from 5 before.txt of earlier runs; the compile of m3 not priced" in found.text()
+    assert (found.seconds, found.sources, found.unpriced) == (55 + 115, 4, ["m3"])   # medians: 40..200, (100, 130)
+    assert "2.8 min more (from 4 before.txt of earlier runs; the compile of m3 not priced" in found.text()
     assert prelude.before_sweep([], False, [tmp_path]).seconds == 5
     assert "not predicted" in prelude.before_sweep(["m1"], False, [tmp_path / "a"]).text()
 
@@ -302,9 +302,8 @@ def prelude_predicted(part: Path) -> tuple[str, prelude.Prelude, float, bool]:
     parts that began before it, the seconds its before.txt says it took, whether it began on a fresh machine)."""
     parts = photo_parts()
     (mine,), earlier = prelude.records([part]), parts[:parts.index(part)]
-    fresh = all(prelude.records([p])[0].boot != mine.boot for p in earlier)
-    (model,) = mine.models
-    return model, prelude.before_sweep([model], True, earlier), mine.data_s + mine.compile_s, fresh
+    return mine.compiled, prelude.before_sweep([mine.compiled], True, earlier), mine.data_s + mine.compile_s, \
+        prelude.fresh(mine, prelude.records(earlier))
 
 
 def test_prelude_of_each_committed_photo_part_as_before_its_lease():

@@ -6,14 +6,14 @@ Before a sweep that script runs the checks, makes the data and records `nvidia-s
 line: seconds since its start), then compiles every compiled model of the plan (or part) at once into
 inductor's cache (its second line: seconds since the start, naming the models). A run is known by its
 rows beside before.txt (or in sweep/, as that script leaves them): whether it read photographs (224 px,
-the photo set made first) or not (32 px), its machine's boot and its first row's time. Predicted, from
-the runs that read the plan's kind of data: the median of their first lines, plus the slowest of the
-plan's compiled models, each at the median of its compile times (second line less first) in the runs
-that compiled it alone and on a fresh machine (no earlier run of the same boot compiled it: a part run
-after another on one machine finds inductor's cache warm). A compiled model no such run compiled is not
-priced, and said; models compiled at once share the cores, so the slowest alone may read low. The data
-step is that of the photo set the runs made (PHOTOS in on-gpu.sh: 25,000 in the committed runs, on 16
-cores); a run whose rows say neither is not read.
+the photo set made first) or not (32 px), its machine's boot and its first row's time; a run whose rows
+do not say these is not read. Only runs on a fresh machine count (`fresh`: no earlier run of the same
+boot; a part run after another on one machine finds inductor's cache warm and the sources cached).
+Predicted, from the fresh runs that read the plan's kind of data: the median of their first lines, plus
+the slowest of the plan's compiled models, each at the median of its compile times (second line less
+first) in the runs that compiled it alone. A compiled model no such run compiled is not priced, and
+said; models compiled at once share the cores, so the slowest alone may read low. The data step is that
+of the photo set the runs made (PHOTOS in on-gpu.sh: 25,000 in the committed runs, on 16 cores).
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ COMPILE = re.compile(r"^the compile into inductor's cache \(([^)]*)\): (\d+) s s
 
 @dataclass
 class Prelude:
-    """Predicted seconds before the sweep (None where no run of the plan's kind of data left a before.txt),
-    from `sources` before.txt; compiled models no fresh machine's before.txt prices (`unpriced`)."""
+    """Predicted seconds before the sweep (None where no fresh run of the plan's kind of data left a
+    before.txt), from `sources` before.txt; compiled models none of them prices (`unpriced`)."""
     seconds: float | None = None
     sources: int = 0
     unpriced: list[str] = field(default_factory=list)
@@ -49,10 +49,10 @@ class Prelude:
 
 @dataclass(frozen=True)
 class Before:
-    """One run's before.txt: its data step's seconds, the models it compiled and (where it compiled one)
-    that compile's seconds, and what its rows say of the run."""
+    """One run's before.txt: its data step's seconds, the model it compiled alone and that compile's
+    seconds (None where it compiled none, or several at once), and what its rows say of the run."""
     data_s: float
-    models: tuple[str, ...]
+    compiled: str | None
     compile_s: float | None
     photographs: bool
     boot: str
@@ -76,31 +76,34 @@ def records(folders: list[Path]) -> list[Before]:
     found = []
     for path in sorted({p.resolve() for folder in folders if folder.is_dir() for p in folder.rglob("before.txt")}):
         try:
-            text = path.read_text(errors="replace") if path.is_file() else ""
-        except OSError:
+            text = path.read_text(errors="replace")
+        except OSError:   # a folder of that name, or unreadable
             continue
         first, compiled, run = DATA.search(text), COMPILE.search(text), _run(path.parent)
         if not first or not run:   # another file of that name, or a run whose rows say nothing of it
             continue
-        models = tuple(compiled.group(1).split()) if compiled else ()
-        alone = len(models) == 1   # several compiled at once: no model's own time
-        found.append(Before(float(first.group(1)), models,
+        alone = compiled and len(compiled.group(1).split()) == 1   # several compiled at once: no model's own time
+        found.append(Before(float(first.group(1)), compiled.group(1) if alone else None,
                             float(compiled.group(2)) - float(first.group(1)) if alone else None, *run))
     return found
+
+
+def fresh(run: Before, runs: list[Before]) -> bool:
+    """Whether `run` began on a fresh machine: no run of `runs` began earlier on the same boot."""
+    return not any(o.boot == run.boot and o.started < run.started for o in runs)
 
 
 def before_sweep(models: list[str], photographs: bool, folders: list[Path]) -> Prelude:
     """The prelude of a plan whose compiled models are `models` and that reads `photographs` (or not),
     from the before.txt under `folders`."""
-    runs = [r for r in records(folders) if r.photographs == photographs]
+    every = records(folders)
+    runs = [r for r in every if r.photographs == photographs and fresh(r, every)]
     if not runs:
         return Prelude()
     compiles: dict[str, list[float]] = {}
     for r in runs:
-        if r.compile_s is not None:
-            (model,) = r.models
-            if not any(o.boot == r.boot and o.started < r.started and model in o.models for o in runs):   # fresh
-                compiles.setdefault(model, []).append(r.compile_s)
+        if r.compiled:
+            compiles.setdefault(r.compiled, []).append(r.compile_s)
     priced = [statistics.median(compiles[m]) for m in models if m in compiles]
     return Prelude(statistics.median(r.data_s for r in runs) + max(priced, default=0.0), len(runs),
                    [m for m in models if m not in compiles])

@@ -13,9 +13,10 @@ synchronized around every epoch), so an interrupted run keeps every epoch it fin
 iterator starts, up to its first batch, with Ctrl-C held back (`interrupts.deferred`), as the harness
 starts its own: a stop never leaves a DataLoader's workers half started. So is each later batch's
 fetch: a stop raised while this process took a batch's tensors from a worker (a file descriptor
-passed over a connection the worker serves) cut that exchange, and the worker printed a
-`BrokenPipeError` traceback after the stop message (7 of 15 stops 12 s into a run:
-results/2026-12-02-tests/ctrl-c-stability-mid-before.txt).
+passed over a connection a thread of the worker serves) cut that exchange, and a traceback (one kept
+whole: that thread's `BrokenPipeError`) came before the stop message in 7 of 15 stops 12 s into a run
+(results/2026-12-02-tests/ctrl-c-stability-mid-before.txt). A fetch that never returns still stops on
+one Ctrl-C, after `interrupts.HOLD_S`; a second Ctrl-C stops it at once.
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from pipelines.contract import resolve_device  # noqa: E402
 
 from ..measuring import harness, interrupts, machine  # noqa: E402
 
+END = object()   # an epoch's iterator is exhausted
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -60,12 +62,13 @@ def measure(name: str, config: PipelineConfig, epochs: int) -> Iterator[dict]:
             start, images = time.perf_counter(), 0
             with interrupts.deferred():   # the epoch's iterator whole, up to its first batch, before a stop
                 batches = iter(pipeline)
-                batch = next(batches, None)
-            while batch is not None:
-                touch(*batch)
-                images += len(batch[1])
+                batch = next(batches, END)
+            while batch is not END:
+                x, y = batch
+                touch(x, y)
+                images += len(y)
                 with interrupts.deferred():   # each batch whole, before a stop (module docstring)
-                    batch = next(batches, None)
+                    batch = next(batches, END)
             harness.sync(device)
             seconds = time.perf_counter() - start
             kids = machine.descendants(os.getpid())

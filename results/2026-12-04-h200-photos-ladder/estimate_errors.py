@@ -35,5 +35,6 @@ def main() -> None:
             error = "" if found.unpriced else f"{round(100 * (found.seconds / measured - 1)):+d}%"
         print(f"| {part.name}{'' if fresh else ' (not a fresh machine)'} | {said} | {measured:.0f} | {error} |")
 
+
 if __name__ == "__main__":
     main()
