@@ -263,8 +263,9 @@ def _before(folder: Path, data_s: int, compiled: str | None, compile_s: int = 10
     lines = [f"the checks, the data and nvidia-smi: {data_s} s since the start"]
     lines += [f"the compile into inductor's cache ({compiled}): {data_s + compile_s} s since the start"] if compiled else []
     (folder / "before.txt").write_text("\n".join(lines) + "\n")
-    pd.DataFrame([{"data_source": source, "boot_id": boot or folder.name, "timestamp": started, "status": "ok"}]) \
-        .to_csv(folder / "sweep" / "results.csv", index=False)
+    pd.DataFrame([{"run_id": folder.name, "pipeline": "resident", "mode": "loader", "status": "ok", "img_per_s": 1.0,
+                   "image_size": 224, "seconds": 1.0, "data_source": source,
+                   "boot_id": boot or folder.name, "timestamp": started}]).to_csv(folder / "sweep" / "results.csv", index=False)
 
 
 def test_prelude_is_the_median_data_step_of_the_same_kind_of_data_plus_the_slowest_compiled_model(tmp_path):

@@ -6,8 +6,8 @@ Before a sweep that script runs the checks, makes the data and records `nvidia-s
 line: seconds since its start), then compiles every compiled model of the plan (or part) at once into
 inductor's cache (its second line: seconds since the start, naming the models). A run is known by its
 rows beside before.txt (or in sweep/, as that script leaves them): whether it read photographs (224 px,
-the photo set made first) or not (32 px), its machine's boot and its first row's time; a run whose rows
-do not say these is not read. Only runs on a fresh machine count (`fresh`: no earlier run of the same
+the photo set made first) or not (32 px), its machine (boot) and its first row's time, read as the report
+reads them (`bench.report.analysis.load`); a run whose rows do not say these is not read. Only runs on a fresh machine count (`fresh`: no earlier run of the same
 boot; a part run after another on one machine finds inductor's cache warm and the sources cached).
 Predicted, from the fresh runs that read the plan's kind of data: the median of their first lines, plus
 the slowest of the plan's compiled models, each at the median of its compile times (second line less
@@ -39,7 +39,8 @@ class Prelude:
         where = "before the sweep, on a fresh machine (bench/plans/on-gpu.sh: the checks, the data, " \
                 "nvidia-smi and each compiled model's compile into inductor's cache)"
         if self.seconds is None:
-            return f"{where}: not predicted: no before.txt of an earlier run that read its kind of data (results/, OUT)"
+            return f"{where}: not predicted: no before.txt of an earlier run on a fresh machine that read its kind " \
+                   "of data (results/, OUT)"
         notes = [f"from {self.sources} before.txt of earlier runs"]
         if self.unpriced:
             notes.append(f"the compile of {', '.join(self.unpriced)} not priced: no fresh machine's before.txt "
@@ -60,14 +61,16 @@ class Before:
 
 
 def _run(folder: Path) -> tuple[bool, str, str] | None:
-    """(read photographs, boot id, first row's time) of the run in `folder`, None where its rows do not say."""
+    """(read photographs, machine, first row's time) of the run in `folder`, its rows read as the report
+    reads them (`machine`: the boot id, else the host); None where it has no readable rows."""
+    from ..report.analysis import load
     for rows in (folder / "results.csv", folder / "sweep" / "results.csv"):
-        if rows.is_file():
-            with rows.open(newline="", errors="replace") as f:
-                found = [r for r in csv.DictReader(f) if r.get("data_source") and r.get("boot_id") and r.get("timestamp")]
-            if found:
-                return (any(r["data_source"] == "imagefolder" for r in found), found[0]["boot_id"],
-                        min(r["timestamp"] for r in found))
+        try:
+            df = load([rows]) if rows.is_file() else None
+        except ValueError:   # not pipebench's rows, or damaged
+            df = None
+        if df is not None and not df.empty and df.machine.ne("").all() and df.timestamp.ne("").all():
+            return bool(df.data_source.eq("imagefolder").any()), df.machine.iloc[0], df.timestamp.min()
     return None
 
 
