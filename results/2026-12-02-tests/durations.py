@@ -1,14 +1,15 @@
 """Seconds of test time per test file, from a `pytest --durations=0` log (setup, call and teardown of every
-test summed; under xdist the two workers' times, about twice the wall time):
+test summed; under xdist the two workers' times, about twice the wall time), from the log as committed (gzip):
 
-    python results/2026-12-02-tests/durations.py results/2026-12-02-tests/durations-ce1747d.txt
+    python results/2026-12-02-tests/durations.py results/2026-12-02-tests/durations-ce1747d.txt.gz
 """
 import collections
+import gzip
 import re
 import sys
 
 per_file = collections.Counter()
-for line in open(sys.argv[1]):
+for line in (gzip.open(sys.argv[1], "rt") if sys.argv[1].endswith(".gz") else open(sys.argv[1])):
     found = re.match(r"([\d.]+)s (?:setup|call|teardown)\s+(tests/\S+?)::", line)
     if found:
         per_file[found.group(2)] += float(found.group(1))

@@ -2,14 +2,15 @@
 Python process it starts included, grouped by what each process is.
 
     py-spy record -r 25 -f raw -o RAW --subprocesses -- python -m pytest -n auto --dist worksteal -q -p no:cacheprovider
-    python results/2026-12-02-tests/suite_profile.py reduce RAW > REDUCED.tsv   # a line per (process, test, what)
-    python results/2026-12-02-tests/suite_profile.py summary REDUCED.tsv
+    python results/2026-12-02-tests/suite_profile.py reduce RAW | gzip -9n > REDUCED.tsv.gz   # a line per (process, test, what)
+    python results/2026-12-02-tests/suite_profile.py summary REDUCED.tsv.gz
 
 A sample is a thread py-spy found running (its default: idle threads left out), 25 a second; a
 thread waiting inside C code may still count. `reduce` keeps, per sample stack: the process (pid),
 its kind (from its command line and stacks), the test it ran under (xdist workers), and whether it
 was importing a module and whether torch's own import."""
 import collections
+import gzip
 import re
 import sys
 
@@ -61,7 +62,8 @@ def reduce(path: str) -> None:
 
 
 def summary(path: str, top: int = 15) -> None:
-    rows = [line.rstrip("\n").split("\t") for line in open(path)][1:]
+    lines = gzip.open(path, "rt") if path.endswith(".gz") else open(path)
+    rows = [line.rstrip("\n").split("\t") for line in lines][1:]
     total = sum(int(r[5]) for r in rows)
     by_kind = collections.defaultdict(lambda: [0, 0, set(), set()])
     tests: collections.Counter = collections.Counter()
