@@ -6,6 +6,7 @@ windows are sized as the harness sizes them; `--estimate` prints and runs nothin
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from pathlib import Path
 
@@ -293,16 +294,18 @@ def test_prelude_is_the_median_data_step_of_the_same_kind_of_data_plus_the_slowe
 LADDER = ROOT / "results" / "2026-12-04-h200-photos-ladder"
 
 
-def photo_parts() -> list[Path]:
-    """The photo ladder's committed parts with on-gpu.sh's before.txt, in the order they began."""
-    return sorted((p.parent for p in LADDER.glob("part*of6*/before.txt")), key=lambda p: prelude.records([p])[0].started)
+@functools.cache
+def photo_parts() -> tuple[Path, ...]:
+    """The photo ladder's committed parts with on-gpu.sh's before.txt, in the order they began (read once)."""
+    return tuple(sorted((p.parent for p in LADDER.glob("part*of6*/before.txt")),
+                        key=lambda p: prelude.records([p])[0].started))
 
 
 def prelude_predicted(part: Path) -> tuple[str, prelude.Prelude, float, bool]:
     """(the model `part` compiled, its prelude predicted as `--estimate` would have before its lease: from the
     parts that began before it, the seconds its before.txt says it took, whether it began on a fresh machine)."""
     parts = photo_parts()
-    (mine,), earlier = prelude.records([part]), parts[:parts.index(part)]
+    (mine,), earlier = prelude.records([part]), list(parts[:parts.index(part)])
     return mine.compiled, prelude.before_sweep([mine.compiled], True, earlier), mine.data_s + mine.compile_s, \
         prelude.fresh(mine, prelude.records(earlier))
 

@@ -7,8 +7,9 @@ line: seconds since its start), then compiles every compiled model of the plan (
 inductor's cache (its second line: seconds since the start, naming the models). A run is known by its
 rows beside before.txt (or in sweep/, as that script leaves them): whether it read photographs (224 px,
 the photo set made first) or not (32 px), its machine (boot) and its first row's time, read as the report
-reads them (`bench.report.analysis.load`); a run whose rows do not say these is not read. Only runs on a fresh machine count (`fresh`: no earlier run of the same
-boot; a part run after another on one machine finds inductor's cache warm and the sources cached).
+reads them (`bench.report.analysis.load`); a run whose rows do not say these is not read. Only runs on
+a fresh machine count (`fresh`: no earlier run of the same boot; a part run after another on one machine
+finds inductor's cache warm and the sources cached).
 Predicted, from the fresh runs that read the plan's kind of data: the median of their first lines, plus
 the slowest of the plan's compiled models, each at the median of its compile times (second line less
 first) in the runs that compiled it alone. A compiled model no such run compiled is not priced, and
@@ -17,7 +18,6 @@ of the photo set the runs made (PHOTOS in on-gpu.sh: 25,000 in the committed run
 """
 from __future__ import annotations
 
-import csv
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -82,8 +82,9 @@ def records(folders: list[Path]) -> list[Before]:
             text = path.read_text(errors="replace")
         except OSError:   # a folder of that name, or unreadable
             continue
-        first, compiled, run = DATA.search(text), COMPILE.search(text), _run(path.parent)
-        if not first or not run:   # another file of that name, or a run whose rows say nothing of it
+        first, compiled = DATA.search(text), COMPILE.search(text)
+        run = _run(path.parent) if first else None   # another file of that name: its folder's rows not read
+        if not run:   # that, or a run whose rows say nothing of it
             continue
         alone = compiled and len(compiled.group(1).split()) == 1   # several compiled at once: no model's own time
         found.append(Before(float(first.group(1)), compiled.group(1) if alone else None,
