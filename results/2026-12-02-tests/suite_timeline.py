@@ -83,11 +83,11 @@ def summary(path: str) -> None:
     print(f"{begun[0]:7.2f}  the first test began (its worker had collected every test)")
     print(f"{begun[-1]:7.2f}  the last worker's first test began")
     print(f"{ended:7.2f}  the last test ended")
-    print(f"{max(last[w]['exit'] for w in workers):7.2f}  the last worker exited (its temporary folder removed)")
     counted = last['main']['session end'] - first['main']['counting files']
     print(f"{last['main']['session end']:7.2f}  the controller's session ended: {int(files[1]):,} files, "
           f"{int(files[3]) / 2**30:.1f} GiB in the run's temporary folder (counted by this plugin in {counted:.1f} s), "
-          "then removed")
+          "removed before the controller exits")
+    print(f"{max(last[w]['exit'] for w in workers):7.2f}  the last worker exited (its temporary folder removed)")
     print(f"{last['main']['exit']:7.2f}  the controller exited")
     print("# per worker: seconds in tests, between tests, tests")
     for w in workers:
