@@ -8,7 +8,7 @@ children's reaped meanwhile, from getrusage before and after it) and wall second
 
 A child's CPU lands on the test during which it is reaped: a forkserver's whole life on the test that
 ends it, or on none where it outlives the worker's last test."""
-import gzip
+import fileinput
 import os
 import resource
 import sys
@@ -36,15 +36,11 @@ def pytest_runtest_protocol(item, nextitem):
         f.write(f"{after[0] - before[0]:.2f} {after[1] - before[1]:.2f} {time.monotonic() - start:.2f} {item.nodeid}\n")
 
 
-def _lines(path: str):
-    """The lines of `path`, gzip-compressed where its name ends in .gz (as committed)."""
-    return gzip.open(path, "rt") if path.endswith(".gz") else open(path)
-
-
 def summary(path: str) -> None:
     """Totals, the TOP tests of most CPU, and CPU per test file, of the plugin's lines in `path`."""
+    lines = fileinput.hook_compressed(path, "r")   # gzip-compressed where its name ends in .gz
     tests = [(float(own), float(children), float(wall), test)
-             for own, children, wall, test in (line.split(maxsplit=3) for line in _lines(path) if line.strip())]
+             for own, children, wall, test in (line.split(maxsplit=3) for line in lines if line.strip())]
     own, children = sum(t[0] for t in tests), sum(t[1] for t in tests)
     print(f"# {len(tests)} tests: {own + children:.0f} s CPU (own {own:.0f}, children {children:.0f}), "
           f"{sum(t[2] for t in tests):.0f} s wall summed over the workers")

@@ -4,12 +4,12 @@ test summed; under xdist the two workers' times, about twice the wall time), fro
     python results/2026-12-02-tests/durations.py results/2026-12-02-tests/durations-ce1747d.txt.gz
 """
 import collections
-import gzip
+import fileinput
 import re
 import sys
 
 per_file = collections.Counter()
-for line in (gzip.open(sys.argv[1], "rt") if sys.argv[1].endswith(".gz") else open(sys.argv[1])):
+for line in fileinput.hook_compressed(sys.argv[1], "r"):   # gzip-compressed where its name ends in .gz
     found = re.match(r"([\d.]+)s (?:setup|call|teardown)\s+(tests/\S+?)::", line)
     if found:
         per_file[found.group(2)] += float(found.group(1))

@@ -10,7 +10,7 @@ thread waiting inside C code may still count. `reduce` keeps, per sample stack: 
 its kind (from its command line and stacks), the test it ran under (xdist workers), and whether it
 was importing a module and whether torch's own import."""
 import collections
-import gzip
+import fileinput
 import re
 import sys
 
@@ -62,7 +62,7 @@ def reduce(path: str) -> None:
 
 
 def summary(path: str, top: int = 15) -> None:
-    lines = gzip.open(path, "rt") if path.endswith(".gz") else open(path)
+    lines = fileinput.hook_compressed(path, "r")   # gzip-compressed where its name ends in .gz
     rows = [line.rstrip("\n").split("\t") for line in lines][1:]
     total = sum(int(r[5]) for r in rows)
     by_kind = collections.defaultdict(lambda: [0, 0, set(), set()])

@@ -9,7 +9,7 @@ temporary folder) how many files and bytes that folder holds; as a script: the s
     cat /tmp/timeline/*.txt | gzip -9n > RAW.gz; python results/2026-12-02-tests/suite_timeline.py RAW.gz
 """
 import atexit
-import gzip
+import fileinput
 import os
 import sys
 import time
@@ -58,14 +58,10 @@ def pytest_sessionfinish(session):
     _log("session end")
 
 
-def _lines(path: str):
-    return gzip.open(path, "rt") if path.endswith(".gz") else open(path)
-
-
 def summary(path: str) -> None:
     """The phases of the run, and per worker its time in tests and between them."""
     events = defaultdict(list)
-    for line in _lines(path):
+    for line in fileinput.hook_compressed(path, "r"):   # gzip-compressed where its name ends in .gz
         t, who, what = line.rstrip("\n").split(" ", 2)
         events[who].append((float(t), what))
     first = {who: dict((what, t) for t, what in reversed(e)) for who, e in events.items()}   # first time of each
