@@ -28,8 +28,9 @@ def _log(what: str) -> None:
         f.write(f"{time.time() - T0:.2f} {WHO} {what}\n")
 
 
-_log("started")
-atexit.register(_log, "exit")
+if __name__ != "__main__":   # loaded as the plugin (run as the summary script, it logs nothing)
+    _log("started")
+    atexit.register(_log, "exit")
 
 
 def pytest_configure(config):
