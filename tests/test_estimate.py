@@ -31,8 +31,8 @@ PART_ERROR = 0.20   # a part of a plan made to fit a lease (issue 70)
 # among PARTS: their harness spent more time outside the windows than 68228c8's, while the time outside is priced
 # from the newest runs (RECENT), all made after that cut since ladder-v2's part 4 (they read 21 % low).
 RUNS = ["2026-12-02-h200-lanes", "2026-12-02-h200-null-step", "2026-12-02-h200-gpu-decode", "2026-11-27-h100-ladder",
-        "2026-11-27-h100-photos-best", "2026-12-02-cpu-first-command", "2026-12-03-h200-ladder/part1of7",
-        "2026-12-03-h200-ladder/part2of7"]
+        "2026-11-27-h100-photos-best", "2026-12-02-cpu-first-command", "2026-12-05-cpu-first-command",
+        "2026-12-03-h200-ladder/part1of7", "2026-12-03-h200-ladder/part2of7"]
 # the ladders' parts at the harness of 68228c8 (issue 70's plans made to fit a lease): the 32-px ladder's, the photo
 # ladder's (one cell, 3 processes, each)
 PARTS = ["2026-12-03-h200-ladder-v2/part1of7", "2026-12-03-h200-ladder-v2/part2of7",

@@ -1086,7 +1086,8 @@ def test_a_whole_number_read_back_as_a_float_is_labelled_as_an_integer(tmp_path)
 @pytest.mark.parametrize("folder", ["results/2026-11-26-h100-instrument-2", "results/2026-11-26-cpu-first-command",
                                     "results/2026-11-27-h100-ladder",
                                     "results/2026-11-27-h100-photos-ladder", "results/2026-11-27-h100-photos-epochs",
-                                    "results/2026-11-27-h100-photos-epochs-2", "results/2026-11-27-h100-photos-best"])
+                                    "results/2026-11-27-h100-photos-epochs-2", "results/2026-11-27-h100-photos-best",
+                                    "results/2026-12-05-cpu-first-command"])
 def test_committed_reports_regenerate_byte_identical(tmp_path, monkeypatch, folder):
     """The committed report of a run, made again from its committed rows by the code of today: the
     same bytes (a refactoring of the report changes no word and no number). Plots are left out:
