@@ -29,6 +29,15 @@ PHOTO_READERS = ["tvjpeg", "torchcodec", "nvimgcodec"]
 NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def nested_tensor_notice_taken():
+    """`kernels.resized_crops` pads through torch's nested tensors, a prototype API that warns once per
+    process; every pipeline that resizes photographs takes that warning silenced as it is built
+    (`kernels.warm_padded`), and so do these tests, which call the kernel directly: the suite printed
+    the notice wherever one of them was a worker's first resize."""
+    kernels.warm_padded()
+
+
 def per_image(images: list[torch.Tensor], boxes: torch.Tensor, size: int) -> torch.Tensor:
     """The reference: each box cut, resized with `interpolate(antialias=True)` (PIL's filter),
     mirrored, rounded: B x size x size x 3 uint8."""
