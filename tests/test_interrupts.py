@@ -48,6 +48,23 @@ def test_a_signal_is_held_back_no_longer_than_hold_s(monkeypatch):
     assert stop.value.exit_code == 143 and time.monotonic() - t0 < 10
 
 
+def test_a_signal_the_process_inherited_ignored_stays_ignored_and_the_other_still_stops_it():
+    """A run started as a background job of a script (SIGINT ignored) goes on past the Ctrl-C meant for
+    the foreground job, as Python leaves such a process; SIGTERM still stops it."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with pytest.raises(interrupts.Interrupted) as stop:
+            with interrupts.signals_as_interrupts():
+                assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)   # a handler runs between bytecodes: here, had one been installed
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)
+        assert stop.value.exit_code == 143 and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_without_the_handler_deferred_changes_nothing():
     # Python's own SIGINT handler, whatever an earlier test of the session left installed: in the full
     # suite one left a SIGINT that raised nothing here (which one is not yet known)

@@ -62,8 +62,11 @@ def _in_finalizer(frame) -> bool:
 
 @contextlib.contextmanager
 def signals_as_interrupts():
-    """SIGTERM and SIGINT raise Interrupted in the main thread for the duration of the block."""
-    saved = {s: signal.signal(s, _handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    """SIGTERM and SIGINT raise Interrupted in the main thread for the duration of the block; one this
+    process inherited ignored stays ignored (a background job of a script, `nohup`: the Ctrl-C meant for
+    the foreground job does not stop it), as Python itself leaves it."""
+    saved = {s: signal.signal(s, _handler) for s in (signal.SIGINT, signal.SIGTERM)
+             if signal.getsignal(s) is not signal.SIG_IGN}
     try:
         yield
     finally:
