@@ -27,6 +27,15 @@ two threads each oversubscribe two cores. On the 2-core machine the suite took 4
 on one thread, 423 s with a third worker (results/2026-12-02-tests/README.md, "Suite time").
 PYTEST_XDIST_AUTO_NUM_WORKERS, where set, still chooses the count.
 
+Each worker's OpenMP threads sleep between parallel regions (`OMP_WAIT_POLICY=PASSIVE`, set before torch
+loads the OpenMP runtime, unless set already), as in every pipebench process (bench/__init__.py sets it
+before torch loads; here `pipelines`, imported below, loads torch first, so bench's setting came too
+late for the workers and only reached the processes they start). A configuration run in a worker
+(`--no-isolate`, the harness called directly) uses two threads on this 2-core machine (its default
+budget); spinning beside two other workers' processes, its steps took several times as long:
+tests/test_budget.py's `--no-isolate` answer run 23.5 s beside two busy processes, 9.5 s with them
+sleeping (3.7 s on an idle machine either way).
+
 A test that allows a process a fixed time to start or end takes it from `allowance`: the time set on
 an idle machine, scaled by how much slower than that a Python process importing torch starts in this
 session (`startup_s`), so the suite passes on a loaded machine (issue 69).
@@ -45,6 +54,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")   # before numpy and torch are imported (module docstring)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # likewise (module docstring)
 
 import numpy as np
 import pytest
