@@ -32,9 +32,9 @@ loads the OpenMP runtime, unless set already), as in every pipebench process (be
 before torch loads; here `pipelines`, imported below, loads torch first, so bench's setting came too
 late for the workers and only reached the processes they start). A configuration run in a worker
 (`--no-isolate`, the harness called directly) uses two threads on this 2-core machine (its default
-budget); spinning beside two other workers' processes, its steps took several times as long:
-tests/test_budget.py's `--no-isolate` answer run 23.5 s beside two busy processes, 9.5 s with them
-sleeping (3.7 s on an idle machine either way).
+budget); spinning beside two other processes, its steps took about twice as long: tests/test_budget.py's
+`--no-isolate` answer run 21.6-24.4 s beside two busy loops before, 10.6-13.9 s after, 3 runs each
+(results/2026-12-02-tests/omp-wait-policy.txt, by omp-wait-policy.sh there).
 
 A test that allows a process a fixed time to start or end takes it from `allowance`: the time set on
 an idle machine, scaled by how much slower than that a Python process importing torch starts in this
