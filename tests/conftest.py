@@ -22,7 +22,8 @@ test_bench.py's and test_runner.py's time. Nothing a test makes is frozen.
 The suite runs one xdist worker more than there are cores (`pytest_xdist_auto_num_workers`): two
 workers kept two cores busy only 84 % of the time (the rest waiting on a process a test started, a
 timeout, a sleep it needs). Each worker, and every process it starts, runs torch's CPU ops on one
-thread (`OMP_NUM_THREADS=1`, set before torch is first imported, unless set already): two workers of
+thread by default (`OMP_NUM_THREADS=1`, set before torch is first imported, unless set already; a
+configuration sets its CPU budget's count, below): two workers of
 two threads each oversubscribe two cores. On the 2-core machine the suite took 499 s as it was, 468 s
 on one thread, 423 s with a third worker (results/2026-12-02-tests/README.md, "Suite time").
 PYTEST_XDIST_AUTO_NUM_WORKERS, where set, still chooses the count.

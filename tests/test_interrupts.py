@@ -51,7 +51,7 @@ def test_a_signal_is_held_back_no_longer_than_hold_s(monkeypatch):
 def test_a_signal_the_process_inherited_ignored_stays_ignored_and_the_other_still_stops_it():
     """A run started as a background job of a script (SIGINT ignored) goes on past the Ctrl-C meant for
     the foreground job, as Python leaves such a process; SIGTERM still stops it."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous, term = signal.signal(signal.SIGINT, signal.SIG_IGN), signal.getsignal(signal.SIGTERM)
     try:
         with pytest.raises(interrupts.Interrupted) as stop:
             with interrupts.signals_as_interrupts():
@@ -61,6 +61,7 @@ def test_a_signal_the_process_inherited_ignored_stays_ignored_and_the_other_stil
                 os.kill(os.getpid(), signal.SIGTERM)
                 time.sleep(5)
         assert stop.value.exit_code == 143 and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is term
     finally:
         signal.signal(signal.SIGINT, previous)
 

@@ -1,7 +1,7 @@
 """Ctrl-C and SIGTERM as an exception in the main thread, held back while an iterator starts.
 
 `signals_as_interrupts()` makes SIGINT and SIGTERM raise `Interrupted` (a BaseException, so no
-`except Exception` on the way turns a stop into an error). Raised in the middle of a DataLoader
+`except Exception` on the way turns a stop into an error), but for one the process inherited ignored. Raised in the middle of a DataLoader
 iterator's construction, it left workers and queues half built, whose clean-up then printed a
 FileNotFoundError traceback (a semaphore already unlinked) after the stop message. So the harness
 starts every pipeline iterator inside `deferred()`: a signal that arrives there is raised when the
@@ -63,8 +63,8 @@ def _in_finalizer(frame) -> bool:
 @contextlib.contextmanager
 def signals_as_interrupts():
     """SIGTERM and SIGINT raise Interrupted in the main thread for the duration of the block; one this
-    process inherited ignored stays ignored (a background job of a script, `nohup`: the Ctrl-C meant for
-    the foreground job does not stop it), as Python itself leaves it."""
+    process inherited ignored stays ignored (a background job, `&`, of a script: the Ctrl-C meant for the
+    foreground job does not stop it), as Python itself leaves it."""
     saved = {s: signal.signal(s, _handler) for s in (signal.SIGINT, signal.SIGTERM)
              if signal.getsignal(s) is not signal.SIG_IGN}
     try:
