@@ -266,3 +266,29 @@ def test_the_forkserver_starts_in_a_session_of_its_own_and_no_ctrl_c_is_ignored_
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["True", "[]"], done.stdout
+
+
+REAPING = """
+import atexit, subprocess, sys
+from bench.running import reaping
+reaping.REAP_GRACE_S = 600.0   # the wait for what is left: only the signal can end it soon
+child = subprocess.Popen(["sleep", "600"])
+atexit.register(reaping.reap_children)
+print(child.pid, flush=True)
+"""
+
+
+def test_ctrl_c_while_pipebench_ends_its_processes_is_one_line_exit_130_and_leaves_none():
+    """After the work, as pipebench exits and waits for the processes it started (`reap_children`),
+    a Ctrl-C printed "Exception ignored in atexit callback" and a traceback and exited 0."""
+    process = subprocess.Popen([sys.executable, "-c", REAPING], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True, cwd=Path(__file__).resolve().parents[1])
+    child = int(process.stdout.readline())
+    time.sleep(0.5)   # the script has returned: its exit waits in reap_children
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err[-2000:]
+    assert err.strip().splitlines() == ["pipebench: stopped by SIGINT as it ended the processes it had started, "
+                                        "after its work: none is left running"], err[-2000:]
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)

@@ -1,6 +1,6 @@
 """`pipebench COMMAND`: parse, then hand over to the command's module; the small commands (report,
 prepare, download, list, env) are here, one function each. Every process a command started has ended
-before pipebench exits (`runner.reap_children`, at interpreter exit). Help, --version and usage errors
+before pipebench exits (`reaping.reap_children`, at interpreter exit). Help, --version and usage errors
 are answered by the parsers without torch (`light.light_parser`), before torch and the pipelines are
 imported. A Ctrl-C while they import, the options are read, or compare or sweep plan (until the run
 holds SIGINT itself) is one line and exit code 130, at once (`starting.starting`); one in another
@@ -98,11 +98,11 @@ def _parse(argv: list[str]) -> tuple:
     """`argv` read by the real parser (`parser.build_parser`: torch and the pipelines imported), and
     its grids (one per --config grid, else the command line's); `main`. The commands' modules are
     imported here too, while a Ctrl-C stops at once (`starting`)."""
-    from ..running import runner
+    from ..running import reaping
     from . import claims, measure, stability   # noqa: F401 (run by `main` and `_command`)
     from .parser import build_parser, config_grids
-    atexit.unregister(runner.reap_children)   # registered once, after multiprocessing's own: it runs first
-    atexit.register(runner.reap_children)
+    atexit.unregister(reaping.reap_children)   # registered once, after multiprocessing's own: it runs first
+    atexit.register(reaping.reap_children)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.debug:   # the configuration processes inherit it

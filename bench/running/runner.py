@@ -17,7 +17,7 @@
   nothing it started outlives it; its rows count.
 - **Nothing outlives the parent.** A watchdog thread in the child kills its whole process group
   within PARENT_POLL_S once the pipebench process is gone (even SIGKILLed, when nothing else could
-  clean up). Before pipebench exits (`reap_children`, at interpreter exit) multiprocessing's forkserver
+  clean up). Before pipebench exits (`bench.running.reaping`, at interpreter exit) multiprocessing's forkserver
   and resource tracker are stopped and waited for, and any process it started that is still there is
   killed: none outlives its exit.
 - **Nothing counted twice.** A configuration's rows are committed to `results.csv` only when it
@@ -69,12 +69,11 @@ from pipelines.contract import resolve_device
 from .. import results
 from ..measuring import distributed, harness, interrupts, machine, workloads
 from ..measuring.spec import RunSpec
-from .children import _alive, _call_child, _child, _context, _exit_begun, _innermost
+from .children import _call_child, _child, _context, _exit_begun, _innermost
 
 DEFAULT_TIMEOUT_S = 1800.0   # per configuration; compilation and a slow DataLoader epoch fit well inside
 STARTUP_S = 120.0   # a child's start (the forkserver importing torch, once) before its deadline runs
 EXIT_GRACE_S = 15.0   # call_isolated: after its reply, a child stuck exiting (library threads) is killed
-REAP_GRACE_S = 10.0   # reap_children: how long the forkserver and resource tracker have to exit, then killed
 POLL_S = 0.05
 
 
@@ -383,44 +382,6 @@ def _kill_group(child) -> None:
         except ProcessLookupError:   # not yet its own group (ended before its os.setsid): the process alone
             os.kill(child.pid, signal.SIGKILL)
     child.join(5)
-
-
-def reap_children() -> None:
-    """End every process this one started, before it exits (pipebench registers it with atexit):
-    multiprocessing's forkserver and resource tracker asked to stop as at exit (their alive pipes
-    closed; the tracker still unlinks what children left) and waited for up to REAP_GRACE_S, then what is still running of every process seen below this one killed (SIGKILL,
-    stopped ones too) and this process's own children reaped. Without it the forkserver, busy
-    unloading torch, outlived pipebench by seconds on a loaded machine (issue 54)."""
-    from multiprocessing import forkserver, resource_tracker
-
-    started = machine.descendants(os.getpid())   # before the forkserver ends: its orphans would leave this tree
-    helpers = [(forkserver._forkserver, "_forkserver_alive_fd", "_forkserver_pid"),
-               (resource_tracker._resource_tracker, "_fd", "_pid")]
-    for helper, fd, pid in helpers:
-        if getattr(helper, fd, None) is not None and getattr(helper, pid, None) is not None:
-            with contextlib.suppress(OSError):
-                os.close(getattr(helper, fd))
-            setattr(helper, fd, None)   # multiprocessing starts a new one if anything asks again
-            setattr(helper, pid, None)
-    deadline = time.monotonic() + REAP_GRACE_S
-    while any(map(_alive, started)) and time.monotonic() < deadline:
-        _reap(started)
-        time.sleep(POLL_S)
-    for pid in filter(_alive, started):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + REAP_GRACE_S   # SIGKILL takes effect at once; a bound all the same
-    while any(map(_alive, started)) and time.monotonic() < deadline:
-        _reap(started)
-        time.sleep(POLL_S)
-    _reap(started)
-
-
-def _reap(pids: list[int]) -> None:
-    """Collect the exit status of those of `pids` that are this process's children and have ended."""
-    for pid in pids:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
 
 
 def run_in_process(spec: RunSpec, world: distributed.World, on_window=None,
