@@ -25,7 +25,7 @@ import pipelines
 from bench import cli, report, results
 from bench.measuring import harness, interrupts, machine
 from bench.measuring.spec import COPIES, PAYLOADS, RunSpec
-from bench.running import plan, runner
+from bench.running import children, plan, runner
 from bench.running.children import PF_EXITING
 from bench.studies import stability
 from pipelines.contract import Pipeline
@@ -313,14 +313,14 @@ def test_a_rank_whose_exit_has_begun_has_ended_for_the_runner(monkeypatch):
     sockets, failing its peer's collective, before it turns zombie: a CI run read rank 0's error while
     SIGKILLed rank 1 was still in that stretch, and blamed rank 0. Only there: `_alive` (what pipebench
     waits for before it exits) still counts such a process as running."""
-    assert runner._alive(os.getpid()) and not runner._exit_begun(os.getpid())
+    assert children._alive(os.getpid()) and not children._exit_begun(os.getpid())
     zombie = subprocess.Popen(["true"])
     deadline = time.monotonic() + 10
-    while runner._alive(zombie.pid) and time.monotonic() < deadline:
+    while children._alive(zombie.pid) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert runner._exit_begun(zombie.pid) and not runner._alive(zombie.pid)
+    assert children._exit_begun(zombie.pid) and not children._alive(zombie.pid)
     zombie.wait()
-    assert runner._exit_begun(zombie.pid) and not runner._alive(zombie.pid)   # gone
+    assert children._exit_begun(zombie.pid) and not children._alive(zombie.pid)   # gone
     head, tail = Path(f"/proc/{os.getpid()}/stat").read_text().rsplit(")", 1)
     fields = tail.split()
     own = int(fields[6])
@@ -328,8 +328,8 @@ def test_a_rank_whose_exit_has_begun_has_ended_for_the_runner(monkeypatch):
                                 ("Z", own & ~PF_EXITING, True)]:   # a real zombie has the flag too
         text = head + ") " + " ".join([state] + fields[1:6] + [str(flags)] + fields[7:])
         monkeypatch.setattr("bench.running.children.Path", lambda path: type("Stat", (), {"read_text": lambda self: text})())
-        assert runner._exit_begun(os.getpid()) is begun
-        assert runner._alive(os.getpid()) is (state != "Z")
+        assert children._exit_begun(os.getpid()) is begun
+        assert children._alive(os.getpid()) is (state != "Z")
 
 
 def test_a_configuration_exits_at_once_keeps_its_rows_and_leaves_no_process(tmp_path, synthetic_root, monkeypatch,
