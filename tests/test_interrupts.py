@@ -2,6 +2,7 @@
 Ctrl-C while `pipebench` starts (torch and torchvision importing) said in one line (issue 69)."""
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -284,11 +285,16 @@ def test_ctrl_c_while_pipebench_ends_its_processes_is_one_line_exit_130_and_leav
     process = subprocess.Popen([sys.executable, "-c", REAPING], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, start_new_session=True, cwd=Path(__file__).resolve().parents[1])
     child = int(process.stdout.readline())
-    time.sleep(0.5)   # the script has returned: its exit waits in reap_children
-    process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=120)
-    assert process.returncode == 130, err[-2000:]
-    assert err.strip().splitlines() == ["pipebench: stopped by SIGINT as it ended the processes it had started, "
-                                        "after its work: none is left running"], err[-2000:]
-    with pytest.raises(ProcessLookupError):
-        os.kill(child, 0)
+    try:
+        time.sleep(0.5)   # the script has returned: its exit waits in reap_children
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 130, err[-2000:]
+        assert err.strip().splitlines() == ["pipebench: stopped by SIGINT as it ended the processes it had started, "
+                                            "after its work: none is left running"], err[-2000:]
+        with pytest.raises(ProcessLookupError):
+            os.kill(child, 0)
+    finally:   # failing, it leaves nothing running either
+        process.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)

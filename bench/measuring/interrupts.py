@@ -1,9 +1,10 @@
 """Ctrl-C and SIGTERM as an exception in the main thread, held back while an iterator starts.
 
 `signals_as_interrupts()` makes SIGINT and SIGTERM raise `Interrupted` (a BaseException, so no
-`except Exception` on the way turns a stop into an error), but for one the process inherited ignored. Raised in the middle of a DataLoader
-iterator's construction, it left workers and queues half built, whose clean-up then printed a
-FileNotFoundError traceback (a semaphore already unlinked) after the stop message. So the harness
+`except Exception` on the way turns a stop into an error), but for one the process inherited ignored
+(`taken_signals`). Raised in the middle of a DataLoader iterator's construction, it left workers and
+queues half built, whose clean-up then printed a FileNotFoundError traceback (a semaphore already
+unlinked) after the stop message. So the harness
 starts every pipeline iterator inside `deferred()`: a signal that arrives there is raised when the
 block ends, once the iterator is whole and can be shut down, or after HOLD_S if the block has not
 ended by then (a pipeline stuck in its start, a blocked read, still stops on one signal); a second
@@ -60,13 +61,16 @@ def _in_finalizer(frame) -> bool:
     return False
 
 
+def taken_signals() -> list[int]:
+    """SIGINT and SIGTERM, but for one this process inherited ignored (a background job, `&`, of a script:
+    the Ctrl-C meant for the foreground job does not stop it), which pipebench leaves ignored as Python does."""
+    return [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is not signal.SIG_IGN]
+
+
 @contextlib.contextmanager
 def signals_as_interrupts():
-    """SIGTERM and SIGINT raise Interrupted in the main thread for the duration of the block; one this
-    process inherited ignored stays ignored (a background job, `&`, of a script: the Ctrl-C meant for the
-    foreground job does not stop it), as Python itself leaves it."""
-    saved = {s: signal.signal(s, _handler) for s in (signal.SIGINT, signal.SIGTERM)
-             if signal.getsignal(s) is not signal.SIG_IGN}
+    """The `taken_signals` raise Interrupted in the main thread for the duration of the block."""
+    saved = {s: signal.signal(s, _handler) for s in taken_signals()}
     try:
         yield
     finally:

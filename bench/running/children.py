@@ -27,6 +27,7 @@ from ..measuring import distributed, harness, machine, workloads
 from ..measuring.spec import RunSpec
 
 PARENT_POLL_S = 0.5   # how often a child checks that the pipebench process is still there
+POLL_S = 0.05   # how often the pipebench process looks again at a process it waits for
 PF_EXITING = 0x4       # include/linux/sched.h: a task whose exit (do_exit) has begun
 
 

@@ -9,29 +9,29 @@ import signal
 import sys
 import time
 
-from ..measuring import machine
-from .children import _alive
+from ..measuring import interrupts, machine
+from .children import POLL_S, _alive
 
 REAP_GRACE_S = 10.0   # how long the forkserver and resource tracker have to exit, then killed
-POLL_S = 0.05
 
 
 def reap_children() -> None:
     """End every process this one started, before it exits (pipebench registers it with atexit):
     multiprocessing's forkserver and resource tracker asked to stop as at exit (their alive pipes
-    closed; the tracker still unlinks what children left) and waited for up to REAP_GRACE_S, then what is still running of every process seen below this one killed (SIGKILL,
-    stopped ones too) and this process's own children reaped. Without it the forkserver, busy
+    closed; the tracker still unlinks what children left) and waited for up to REAP_GRACE_S, then what
+    is still running of every process seen below this one killed (SIGKILL, stopped ones too) and this
+    process's own children reaped. Without it the forkserver, busy
     unloading torch, outlived pipebench by seconds on a loaded machine (issue 54).
 
     The work is done by then: a Ctrl-C or SIGTERM meanwhile (it printed "Exception ignored in atexit
     callback" and a traceback, exit 0) ends the wait (what is left is killed at once), says so in one
     line and exits 130 (143); after it the signals are ignored for the rest of the exit (a Ctrl-C while
-    the interpreter finalized killed the process by its signal), as is one the process inherited
-    ignored throughout."""
+    the interpreter finalized killed the process by its signal), as one the process inherited ignored is
+    throughout (`interrupts.taken_signals`)."""
     from multiprocessing import forkserver, resource_tracker
 
     stopped: list[int] = []
-    signals = [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is not signal.SIG_IGN]
+    signals = interrupts.taken_signals()
     for s in signals:   # atexit runs in the main thread, where a handler can be set
         signal.signal(s, lambda signum, frame: stopped.append(signum))
     started = machine.descendants(os.getpid())   # before the forkserver ends: its orphans would leave this tree

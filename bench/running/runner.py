@@ -69,12 +69,11 @@ from pipelines.contract import resolve_device
 from .. import results
 from ..measuring import distributed, harness, interrupts, machine, workloads
 from ..measuring.spec import RunSpec
-from .children import _call_child, _child, _context, _exit_begun, _innermost
+from .children import POLL_S, _call_child, _child, _context, _exit_begun, _innermost
 
 DEFAULT_TIMEOUT_S = 1800.0   # per configuration; compilation and a slow DataLoader epoch fit well inside
 STARTUP_S = 120.0   # a child's start (the forkserver importing torch, once) before its deadline runs
 EXIT_GRACE_S = 15.0   # call_isolated: after its reply, a child stuck exiting (library threads) is killed
-POLL_S = 0.05
 
 
 @dataclass
