@@ -220,6 +220,41 @@ def test_ctrl_c_while_a_run_checks_its_models_is_one_line_and_exit_130(tmp_path)
     assert not alive(builder)
 
 
+AFTER_THE_WORK = """
+import os, signal, sys, time
+from bench.cli import main, measure
+from bench.running import runner
+
+def signalled(then):   # SIGINT as the run calls `then`
+    def call(*args):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)   # its handler runs here
+        return then(*args)
+    return call
+
+if sys.argv[1] == "summary":   # its last lines, after its table
+    runner.Outcome.summary_lines = signalled(runner.Outcome.summary_lines)
+else:   # its very end, after its last line
+    measure.distributed.teardown = signalled(measure.distributed.teardown)
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("moment", ["summary", "teardown"])
+def test_ctrl_c_as_a_run_ends_is_a_stop_after_its_work_not_one_while_starting(moment, tmp_path):
+    """A Ctrl-C in the last moments of a finished run (its summary lines, its return) said "stopped by
+    SIGINT while starting, … nothing was written", its rows written (issue 69): now a stop after the work."""
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-c", AFTER_THE_WORK, moment, *compare_argv(out)], capture_output=True,
+                          text=True, timeout=600, cwd=Path(__file__).resolve().parents[1])
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert last.startswith("pipebench compare: stopped by SIGINT after ") and "starting" not in last, last
+    if moment == "summary":
+        assert last.endswith(f"s; after its work: the rows of its 3 configurations are in {out}/results.csv"), last
+    assert len((out / "results.csv").read_text().splitlines()) > 1   # its rows, under the header
+
+
 def alive(pid: int) -> bool:
     """Whether process `pid` runs (a zombie has ended)."""
     try:

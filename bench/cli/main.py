@@ -26,9 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:   # the program itself (a caller of main(ARGV) keeps its own display of warnings)
         said_in_one_line(_name(sys.argv[1:]))
     argv = sys.argv[1:] if argv is None else argv
-    started, parsed = time.monotonic(), False
+    started, parsed, start = time.monotonic(), False, None
     try:
-        with starting(_name(argv), started):
+        with starting(_name(argv), started) as start:
             first = _first_parser()
             if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
                 first.error(f"unrecognized arguments: {argv[0]}")   # not "COMMAND is required" (`--versio`)
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
             args, grids = _parse(argv)   # imports torch and the pipelines
             if args.command in ("compare", "sweep"):   # which plan first: the run then holds SIGINT itself
                 from .measure import run_grid
-                return run_grid(grids, argv)
+                return run_grid(grids, argv, begun=start.release)
         parsed = True
         return _command(argv, args)
     except SystemExit as e:
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(clip(e.code, LINE_LIMIT)) from None
         raise
     except KeyboardInterrupt:   # where `starting` leaves SIGINT as it is, or in a command's work
-        return _stopped(argv, started, parsed)
+        return _stopped(argv, started, parsed or (start is not None and start.released))
 
 
 def said_in_one_line(command: str) -> None:

@@ -92,11 +92,12 @@ def resume_command(argv: list[str], out: Path) -> str:
     return shlex.join([*tokens, "--out", str(out)])
 
 
-def run_grid(grids: list, argv: list[str]) -> int:
+def run_grid(grids: list, argv: list[str], begun=lambda: None) -> int:
     """Measure the grids (parsed options, each with its own --processes; the first one's run-wide
     options: output, deadline, device) into OUT/results.csv; the exit code (1 if a configuration failed or timed
     out). Under torchrun every process runs the same specs on its own GPU, shard and cores; rank 0
-    alone writes files, one row per rank and window."""
+    alone writes files, one row per rank and window. `begun()` is called as the run, planned, takes
+    SIGINT (`starting.Start.release`): a Ctrl-C from then on stops the run, its last lines included."""
     args = grids[0]
     try:
         world, device_name = distributed.setup(args.device)
@@ -118,9 +119,13 @@ def run_grid(grids: list, argv: list[str]) -> int:
     out = distributed.broadcast(out)
     outcome = runner.Outcome()
     started = time.monotonic()
+    begun()
     try:
         with runner.folder_lock(out) if lead else contextlib.nullcontext(), interrupts.signals_as_interrupts():
             _run_specs(args, argv, specs, device, world, lead, out, outcome)
+            if lead:
+                for line in outcome.summary_lines():
+                    print(f"pipebench {args.command}: {line}", file=sys.stderr)
     except results.WriteFailed as e:   # the disk is full: what resumes the run
         raise _fail(args.command, e, f"{e}; `{resume_command(argv, out)}` resumes") from None
     except OSError as e:   # --out is a file, under /proc, read-only: nothing was measured
@@ -137,9 +142,6 @@ def run_grid(grids: list, argv: list[str]) -> int:
         return e.exit_code
     finally:
         distributed.teardown()
-    if lead:
-        for line in outcome.summary_lines():
-            print(f"pipebench {args.command}: {line}", file=sys.stderr)
     return 1 if outcome.failed else 0
 
 
@@ -149,6 +151,8 @@ def interrupted_text(outcome: runner.Outcome, out: Path, resume: str) -> str:
         return (f"no configuration had finished: no row of this run was written (the one running was discarded; "
                 f"`{resume}` starts it again)")
     from ..report import plural
+    if outcome.written == outcome.configurations:   # stopped as it ended (its last lines)
+        return f"after its work: the rows of its {plural(outcome.written, 'configuration')} are in {out}/results.csv"
     return (f"the rows of the {plural(outcome.written, 'configuration')} it finished are in {out}/results.csv "
             f"(the one running was discarded; `{resume}` resumes)")
 

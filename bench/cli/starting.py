@@ -10,8 +10,9 @@ an instance of 'pybind11::error_already_set'"); some code swallowed it and the r
 the parsers import and read the options, and through compare's and sweep's planning, until the run
 holds SIGINT itself (`bench.measuring.interrupts.signals_as_interrupts`, as it takes OUT's lock, before
 it writes a row); a child the planning started (a model's check) ends with this process
-(`bench.running.children`). The run hands SIGINT back for its last lines (after its summary): a
-Ctrl-C there is said as one while starting, although the run's rows are written. Where SIGINT is not
+(`bench.running.children`). The run hands SIGINT back to Python just before it takes it
+(`Start.release`), so that a Ctrl-C after its work (its last lines, its return) is said as a stop of
+the work, not as one while starting (which said "nothing was written" with the rows written). Where SIGINT is not
 Python's own KeyboardInterrupt (ignored, as in a script's background job, or another handler a caller
 installed), or outside the main thread, it is left as it is.
 """
@@ -30,9 +31,23 @@ def stop_line(command: str, started: float) -> str:
     return f"{command}: stopped by SIGINT while starting, after {time.monotonic() - started:.0f} s; nothing was written"
 
 
+class Start:
+    """What `starting` yields: `release()` hands SIGINT back as it was before the block (once; the block's
+    end then leaves it), for work that follows the start in the block; `released` says whether it was."""
+
+    def __init__(self, previous, own: bool):
+        self._previous, self._own, self.released = previous, own, False
+
+    def release(self) -> None:
+        if self._own and not self.released:
+            signal.signal(signal.SIGINT, self._previous)
+        self.released = True
+
+
 @contextlib.contextmanager
 def starting(command: str, started: float):
-    """SIGINT in the block: `stop_line` on stderr, exit code 130, at once (module docstring)."""
+    """SIGINT in the block, until `Start.release`: `stop_line` on stderr, exit code 130, at once (module
+    docstring)."""
     def stop(signum, frame):
         with contextlib.suppress(Exception):   # what was printed is not lost (os._exit flushes nothing)
             sys.stdout.flush()
@@ -41,9 +56,8 @@ def starting(command: str, started: float):
 
     own = threading.current_thread() is threading.main_thread() and \
         signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    previous = signal.signal(signal.SIGINT, stop) if own else None
+    start = Start(signal.signal(signal.SIGINT, stop) if own else None, own)
     try:
-        yield
+        yield start
     finally:
-        if own:
-            signal.signal(signal.SIGINT, previous)
+        start.release()
