@@ -17,8 +17,9 @@ REAP_GRACE_S = 10.0   # how long the forkserver and resource tracker have to exi
 
 def reap_children() -> None:
     """End every process this one started, before it exits (pipebench registers it with atexit):
-    multiprocessing's forkserver and resource tracker asked to stop as at exit (their alive pipes
-    closed; the tracker still unlinks what children left) and waited for up to REAP_GRACE_S, then what
+    multiprocessing's resource tracker asked to stop as at exit (its pipe closed: it still unlinks what
+    children left) and waited for up to REAP_GRACE_S, the forkserver killed at once (it exited as the
+    tracker does, but took about a second unloading torch, after the work, at every exit), then what
     is still running of every process seen below this one killed (SIGKILL, stopped ones too) and this
     process's own children reaped. Without it the forkserver, busy
     unloading torch, outlived pipebench by seconds on a loaded machine (issue 54).
@@ -41,6 +42,9 @@ def reap_children() -> None:
         if getattr(helper, fd, None) is not None and getattr(helper, pid, None) is not None:
             with contextlib.suppress(OSError):
                 os.close(getattr(helper, fd))
+            if helper is forkserver._forkserver:   # it holds nothing to clean up, only torch to unload: ~1 s
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(getattr(helper, pid), signal.SIGKILL)
             setattr(helper, fd, None)   # multiprocessing starts a new one if anything asks again
             setattr(helper, pid, None)
     deadline = time.monotonic() + REAP_GRACE_S
