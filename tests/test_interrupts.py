@@ -220,39 +220,43 @@ def test_ctrl_c_while_a_run_checks_its_models_is_one_line_and_exit_130(tmp_path)
     assert not alive(builder)
 
 
-AFTER_THE_WORK = """
-import os, signal, sys, time
-from bench.cli import main, measure
-from bench.running import runner
-
-def signalled(then):   # SIGINT as the run calls `then`
-    def call(*args):
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(1)   # its handler runs here
-        return then(*args)
-    return call
-
-if sys.argv[1] == "summary":   # its last lines, after its table
-    runner.Outcome.summary_lines = signalled(runner.Outcome.summary_lines)
-else:   # its very end, after its last line
-    measure.distributed.teardown = signalled(measure.distributed.teardown)
-sys.exit(main(sys.argv[2:]))
-"""
-
-
 @pytest.mark.parametrize("moment", ["summary", "teardown"])
-def test_ctrl_c_as_a_run_ends_is_a_stop_after_its_work_not_one_while_starting(moment, tmp_path):
-    """A Ctrl-C in the last moments of a finished run (its summary lines, its return) said "stopped by
-    SIGINT while starting, … nothing was written", its rows written (issue 69): now a stop after the work."""
-    out = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-c", AFTER_THE_WORK, moment, *compare_argv(out, "--modes", "model")], capture_output=True,
-                          text=True, timeout=600, cwd=Path(__file__).resolve().parents[1])
-    last = done.stderr.strip().splitlines()[-1]
-    assert done.returncode == 130, done.stderr[-2000:]
-    assert last.startswith("pipebench compare: stopped by SIGINT after ") and "starting" not in last, last
+def test_ctrl_c_as_a_run_ends_is_a_stop_after_its_work_not_one_while_starting(moment, tmp_path, synthetic_root,
+                                                                           monkeypatch, capfd):
+    """A Ctrl-C in the last moments of a finished run (its summary lines, or its very end, after its last
+    line) said "stopped by SIGINT while starting, … nothing was written", its rows written (issue 69): now
+    a stop after the work, exit code 130. Start-up's handler would end this process (`os._exit`): here
+    it raises instead, so that the old fault fails the test, not the test's process."""
+    from bench.cli import measure, starting
+    from bench.running import runner
+
+    def signalled(then):   # SIGINT as the run calls `then`
+        def call(*args):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)   # its handler runs here
+            return then(*args)
+        return call
+
+    def left(code):
+        raise AssertionError(f"start-up's handler ended the process, exit code {code}")
+
+    monkeypatch.setattr(starting.os, "_exit", left)
+    if moment == "summary":   # its last lines, after its table
+        monkeypatch.setattr(runner.Outcome, "summary_lines", signalled(runner.Outcome.summary_lines))
+    else:
+        monkeypatch.setattr(measure.distributed, "teardown", signalled(measure.distributed.teardown))
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)   # as in a program: start-up takes it
+    try:
+        code = cli.main(["compare", "--device", "cpu", "--pipelines", "resident", "--modes", "model", "--processes",
+                         "1", "--steps", "2", "--warmup", "0", "--repeats", "1", "--data-root", str(synthetic_root),
+                         "--out", str(tmp_path / "run")])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    last = capfd.readouterr().err.strip().splitlines()[-1]
+    assert code == 130 and last.startswith("pipebench compare: stopped by SIGINT after ") and "starting" not in last, last
     if moment == "summary":
-        assert last.endswith(f"s; after its work: the rows of its 1 configuration are in {out}/results.csv"), last
-    assert len((out / "results.csv").read_text().splitlines()) > 1   # its rows, under the header
+        assert last.endswith(f" s; after its work: the rows of its 1 configuration are in {tmp_path}/run/results.csv"), last
+    assert len((tmp_path / "run" / "results.csv").read_text().splitlines()) > 1   # its rows, under the header
 
 
 def alive(pid: int) -> bool:

@@ -119,8 +119,8 @@ def run_grid(grids: list, argv: list[str], begun=lambda: None) -> int:
     out = distributed.broadcast(out)
     outcome = runner.Outcome()
     started = time.monotonic()
-    begun()
     try:
+        begun()   # a Ctrl-C from here on is the run's: said by the except below
         with runner.folder_lock(out) if lead else contextlib.nullcontext(), interrupts.signals_as_interrupts():
             _run_specs(args, argv, specs, device, world, lead, out, outcome)
             if lead:
