@@ -12,8 +12,8 @@ holds SIGINT itself (`bench.measuring.interrupts.signals_as_interrupts`, as it t
 it writes a row); a child the planning started (a model's check) ends with this process
 (`bench.running.children`). The run hands SIGINT back to Python just before it takes it
 (`Start.release`), so that a Ctrl-C after its work (its last lines, its return) is said as a stop of
-the work, not as one while starting (which said "nothing was written" with the rows written). Where SIGINT is not
-Python's own KeyboardInterrupt (ignored, as in a script's background job, or another handler a caller
+the work, not as one while starting (which said "nothing was written", the rows written). Where SIGINT
+is not Python's own KeyboardInterrupt (ignored, as in a script's background job, or another handler a caller
 installed), or outside the main thread, it is left as it is.
 """
 from __future__ import annotations

@@ -12,7 +12,7 @@ import time
 from ..measuring import interrupts, machine
 from .children import POLL_S, _alive
 
-REAP_GRACE_S = 10.0   # how long the forkserver and resource tracker have to exit, then killed
+REAP_GRACE_S = 10.0   # how long the resource tracker (and what else is left) has to exit, then killed
 
 
 def reap_children() -> None:
