@@ -3,12 +3,14 @@ Ctrl-C while `pipebench` starts (torch and torchvision importing) said in one li
 from __future__ import annotations
 
 import contextlib
+import importlib
 import multiprocessing
 import os
 import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -240,7 +242,7 @@ def test_ctrl_c_as_a_run_ends_is_a_stop_after_its_work_not_one_while_starting(mo
     def left(code):
         raise AssertionError(f"start-up's handler ended the process, exit code {code}")
 
-    monkeypatch.setattr(starting.os, "_exit", left)
+    monkeypatch.setattr(starting, "os", types.SimpleNamespace(write=os.write, _exit=left))   # this module's alone
     if moment == "summary":   # its last lines, after its table
         monkeypatch.setattr(runner.Outcome, "summary_lines", signalled(runner.Outcome.summary_lines))
     else:
@@ -257,6 +259,29 @@ def test_ctrl_c_as_a_run_ends_is_a_stop_after_its_work_not_one_while_starting(mo
     if moment == "summary":
         assert last.endswith(f" s; after its work: the rows of its 1 configuration are in {tmp_path}/run/results.csv"), last
     assert len((tmp_path / "run" / "results.csv").read_text().splitlines()) > 1   # its rows, under the header
+
+
+@pytest.mark.parametrize("handler", ["Python's own", "a caller's"])
+def test_a_keyboard_interrupt_before_a_run_begins_is_one_while_starting(handler, monkeypatch, capfd):
+    """A KeyboardInterrupt out of start-up itself (raised there, or by a caller's own SIGINT handler,
+    which start-up leaves in place) is one while starting, nothing written: the end of start-up's block
+    does not count as the run's beginning."""
+    cli_main = importlib.import_module("bench.cli.main")   # the module (`bench.cli.main` is also its function)
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_main, "_parse", interrupted)
+    own = signal.default_int_handler if handler == "Python's own" else lambda signum, frame: None
+    previous = signal.signal(signal.SIGINT, own)
+    try:
+        code = cli.main(["env"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    err = capfd.readouterr().err.strip().splitlines()
+    assert code == 130 and len(err) == 1, err
+    assert err[0].startswith("pipebench env: stopped by SIGINT while starting, after ") and \
+        err[0].endswith(" s; nothing was written"), err
 
 
 def alive(pid: int) -> bool:

@@ -120,7 +120,7 @@ def run_grid(grids: list, argv: list[str], begun=lambda: None) -> int:
     outcome = runner.Outcome()
     started = time.monotonic()
     try:
-        begun()   # a Ctrl-C from here on is the run's: said by the except below
+        begun()   # a Ctrl-C from here on is the run's: said by the except below, or after it by `main`
         with runner.folder_lock(out) if lead else contextlib.nullcontext(), interrupts.signals_as_interrupts():
             _run_specs(args, argv, specs, device, world, lead, out, outcome)
             if lead:

@@ -32,16 +32,22 @@ def stop_line(command: str, started: float) -> str:
 
 
 class Start:
-    """What `starting` yields: `release()` hands SIGINT back as it was before the block (once; the block's
-    end then leaves it), for work that follows the start in the block; `released` says whether it was."""
+    """What `starting` yields: `release()` hands SIGINT back as it was before the block, for work that
+    follows the start in the block (the run); `released` says whether that work began (the block's end
+    alone, an exception passing, hands SIGINT back without saying so)."""
 
     def __init__(self, previous, own: bool):
-        self._previous, self._own, self.released = previous, own, False
+        self._previous, self._own, self._restored, self.released = previous, own, False, False
 
     def release(self) -> None:
-        if self._own and not self.released:
-            signal.signal(signal.SIGINT, self._previous)
+        self.restore()
         self.released = True
+
+    def restore(self) -> None:
+        """SIGINT's handler as it was before the block (once)."""
+        if self._own and not self._restored:
+            signal.signal(signal.SIGINT, self._previous)
+        self._restored = True
 
 
 @contextlib.contextmanager
@@ -60,4 +66,4 @@ def starting(command: str, started: float):
     try:
         yield start
     finally:
-        start.release()
+        start.restore()

@@ -17,9 +17,9 @@
   nothing it started outlives it; its rows count.
 - **Nothing outlives the parent.** A watchdog thread in the child kills its whole process group
   within PARENT_POLL_S once the pipebench process is gone (even SIGKILLed, when nothing else could
-  clean up). Before pipebench exits (`bench.running.reaping`, at interpreter exit) multiprocessing's forkserver
-  and resource tracker are stopped and waited for, and any process it started that is still there is
-  killed: none outlives its exit.
+  clean up). Before pipebench exits (`bench.running.reaping`, at interpreter exit) multiprocessing's resource
+  tracker is stopped and waited for, its forkserver killed, and any process it started that is still there
+  is killed: none outlives its exit.
 - **Nothing counted twice.** A configuration's rows are committed to `results.csv` only when it
   finishes; a configuration that fails, times out or is interrupted leaves one `error` / `timeout`
   row or nothing, never partial `ok` rows, so a resumed sweep reruns it cleanly.
