@@ -21,8 +21,8 @@ def reap_children() -> None:
     children left) and waited for up to REAP_GRACE_S, the forkserver killed at once (it exited as the
     tracker does, but took about a second unloading torch, after the work, at every exit), then what
     is still running of every process seen below this one killed (SIGKILL, stopped ones too) and this
-    process's own children reaped. Without it the forkserver, busy
-    unloading torch, outlived pipebench by seconds on a loaded machine (issue 54).
+    process's own children reaped (without it the forkserver outlived pipebench by seconds on a loaded
+    machine: issue 54).
 
     The work is done by then: a Ctrl-C or SIGTERM meanwhile (it printed "Exception ignored in atexit
     callback" and a traceback, exit 0) ends the wait (what is left is killed at once), says so in one
@@ -47,17 +47,11 @@ def reap_children() -> None:
                     os.kill(getattr(helper, pid), signal.SIGKILL)
             setattr(helper, fd, None)   # multiprocessing starts a new one if anything asks again
             setattr(helper, pid, None)
-    deadline = time.monotonic() + REAP_GRACE_S
-    while any(map(_alive, started)) and time.monotonic() < deadline and not stopped:
-        _reap(started)
-        time.sleep(POLL_S)
+    _wait(started, stopped)
     for pid in filter(_alive, started):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + REAP_GRACE_S   # SIGKILL takes effect at once; a bound all the same
-    while any(map(_alive, started)) and time.monotonic() < deadline:
-        _reap(started)
-        time.sleep(POLL_S)
+    _wait(started)   # SIGKILL takes effect at once; a bound all the same
     _reap(started)
     for s in signals:
         signal.signal(s, signal.SIG_IGN)
@@ -69,6 +63,14 @@ def reap_children() -> None:
         os.write(2, f"pipebench: stopped by {name} as it ended the processes it had started, after its work: "
                     f"none is left running\n".encode())
         os._exit(128 + stopped[0])
+
+
+def _wait(pids: list[int], stopped=()) -> None:
+    """Reap `pids` as they end, until none runs, REAP_GRACE_S have passed or `stopped` holds a signal."""
+    deadline = time.monotonic() + REAP_GRACE_S
+    while any(map(_alive, pids)) and time.monotonic() < deadline and not stopped:
+        _reap(pids)
+        time.sleep(POLL_S)
 
 
 def _reap(pids: list[int]) -> None:
