@@ -249,9 +249,8 @@ def test_ctrl_c_as_a_run_ends_is_a_stop_after_its_work_not_one_while_starting(mo
         monkeypatch.setattr(measure.distributed, "teardown", signalled(measure.distributed.teardown))
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)   # as in a program: start-up takes it
     try:
-        code = cli.main(["compare", "--device", "cpu", "--pipelines", "resident", "--modes", "model", "--processes",
-                         "1", "--steps", "2", "--warmup", "0", "--repeats", "1", "--data-root", str(synthetic_root),
-                         "--out", str(tmp_path / "run")])
+        code = cli.main(compare_argv(tmp_path / "run", "--modes", "model",
+                                     "--data-root", str(synthetic_root)))   # the last --data-root counts
     finally:
         signal.signal(signal.SIGINT, previous)
     last = capfd.readouterr().err.strip().splitlines()[-1]
