@@ -15,6 +15,7 @@ import sys
 import tarfile
 import tempfile
 import urllib.error
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from PIL import Image
 from bench import cli
 from pipelines import sources
 from pipelines.config import PipelineConfig
+from pipelines.sources import synthetic
 
 
 # Pickle opcodes as Python 2's cPickle (protocol 2) writes them, to build batches byte by byte.
@@ -247,6 +249,19 @@ def test_no_network_is_one_line_naming_the_url(tmp_path, monkeypatch):
 def test_missing_real_data_says_how_to_get_it(tmp_path):
     with pytest.raises(FileNotFoundError, match="pipebench download"):
         sources.resolve_folder(PipelineConfig(data_root=str(tmp_path), source="cifar10"))
+
+
+# crc32 of `synthesize(2500, seed=0, stream=3)`'s images and labels, as every pipebench since the set's
+# checksums were recorded made them (the whole-array form before 2026-12-06 and the chunked one since)
+SYNTHETIC_CRC32 = ("568aa031", "9744f067")
+
+
+def test_synthetic_images_are_the_bytes_earlier_versions_made():
+    """A set generated again (a new data root, a new machine) is the set earlier runs measured: the
+    same bytes across versions, more than one chunk (`synthetic.CHUNK`) of them."""
+    images, labels = sources.synthesize(2500, seed=0, stream=3)
+    assert len(images) > synthetic.CHUNK
+    assert (f"{zlib.crc32(images.tobytes()):08x}", f"{zlib.crc32(labels.tobytes()):08x}") == SYNTHETIC_CRC32
 
 
 def test_synthetic_is_deterministic_balanced_and_natural():

@@ -2,9 +2,9 @@
 
 Deterministic from a seed: 50,000 / 10,000 images, 10 balanced classes (`SYNTHETIC_CLASSES`) that
 a small model learns within an epoch, with smooth shapes, gradients and texture so JPEG sizes and
-decode cost resemble real CIFAR. Generated in seconds (vectorized numpy, a chunk of 10,000 per core
-at once, up to GENERATORS; the same bytes however many) in the standard layout
-with its CHECKSUMS.json and SYNTHETIC.json, at `<data_root>/synthetic-seed<S>/` (or under
+decode cost resemble real CIFAR. Generated in seconds (vectorized numpy, a batch file's 10,000 images
+per core at once, up to GENERATORS, each made CHUNK images at a time; the same bytes however many) in the
+standard layout with its CHECKSUMS.json and SYNTHETIC.json, at `<data_root>/synthetic-seed<S>/` (or under
 `cache_root`: see `ensure_synthetic`), saying so in one line on stderr. A set from before
 CHECKSUMS.json is generated again rather than trusted as it is.
 """
@@ -73,41 +73,60 @@ def _smooth_noise(rng: np.random.Generator, n: int, cells: int) -> np.ndarray:
 
 
 def synthesize(n: int, seed: int, stream: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """`n` synthetic images (n x 32 x 32 x 3 uint8) and balanced labels, from (seed, stream)."""
+    """`n` synthetic images (n x 32 x 32 x 3 uint8) and balanced labels, from (seed, stream).
+
+    Every random number is drawn first, in one fixed order; the pixels are then made CHUNK images at a
+    time, so that each intermediate array is megabytes, not a tenth of a gigabyte (faster, with the bytes of
+    the whole-array form: results/2026-12-02-tests/synthetic-time.txt)."""
     rng = np.random.default_rng([seed, stream])
     labels = rng.permutation(np.arange(n) % NUM_CLASSES).astype(np.int64)
+    f32 = np.float32
+    c0, c1 = rng.uniform(0, 1, (2, n, 1, 1, CHANNELS)).astype(f32)   # background: two colours ...
+    theta = rng.uniform(0, 2 * np.pi, (n, 1, 1)).astype(f32)          # ... blended in a random direction
+    cx, cy = rng.uniform(-0.35, 0.35, (2, n, 1, 1)).astype(f32)        # the shape's position, size, rotation
+    scale = rng.uniform(0.4, 0.65, (n, 1, 1)).astype(f32)
+    phi = rng.uniform(0, 2 * np.pi, (n, 1, 1)).astype(f32)
+    mix = rng.uniform(0.55, 0.85, (n, 1, 1, 1)).astype(f32)            # its colour: the class's, mixed
+    colour = mix * _PALETTE[labels][:, None, None, :] + (1 - mix) * rng.uniform(0, 1, (n, 1, 1, CHANNELS)).astype(f32)
+    blotches = _smooth_noise(rng, n, 5)                                 # texture: low-frequency blotches ...
+    grain = rng.standard_normal((n, IMAGE_SIZE, IMAGE_SIZE, CHANNELS), dtype=f32)   # ... plus fine grain
+    angles = np.cos(theta), np.sin(theta), np.cos(phi), np.sin(phi)
+    images = np.empty((n, IMAGE_SIZE, IMAGE_SIZE, CHANNELS), np.uint8)
+    for a in range(0, n, CHUNK):
+        part = slice(a, a + CHUNK)
+        images[part] = _pixels(labels[part], c0[part], c1[part], *(v[part] for v in angles), cx[part], cy[part],
+                               scale[part], colour[part], blotches[part], grain[part])
+    return images, labels
+
+
+CHUNK = 1024   # images made at once by `synthesize`
+
+
+def _pixels(labels, c0, c1, cos_theta, sin_theta, cos_phi, sin_phi, cx, cy, scale, colour, blotches, grain):
+    """The uint8 images of `synthesize`'s random draws for some images."""
     axis = (np.arange(IMAGE_SIZE, dtype=np.float32) + 0.5) / IMAGE_SIZE * 2 - 1   # pixel centres in [-1, 1]
     y, x = np.meshgrid(axis, axis, indexing="ij")
-    f32 = np.float32
 
     # Background: a linear gradient between two random colours, in a random direction.
-    c0, c1 = rng.uniform(0, 1, (2, n, 1, 1, CHANNELS)).astype(f32)
-    theta = rng.uniform(0, 2 * np.pi, (n, 1, 1)).astype(f32)
-    t = ((np.cos(theta) * x + np.sin(theta) * y) * 0.5 + 0.5)[..., None]
+    t = ((cos_theta * x + sin_theta * y) * 0.5 + 0.5)[..., None]
     image = c0 + (c1 - c0) * t
 
     # The class's shape: random position, size and rotation, anti-aliased edge, shaded fill.
-    cx, cy = rng.uniform(-0.35, 0.35, (2, n, 1, 1)).astype(f32)
-    scale = rng.uniform(0.4, 0.65, (n, 1, 1)).astype(f32)
-    phi = rng.uniform(0, 2 * np.pi, (n, 1, 1)).astype(f32)
     du, dv = (x - cx) / scale, (y - cy) / scale
-    u, v = np.cos(phi) * du + np.sin(phi) * dv, -np.sin(phi) * du + np.cos(phi) * dv
-    dist = np.empty((n, IMAGE_SIZE, IMAGE_SIZE), f32)
+    u, v = cos_phi * du + sin_phi * dv, -sin_phi * du + cos_phi * dv
+    dist = np.empty(u.shape, np.float32)
     for label in range(NUM_CLASSES):
         pick = labels == label
         dist[pick] = _signed_distance(label, u[pick], v[pick])
     mask = np.clip(0.5 - dist * scale * (IMAGE_SIZE / 2), 0, 1)[..., None]   # edge ~1 px wide
-    mix = rng.uniform(0.55, 0.85, (n, 1, 1, 1)).astype(f32)
-    colour = mix * _PALETTE[labels][:, None, None, :] + (1 - mix) * rng.uniform(0, 1, (n, 1, 1, CHANNELS)).astype(f32)
     shade = 0.75 + 0.25 * (-u - v)[..., None].clip(-1.5, 1.5)
     image = image * (1 - mask) + colour * shade * mask
 
-    # Texture: low-frequency blotches plus fine grain, as in photographs.
-    image += 0.10 * _smooth_noise(rng, n, 5)
-    image += 0.025 * rng.standard_normal(image.shape, dtype=f32)
+    image += 0.10 * blotches
+    image += 0.025 * grain
     image *= 255
     image += 0.5
-    return np.clip(image, 0, 255, out=image).astype(np.uint8), labels
+    return np.clip(image, 0, 255, out=image).astype(np.uint8)
 
 
 def ensure_synthetic(root: str | Path, seed: int = 0, cache_root: str | Path | None = None) -> Path:
