@@ -144,7 +144,7 @@ def ensure_synthetic(root: str | Path, seed: int = 0, cache_root: str | Path | N
                      else "set $PIPEBENCH_DATA or pass --data-root")
         print(f"generating the synthetic CIFAR-10 set (once) in {final.parent}; {elsewhere} to put it elsewhere",
               file=sys.stderr)
-        # numpy lets go of the GIL: a chunk per core at once, at most GENERATORS (each holds ~0.5 GB)
+        # numpy lets go of the GIL: a chunk per core at once, at most GENERATORS (each a few hundred MB while made)
         with ThreadPoolExecutor(min(GENERATORS, usable_cores())) as pool:
             chunks_of = {split: list(pool.map(functools.partial(synthesize, layout.PER_FILE, seed),
                                               [stream * 100 + k for k in range(len(split_files(split)))]))
