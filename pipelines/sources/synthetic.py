@@ -27,7 +27,8 @@ from .layout import BATCH_FOLDER, CHECKSUMS, SYNTHETIC_META, split_files
 SYNTHETIC_CLASSES = ("disk", "square", "ring", "triangle", "cross",
                      "stripes", "crescent", "pair", "ellipse", "checker")
 
-GENERATORS = 4   # chunks made at once (`ensure_synthetic`)
+GENERATORS = 4   # batch files made at once (`ensure_synthetic`)
+CHUNK = 1024     # images of one made at once (`synthesize`)
 
 # A colour per class, RGB in [0, 1]; mixed with a random colour so colour alone is not the label.
 _PALETTE = np.array([[.85, .20, .15], [.15, .55, .85], [.90, .75, .10], [.20, .70, .30],
@@ -75,9 +76,11 @@ def _smooth_noise(rng: np.random.Generator, n: int, cells: int) -> np.ndarray:
 def synthesize(n: int, seed: int, stream: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """`n` synthetic images (n x 32 x 32 x 3 uint8) and balanced labels, from (seed, stream).
 
-    Every random number is drawn first, in one fixed order; the pixels are then made CHUNK images at a
-    time, so that each intermediate array is megabytes, not a tenth of a gigabyte (faster, with the bytes of
-    the whole-array form: results/2026-12-02-tests/synthetic-time.txt)."""
+    The per-image draws and the low-frequency texture are drawn for all `n` images first; then the pixels
+    are made CHUNK images at a time, each chunk drawing its fine grain (the last draw, so the stream is the
+    one a single draw makes). Each per-pixel intermediate is then megabytes, not a tenth of a gigabyte at
+    n = 10,000: faster and smaller, with the bytes of the whole-array form (whatever CHUNK: a test;
+    results/2026-12-02-tests/synthetic-time.txt)."""
     rng = np.random.default_rng([seed, stream])
     labels = rng.permutation(np.arange(n) % NUM_CLASSES).astype(np.int64)
     f32 = np.float32
@@ -89,17 +92,14 @@ def synthesize(n: int, seed: int, stream: int = 0) -> tuple[np.ndarray, np.ndarr
     mix = rng.uniform(0.55, 0.85, (n, 1, 1, 1)).astype(f32)            # its colour: the class's, mixed
     colour = mix * _PALETTE[labels][:, None, None, :] + (1 - mix) * rng.uniform(0, 1, (n, 1, 1, CHANNELS)).astype(f32)
     blotches = _smooth_noise(rng, n, 5)                                 # texture: low-frequency blotches ...
-    grain = rng.standard_normal((n, IMAGE_SIZE, IMAGE_SIZE, CHANNELS), dtype=f32)   # ... plus fine grain
     angles = np.cos(theta), np.sin(theta), np.cos(phi), np.sin(phi)
     images = np.empty((n, IMAGE_SIZE, IMAGE_SIZE, CHANNELS), np.uint8)
     for a in range(0, n, CHUNK):
         part = slice(a, a + CHUNK)
+        grain = rng.standard_normal((len(labels[part]), IMAGE_SIZE, IMAGE_SIZE, CHANNELS), dtype=f32)   # ... and grain
         images[part] = _pixels(labels[part], c0[part], c1[part], *(v[part] for v in angles), cx[part], cy[part],
-                               scale[part], colour[part], blotches[part], grain[part])
+                               scale[part], colour[part], blotches[part], grain)
     return images, labels
-
-
-CHUNK = 1024   # images made at once by `synthesize`
 
 
 def _pixels(labels, c0, c1, cos_theta, sin_theta, cos_phi, sin_phi, cx, cy, scale, colour, blotches, grain):
@@ -144,13 +144,13 @@ def ensure_synthetic(root: str | Path, seed: int = 0, cache_root: str | Path | N
                      else "set $PIPEBENCH_DATA or pass --data-root")
         print(f"generating the synthetic CIFAR-10 set (once) in {final.parent}; {elsewhere} to put it elsewhere",
               file=sys.stderr)
-        # numpy lets go of the GIL: a chunk per core at once, at most GENERATORS (each a few hundred MB while made)
+        # numpy lets go of the GIL: a batch file per core at once, at most GENERATORS (each a few hundred MB while made)
         with ThreadPoolExecutor(min(GENERATORS, usable_cores())) as pool:
-            chunks_of = {split: list(pool.map(functools.partial(synthesize, layout.PER_FILE, seed),
+            files_of = {split: list(pool.map(functools.partial(synthesize, layout.PER_FILE, seed),
                                               [stream * 100 + k for k in range(len(split_files(split)))]))
                          for stream, split in enumerate(("train", "test"))}
-        for split, chunks in chunks_of.items():
-            write_split(tmp, split, np.concatenate([c[0] for c in chunks]),
-                        np.concatenate([c[1] for c in chunks]), SYNTHETIC_CLASSES)
+        for split, files in files_of.items():
+            write_split(tmp, split, np.concatenate([f[0] for f in files]),
+                        np.concatenate([f[1] for f in files]), SYNTHETIC_CLASSES)
         (tmp / SYNTHETIC_META).write_text(json.dumps({"seed": seed, "generator": "pipebench v1"}))
     return final

@@ -1,5 +1,5 @@
 """A pytest plugin: the machine's CPU seconds (user, nice, system, irq, softirq of /proc/stat) and the wall
-seconds of each test, its setup and teardown included, one line per test in $CPU_PER_TEST_OUT. Meant for
+seconds of each test, its setup and teardown included, one line per test in $CPU_PER_TEST_OUT (emptied as the session starts). Meant for
 the suite in one process (no xdist), so that what the machine spent while a test ran is that test's:
 its own CPU and that of every process it started, forked ones included, which no rusage of the test's
 process counts once their parent is killed. Then `python results/2026-12-02-tests/machine_cpu_per_test.py FILE`
@@ -22,6 +22,10 @@ def _machine_cpu_s() -> float:
     with open("/proc/stat") as f:
         ticks = [int(v) for v in f.readline().split()[1:]]
     return (ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]) / os.sysconf("SC_CLK_TCK")
+
+
+def pytest_sessionstart(session):
+    open(os.environ["CPU_PER_TEST_OUT"], "w").close()   # a rerun into the same file starts it again
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,8 +1,8 @@
 """Time `ensure_synthetic` (the default data's first generation: 60,000 images, their batch files and
 checksums) as pipebench made it at 014cc4c (whole arrays) and in this tree (CHUNK images at a time),
 RUNS fresh processes each, alternating, on this machine; prints the median and [min-max] of wall and CPU
-seconds and of the process's peak memory (its imports included; GENERATORS chunks are made at once), and
-whether both wrote the same CHECKSUMS.json.
+seconds and of the process's peak memory (its imports included; min(GENERATORS, cores) batch files are made
+at once), whether each imported its own tree's module, and whether both wrote the same CHECKSUMS.json.
 
     python results/2026-12-02-tests/synthetic-time.py > results/2026-12-02-tests/synthetic-time.txt
 """
@@ -29,6 +29,7 @@ out = synthetic.ensure_synthetic(folder)
 wall = time.perf_counter() - t0
 used = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"wall": wall, "cpu": used.ru_utime + used.ru_stime, "rss": used.ru_maxrss / 2**20,
+                  "own": synthetic.__file__.startswith(sys.argv[1]),
                   "checksums": (out / "CHECKSUMS.json").read_text()}))
 """
 
@@ -52,7 +53,8 @@ def main() -> None:
         wall, cpu, rss = ([r[k] for r in runs] for k in ("wall", "cpu", "rss"))
         print(f"{name}: wall {statistics.median(wall):.2f} s [{min(wall):.2f}-{max(wall):.2f}], "
               f"CPU {statistics.median(cpu):.2f} s [{min(cpu):.2f}-{max(cpu):.2f}], "
-              f"peak memory {statistics.median(rss):.2f} GiB [{min(rss):.2f}-{max(rss):.2f}]")
+              f"peak memory {statistics.median(rss):.2f} GiB [{min(rss):.2f}-{max(rss):.2f}]; "
+              f"imported from its tree: {all(r['own'] for r in runs)}")
     sums = {r["checksums"] for runs in seen.values() for r in runs}
     print("the same CHECKSUMS.json in every run:", len(sums) == 1, json.loads(sums.pop())["crc32"] if len(sums) == 1 else "")
 
