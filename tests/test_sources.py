@@ -253,9 +253,8 @@ def test_missing_real_data_says_how_to_get_it(tmp_path):
 
 # `synthesize(2500, seed=0, stream=3)` as pipebench has made it since the set's checksums were recorded
 # (these from 014cc4c's whole-array form): its labels' crc32, exact (the random stream alone), and its
-# pixels' sum per channel, which other float code paths move by a level at a few pixels (numpy's baseline
-# x86 loops, NPY_DISABLE_CPU_FEATURES="X86_V3 X86_V4 AVX512_ICL": 4 of 7.68 million; OpenBLAS's Prescott
-# kernel under einsum, OPENBLAS_CORETYPE=Prescott: 2)
+# pixels' sum per channel, which other float code paths (numpy's SIMD loops, the BLAS kernel under einsum)
+# move by a level at a few pixels: results/2026-12-02-tests/synthetic-float-paths.txt
 SYNTHETIC_LABELS_CRC32 = "9744f067"
 SYNTHETIC_CHANNEL_SUMS = (319_419_704, 311_711_105, 311_811_264)
 
