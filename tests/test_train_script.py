@@ -84,3 +84,9 @@ def test_the_readme_script_trains_with_every_pipeline_or_says_why_not(names, syn
         assert lines[0].startswith(f"{name} on cpu: {SAMPLES} train images, synthetic-seed0 from {synthetic_root}"), lines
         assert [re.sub(r"\d+(?:[.,]\d+)*", "N", line) for line in lines[1:]] == \
             ["epoch N: loss N, N img/s", "epoch N: loss N, N img/s"], (name, lines)
+
+
+def test_these_tests_are_collected_first(request):
+    """They run first (tests/conftest.py's FIRST), not last, where a worker ran them alone at the run's end."""
+    mine = [item.path.name == Path(__file__).name for item in request.session.items]
+    assert mine == sorted(mine, reverse=True)   # however many of them are selected, ahead of every other

@@ -60,7 +60,7 @@ def pytest_sessionfinish(session):
 
 
 def summary(path: str) -> None:
-    """The phases of the run, and per worker its time in tests and between them."""
+    """The phases of the run, per worker its time in tests and between them, and its last test."""
     events = defaultdict(list)
     for line in fileinput.hook_compressed(path, "r"):   # gzip-compressed where its name ends in .gz
         t, who, what = line.rstrip("\n").split(" ", 2)
@@ -93,6 +93,11 @@ def summary(path: str) -> None:
             busy += (t1 - t0) * (kind0 == "start" and kind1 == "end")
             gaps += (t1 - t0) * (kind0 == "end" and kind1 == "start")
         print(f"{w}  {busy:6.1f}  {gaps:5.1f}  {len(tests[w]) // 2}")
+    print("# the run's end: each worker's last test (seconds it began and ended) and how long the worker then")
+    print("# waited for the last test of the run to end")
+    for w in workers:
+        (began, (_, nodeid)), (done, _) = tests[w][-2:]
+        print(f"{w}  {began:7.2f}  {done:7.2f}  {ended - done:5.1f}  {nodeid}")
 
 
 if __name__ == "__main__":
