@@ -93,7 +93,7 @@ def pytest_collection_finish(session):
 
 # Modules whose tests each train in a process of their own (seconds each) run first: near the end of the
 # collection (alphabetical) they were often the run's last tests, one worker busy while the others had
-# nothing left to take (results/2026-12-02-tests/suite-tail.txt)
+# nothing left to take (results/2026-12-02-tests/suite-tail-runs.txt and the summaries beside it)
 FIRST = ("test_train_script.py",)
 
 
