@@ -87,6 +87,9 @@ def test_the_readme_script_trains_with_every_pipeline_or_says_why_not(names, syn
 
 
 def test_these_tests_are_collected_first(request):
-    """They run first (tests/conftest.py's FIRST), not last, where a worker ran them alone at the run's end."""
-    mine = [item.path.name == Path(__file__).name for item in request.session.items]
-    assert mine == sorted(mine, reverse=True)   # however many of them are selected, ahead of every other
+    """This module's tests and any other of tests/conftest.py's FIRST come before every other test selected,
+    not near the end of the collection, where a worker ran them alone as the run ended."""
+    from conftest import FIRST
+    assert Path(__file__).name in FIRST
+    first = [item.path.name in FIRST for item in request.session.items]
+    assert first == sorted(first, reverse=True)
