@@ -92,13 +92,12 @@ def synthesize(n: int, seed: int, stream: int = 0) -> tuple[np.ndarray, np.ndarr
     mix = rng.uniform(0.55, 0.85, (n, 1, 1, 1)).astype(f32)            # its colour: the class's, mixed
     colour = mix * _PALETTE[labels][:, None, None, :] + (1 - mix) * rng.uniform(0, 1, (n, 1, 1, CHANNELS)).astype(f32)
     blotches = _smooth_noise(rng, n, 5)                                 # texture: low-frequency blotches ...
-    angles = np.cos(theta), np.sin(theta), np.cos(phi), np.sin(phi)
+    draws = (labels, c0, c1, np.cos(theta), np.sin(theta), np.cos(phi), np.sin(phi), cx, cy, scale, colour, blotches)
     images = np.empty((n, IMAGE_SIZE, IMAGE_SIZE, CHANNELS), np.uint8)
     for a in range(0, n, CHUNK):
         part = slice(a, a + CHUNK)
-        grain = rng.standard_normal((len(labels[part]), IMAGE_SIZE, IMAGE_SIZE, CHANNELS), dtype=f32)   # ... and grain
-        images[part] = _pixels(labels[part], c0[part], c1[part], *(v[part] for v in angles), cx[part], cy[part],
-                               scale[part], colour[part], blotches[part], grain)
+        grain = rng.standard_normal(images[part].shape, dtype=f32)       # ... and grain
+        images[part] = _pixels(*(d[part] for d in draws), grain)
     return images, labels
 
 
