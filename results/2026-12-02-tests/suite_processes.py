@@ -1,8 +1,9 @@
 """Where the suite's CPU goes, by the role of each process: `poll OUT.json` samples /proc every 50 ms until
-SIGTERM (each process seen: its command line, parent, CPU seconds when first and last seen) and writes OUT;
-`summary OUT.json` prints the CPU of each role, the xdist workers' own and what the processes they started
-took, forked or exec'd (a process forked keeps its parent's command line). A process ended within 50 ms of its
-start, or its last 50 ms, is missed: the sums are lower bounds.
+SIGTERM (each process seen, told apart from a later one with its pid by its start time: its last command line,
+its parent, its CPU seconds when last seen) and writes OUT; `summary OUT.json` prints the CPU of each role over
+the pytest controller and every process below it: the xdist workers' own, and what the processes they started
+took, exec'd or forked (a forked process keeps its parent's command line until it execs). A process that ended
+within 50 ms of its start, or its last 50 ms, is missed: the sums are lower bounds.
 
     python3 results/2026-12-02-tests/suite_processes.py poll /tmp/seen.json & POLLER=$!
     python -m pytest -n auto --dist worksteal -q -p no:cacheprovider; kill $POLLER; wait $POLLER
@@ -25,56 +26,63 @@ def poll(out: str) -> None:
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
                 fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-                cpu = (int(fields[11]) + int(fields[12])) / TICK
-                entry = seen.get(pid)
-                if entry is None or not entry["cmd"]:
-                    cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ")[:200].decode(errors="replace")
-                    entry = seen.setdefault(pid, {"ppid": int(fields[1]), "cpu0": cpu, "first": time.time()})
-                    entry["cmd"] = cmd
-                entry["cpu"] = cpu
+                cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ")[:200].decode(errors="replace")
             except (FileNotFoundError, ProcessLookupError, IndexError):
-                pass
+                continue
+            entry = seen.setdefault(f"{pid}@{fields[19]}", {"pid": int(pid), "ppid": int(fields[1]), "cmd": ""})
+            entry["cpu"] = (int(fields[11]) + int(fields[12])) / TICK
+            entry["cmd"] = cmd or entry["cmd"]   # a zombie's is empty
         time.sleep(0.05)
-    json.dump(seen, open(out, "w"))
+    json.dump({"poller": os.getpid(), "processes": list(seen.values())}, open(out, "w"))
 
 
-def role(seen: dict, pid: str) -> str:
-    entry = seen[pid]
-    cmd, parent = entry["cmd"], seen.get(str(entry["ppid"]))
-    forked = parent is not None and parent["cmd"] == cmd
+def _role(process: dict, parent: dict | None) -> str:
+    cmd = process["cmd"]
+    if parent is not None and parent["cmd"] == cmd:   # forked, not (yet) exec'd
+        return "forked from a forkserver (a configuration's process, a DataLoader worker)" \
+            if "forkserver import main" in cmd else "a fork of another process (its role's)"
     if "exec(eval(sys.stdin" in cmd:   # execnet's bootstrap: an xdist worker
-        return "a fork of an xdist worker" if forked else "xdist worker"
+        return "xdist worker"
     if "forkserver import main" in cmd:
-        return "forked from a forkserver (a configuration's process, a DataLoader worker)" if forked else \
-            "forkserver interpreter (imports torch and its preload)"
+        return "forkserver interpreter (imports torch and its preload)"
     if "spawn_main" in cmd:
         return "spawned by multiprocessing (DALI's parallel reader, mp.spawn)"
-    if "bench.cli" in cmd or "from bench import cli" in cmd:
+    if "torch.distributed" in cmd:
+        return "torchrun launcher"
+    if "-m bench.cli" in cmd or "from bench import cli" in cmd or "/bin/pipebench" in cmd:
         return "pipebench interpreter"
     if " -m pytest" in cmd:
-        return "pytest (controller)"
+        return "pytest controller"
     if "python" in cmd:
         return "other Python process (a script, `python -c`, pip)"
-    return ""
+    return "other"
 
 
 def summary(path: str) -> None:
-    seen = json.load(open(path))
-    suite = {pid for pid, e in seen.items() if " -m pytest" in e["cmd"] and " -n " in e["cmd"]}
+    data = json.load(open(path))
+    processes = [p for p in data["processes"] if p["pid"] != data["poller"]]
+    by_pid = {}
+    for p in processes:   # a reused pid's later process is the parent its children name
+        by_pid[p["pid"]] = p
+    suite = [p for p in processes if os.path.basename(p["cmd"].split(" ")[0]).startswith("python")
+             and " -m pytest" in p["cmd"] and " -n " in p["cmd"]]   # not a shell that runs it
+    pids = {p["pid"] for p in suite}
     while True:   # everything below the pytest controller
-        more = {pid for pid, e in seen.items() if str(e["ppid"]) in suite} - suite
+        more = [p for p in processes if p["ppid"] in pids and p["pid"] not in pids]
         if not more:
             break
-        suite |= more
+        suite += more
+        pids |= {p["pid"] for p in more}
     cpu, count = collections.Counter(), collections.Counter()
-    for pid in suite:
-        name = role(seen, pid) or "other"
-        cpu[name] += seen[pid]["cpu"] - seen[pid]["cpu0"] * (name == "pytest (controller)")
-        count[name] += 1
+    for p in suite:
+        role = _role(p, by_pid.get(p["ppid"]))
+        cpu[role] += p["cpu"]
+        count[role] += 1
     total = sum(cpu.values())
-    print(f"{len(suite)} processes below the pytest controller, {total:.0f} CPU s (each process's own user + system)")
-    for name, seconds in cpu.most_common():
-        print(f"{seconds:7.1f} s {100 * seconds / total:5.1f} % {count[name]:5d}  {name}")
+    print(f"{len(suite)} processes, the pytest controller and those below it: {total:.0f} CPU s (each one's own "
+          f"user + system)")
+    for role, seconds in cpu.most_common():
+        print(f"{seconds:7.1f} s {100 * seconds / total:5.1f} % {count[role]:5d}  {role}")
 
 
 if __name__ == "__main__":
