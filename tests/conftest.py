@@ -37,6 +37,20 @@ budget); spinning beside two other processes, its steps took about twice as long
 `--no-isolate` answer run 21.6-24.4 s beside two busy loops before, 10.6-13.9 s after, 3 runs each
 (results/2026-12-02-tests/omp-wait-policy.txt, by omp-wait-policy.sh there).
 
+Every sweep records the host-speed figure (`bench.measuring.machine.host_identity`: three sorts of a
+million numbers, 0.18 s of one core); this process measures it once (`functools.cache`) for the ~110
+sweeps the tests run in it: 19 of the suite's ~650 CPU s in a profile of one process (issue 69). The
+processes the tests start measure it as every pipebench process does; tests/test_instrument.py tests
+the measurement itself.
+
+An xdist worker starts its one multiprocessing forkserver, before a test that needs one, importing
+what every use of it here imports (`forkserver_preload()`: both DataLoader-based pipelines' workers'
+modules and those of the configuration processes an in-process sweep forks), not what the first test
+to need one asked for: a later test that needed more stopped it and started another (8 forkservers in
+the three workers of one run, about 3.3 CPU s each, where 3 do). A test that stops it gets a new one
+at the next test. In one process (the GPU machine's run) each test starts what it needs, as a user's
+process does.
+
 A test that allows a process a fixed time to start or end takes it from `allowance`: the time set on
 an idle machine, scaled by how much slower than that a Python process importing torch starts in this
 session (`startup_s`), so the suite passes on a loaded machine (issue 69).
@@ -44,7 +58,9 @@ session (`startup_s`), so the suite passes on a loaded machine (issue 69).
 from __future__ import annotations
 
 import fcntl
+import functools
 import gc
+import multiprocessing.forkserver
 import os
 import shutil
 import signal
@@ -61,7 +77,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pipelines import sources
+import pipelines
+from bench.measuring import machine
+from pipelines import sources, workers
+from pipelines.config import PipelineConfig
+
+machine.host_identity = functools.cache(machine.host_identity)   # once per process (module docstring)
 
 COL0, COL_STEP = 16, 7
 # seconds `python -c "import torch"` took on the idle 2-core machine the tests' allowances were set on
@@ -202,6 +223,27 @@ def write_photographs(folder: Path, count: int, classes: int = 2, sides: tuple[i
         path.parent.mkdir(parents=True, exist_ok=True)
         small.resize((w, h), Image.Resampling.BICUBIC).save(path, quality=90)
     return folder
+
+
+def worker_modules() -> list[str]:
+    """What the DataLoader workers of both DataLoader-based pipelines import (asked when needed, not as the
+    controller loads this file: it imports both pipelines, and torchvision)."""
+    return [m for name in ("dataloader", "timm") for m in pipelines.worker_modules(name, PipelineConfig(num_workers=1))]
+
+
+def forkserver_preload() -> list[str]:
+    """What an xdist worker's one forkserver imports (module docstring): `worker_modules()` and what the
+    configuration processes forked from it import (`bench.running.children.PRELOAD`)."""
+    from bench.running import children
+    return list(dict.fromkeys([*worker_modules(), *children.PRELOAD]))
+
+
+@pytest.fixture(autouse=True)
+def one_forkserver_per_xdist_worker():
+    """In an xdist worker, the forkserver importing `forkserver_preload()` runs before each test (module
+    docstring)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") and multiprocessing.forkserver._forkserver._forkserver_pid is None:
+        workers.start_forkserver(forkserver_preload())
 
 
 @pytest.fixture(scope="session")

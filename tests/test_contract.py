@@ -28,7 +28,7 @@ import pipelines
 from pipelines import contract, kernels, sources, workers
 from pipelines.config import MEAN, PAD, STD, PipelineConfig
 
-from conftest import COL0, COL_STEP, DIGIT, LEVEL, indexed_images
+from conftest import COL0, COL_STEP, DIGIT, LEVEL, forkserver_preload, indexed_images, worker_modules
 
 JPEG_MAX_LEVELS, JPEG_MEAN_LEVELS = 8, 1.5
 VARIANTS = [(name, {}) for name in pipelines.names()] + [
@@ -45,21 +45,19 @@ N = 1000   # samples used by most tests (the first N of the train split)
 
 
 SPLITS: dict[tuple, sources.Split] = {}   # loaded once per data setting, shared by every pipeline
-# what the workers of both DataLoader-based pipelines import
-WORKER_MODULES = [m for name in ("dataloader", "timm") for m in pipelines.worker_modules(name, PipelineConfig(num_workers=1))]
 
 
 @pytest.fixture(scope="module", autouse=True)
 def forkserver_preloading_every_worker_module():
     """DataLoader workers fork from this process's one forkserver, which imports what the first loader
     asked for (`workers.start_forkserver`): started here with what both DataLoader-based pipelines'
-    workers import, so that `timm`'s workers do not each import timm (seconds each) after a `dataloader`
-    started the server. One already running without them is stopped first (no pipeline is open here
-    between modules)."""
+    workers import (and the rest of tests/conftest.py's `forkserver_preload()`), so that `timm`'s workers
+    do not each import timm (seconds each) after a `dataloader` started the server. One already running
+    without them is stopped first (no pipeline is open here between modules)."""
     server = multiprocessing.forkserver._forkserver
-    if server._forkserver_pid is not None and not set(WORKER_MODULES) <= set(server._preload_modules):
+    if server._forkserver_pid is not None and not set(worker_modules()) <= set(server._preload_modules):
         server._stop()
-    workers.start_forkserver(WORKER_MODULES)
+    workers.start_forkserver(forkserver_preload())
 
 
 def make(variant, root, **changes) -> pipelines.Pipeline:

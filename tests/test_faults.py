@@ -47,6 +47,22 @@ def test_an_out_that_is_a_file_or_cannot_be_made_is_one_line(tmp_path, synthetic
         assert "Traceback" not in err
 
 
+def test_an_os_error_not_about_the_out_folder_is_said_as_it_is_not_blamed_on_out(tmp_path, synthetic_root, capsys,
+                                                                                 monkeypatch):
+    """A sweep of the suite ended in "--out RUN: No such process: name a folder this user can write": an
+    OSError from elsewhere in the run (there a process gone as its /proc file was read) blamed --out."""
+    from bench.cli import measure
+
+    def gone(*args, **kwargs):
+        raise ProcessLookupError(errno.ESRCH, os.strerror(errno.ESRCH))
+    monkeypatch.setattr(measure, "_run_specs", gone)
+    out = tmp_path / "run"
+    code, err = fails(["compare", "--device", "cpu", "--no-isolate", "--data-root", str(synthetic_root),
+                       "--pipelines", "resident", "--modes", "loader", "--steps", "1", "--out", str(out)], capsys)
+    assert code == 1 and err.strip().splitlines()[-1] == f"pipebench compare: [Errno {errno.ESRCH}] No such process"
+    assert "--out" not in err and "Traceback" not in err
+
+
 def test_a_config_that_is_not_utf8_is_one_line(tmp_path, capsys):
     plan = tmp_path / "plan.json"
     plan.write_bytes(b'{"batch_size": [\xff]}')

@@ -1,6 +1,6 @@
 """The instrument itself: the busy step and its per-window check, compilation without worker
 processes (on a GPU: on a CPU inductor starts no pool either way), CUDA waits that block, the training thread's CPU told apart, loss reads, the bound on
-`prefetch`'s gather threads. CPU tests here; the GPU ones skip without CUDA."""
+`prefetch`'s gather threads, the host's identity rows record. CPU tests here; the GPU ones skip without CUDA."""
 from __future__ import annotations
 
 import os
@@ -163,6 +163,20 @@ def test_rejected_windows_are_rows_of_their_own_left_out_of_every_number(tmp_pat
     assert "### Rejected windows (2 of 4 loader windows)" in text
     done = results.completed(tmp_path / "run" / "results.csv", results.environment())
     assert all(n == 2 for n in done.values())   # measured: a resume does not run them again
+
+
+def test_the_host_identity_names_the_cpu_and_the_boot_and_times_one_core_sorting():
+    """What every row records of its host (`machine.host_identity`), measured afresh here: the suite's
+    own sweeps reuse one measurement per process (tests/conftest.py)."""
+    identity = machine.host_identity.__wrapped__()
+    assert set(identity) == {"cpu_model", "boot_id", "host_calibration_ms"}
+    assert isinstance(identity["cpu_model"], str) and identity["cpu_model"]
+    assert identity["boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    values = np.random.default_rng(0).random(1 << 20)
+    start = time.perf_counter()
+    np.sort(values, kind="quicksort")
+    once_ms = 1e3 * (time.perf_counter() - start)
+    assert once_ms / 10 < identity["host_calibration_ms"] < once_ms * 10, (identity, once_ms)
 
 
 def test_the_loss_is_read_every_n_steps():

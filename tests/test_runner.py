@@ -332,6 +332,17 @@ def test_a_rank_whose_exit_has_begun_has_ended_for_the_runner(monkeypatch):
         assert children._alive(os.getpid()) is (state != "Z")
 
 
+def test_a_process_reaped_as_its_stat_is_read_has_ended_for_the_runner(monkeypatch):
+    """/proc/PID/stat opened as the process was being reaped reads ESRCH ("No such process"): a SIGKILLed
+    rank read in that instant raised it out of the sweep, which blamed --out. Such a process has ended."""
+    def reaped(path):
+        def read_text(self):
+            raise ProcessLookupError(errno.ESRCH, os.strerror(errno.ESRCH))
+        return type("Stat", (), {"read_text": read_text})()
+    monkeypatch.setattr("bench.running.children.Path", reaped)
+    assert children._exit_begun(os.getpid()) and not children._alive(os.getpid())
+
+
 def test_a_configuration_exits_at_once_keeps_its_rows_and_leaves_no_process(tmp_path, synthetic_root, monkeypatch,
                                                                              allowance):
     monkeypatch.setitem(pipelines._REGISTRY, "lingering", (__name__, "Lingering"))

@@ -129,8 +129,10 @@ def run_grid(grids: list, argv: list[str], begun=lambda: None) -> int:
     except results.WriteFailed as e:   # the disk is full: what resumes the run
         raise _fail(args.command, e, f"{e}; `{resume_command(argv, out)}` resumes") from None
     except OSError as e:   # --out is a file, under /proc, read-only: nothing was measured
+        if not _in_folder(e.filename, out):   # another error (a process gone, say): said as it is
+            raise _fail(args.command, e) from None
         raise _fail(args.command, e, f"--out {out}: {e.strerror or e}"
-                    + (f" ({e.filename})" if e.filename and str(e.filename) != str(out) else "")
+                    + (f" ({e.filename})" if str(e.filename) != str(out) else "")
                     + ": name a folder this user can write") from None
     except ValueError as e:   # the folder is locked, its results.csv is not pipebench's
         raise _fail(args.command, e) from None
@@ -143,6 +145,14 @@ def run_grid(grids: list, argv: list[str], begun=lambda: None) -> int:
     finally:
         distributed.teardown()
     return 1 if outcome.failed else 0
+
+
+def _in_folder(filename, folder: Path) -> bool:
+    """Whether an OSError's file is `folder` or lies in it (an error without a file is not the folder's)."""
+    if not isinstance(filename, (str, Path)):
+        return False
+    path, folder = Path(filename).absolute(), Path(folder).absolute()
+    return path == folder or folder in path.parents
 
 
 def interrupted_text(outcome: runner.Outcome, out: Path, resume: str) -> str:

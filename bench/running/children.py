@@ -37,15 +37,16 @@ PF_EXITING = 0x4       # include/linux/sched.h: a task whose exit (do_exit) has 
 # tracker only: it starts with this process's -W options (set before it starts).
 QUIET_TRACKER = "ignore:resource_tracker:UserWarning"
 MAIN_THREAD = "main thread:"   # the first line of a child's stacks file names its main thread
+# what the forkserver the children fork from imports: torch once, and torchvision's models, which the
+# harness imports only where it builds one (resnet18, the ViTs, torchvision:<name>); nothing there may
+# initialize CUDA (importing torch._inductor does), or no child forked from it could use the GPU
+PRELOAD = ("bench.measuring.harness", "torchvision.models")
 
 
 def _context():
     if QUIET_TRACKER not in sys.warnoptions:
         sys.warnoptions.append(QUIET_TRACKER)
-    # torch imported once there, and torchvision's models, which the harness imports only where it
-    # builds one (resnet18, the ViTs, torchvision:<name>); nothing there may initialize CUDA (importing
-    # torch._inductor does), or no child forked from it could use the GPU
-    start_forkserver(["bench.measuring.harness", "torchvision.models"])
+    start_forkserver(PRELOAD)
     return multiprocessing.get_context("forkserver")
 
 
@@ -83,10 +84,12 @@ def _exit_begun(pid: int) -> bool:
 
 
 def _stat(pid: int) -> tuple[str, int] | None:
-    """Process `pid`'s state letter and flags (/proc/PID/stat's 3rd and 9th fields); None if it is gone."""
+    """Process `pid`'s state letter and flags (/proc/PID/stat's 3rd and 9th fields); None if it is gone
+    (no file; or ESRCH, "No such process", from a file opened as the process was being reaped: a
+    SIGKILLed rank's, read in that instant, ended a sweep of the test suite in an error blaming --out)."""
     try:
         state, *fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return None
     return state, int(fields[5])
 
