@@ -43,13 +43,14 @@ sweeps the tests run in it: 19 of the suite's ~650 CPU s in a profile of one pro
 processes the tests start measure it as every pipebench process does; tests/test_instrument.py tests
 the measurement itself.
 
-An xdist worker starts its one multiprocessing forkserver, before a test that needs one, importing
-what every use of it here imports (`forkserver_preload()`: both DataLoader-based pipelines' workers'
-modules and those of the configuration processes an in-process sweep forks), not what the first test
-to need one asked for: a later test that needed more stopped it and started another (8 forkservers in
-the three workers of one run, about 3.3 CPU s each, where 3 do). A test that stops it gets a new one
-at the next test. In one process (the GPU machine's run) each test starts what it needs, as a user's
-process does.
+An xdist worker runs one multiprocessing forkserver for its tests (`forkserver_for_tests`, before each
+test), importing what every use of it here imports (`forkserver_preload()`: both DataLoader-based
+pipelines' workers' modules and those of the configuration processes an in-process sweep forks), not
+what the first test to need one asked for: test_contract.py's tests stopped a server that lacked what
+theirs import, and started another, 7 and 8 forkservers in the three workers of two runs, about 3.3
+CPU s each (results/2026-12-02-tests/forkserver-starts-48d014e.txt). One a test started itself is
+replaced at the next test. In one process (the GPU machine's run) each test starts what it needs, as a
+user's process does, but test_contract.py's.
 
 A test that allows a process a fixed time to start or end takes it from `allowance`: the time set on
 an idle machine, scaled by how much slower than that a Python process importing torch starts in this
@@ -238,12 +239,29 @@ def forkserver_preload() -> list[str]:
     return list(dict.fromkeys([*worker_modules(), *children.PRELOAD]))
 
 
+_STARTED: list[int] = []   # the forkserver `forkserver_for_tests` started last (its pid)
+
+
+def forkserver_for_tests() -> None:
+    """This process's forkserver, importing `forkserver_preload()`: the one running if this started it
+    and it still runs, else that one stopped (no pipeline is open between tests) and this one started.
+    (Which server runs is known by its pid: multiprocessing records the preload a caller last asked
+    for, also while an earlier server runs, so it does not tell what the running one imported.)"""
+    from bench.running import children
+    server = multiprocessing.forkserver._forkserver
+    if server._forkserver_pid is not None and server._forkserver_pid in _STARTED and children._alive(server._forkserver_pid):
+        return
+    if server._forkserver_pid is not None:
+        server._stop()
+    workers.start_forkserver(forkserver_preload())
+    _STARTED[:] = [server._forkserver_pid]
+
+
 @pytest.fixture(autouse=True)
 def one_forkserver_per_xdist_worker():
-    """In an xdist worker, the forkserver importing `forkserver_preload()` runs before each test (module
-    docstring)."""
-    if os.environ.get("PYTEST_XDIST_WORKER") and multiprocessing.forkserver._forkserver._forkserver_pid is None:
-        workers.start_forkserver(forkserver_preload())
+    """In an xdist worker, `forkserver_for_tests` before each test (module docstring)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        forkserver_for_tests()
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import multiprocessing.forkserver
 import os
 import subprocess
 import sys
@@ -28,7 +27,7 @@ import pipelines
 from pipelines import contract, kernels, sources, workers
 from pipelines.config import MEAN, PAD, STD, PipelineConfig
 
-from conftest import COL0, COL_STEP, DIGIT, LEVEL, forkserver_preload, indexed_images, worker_modules
+from conftest import COL0, COL_STEP, DIGIT, LEVEL, forkserver_for_tests, indexed_images
 
 JPEG_MAX_LEVELS, JPEG_MEAN_LEVELS = 8, 1.5
 VARIANTS = [(name, {}) for name in pipelines.names()] + [
@@ -50,14 +49,10 @@ SPLITS: dict[tuple, sources.Split] = {}   # loaded once per data setting, shared
 @pytest.fixture(scope="module", autouse=True)
 def forkserver_preloading_every_worker_module():
     """DataLoader workers fork from this process's one forkserver, which imports what the first loader
-    asked for (`workers.start_forkserver`): started here with what both DataLoader-based pipelines'
-    workers import (and the rest of tests/conftest.py's `forkserver_preload()`), so that `timm`'s workers
-    do not each import timm (seconds each) after a `dataloader` started the server. One already running
-    without them is stopped first (no pipeline is open here between modules)."""
-    server = multiprocessing.forkserver._forkserver
-    if server._forkserver_pid is not None and not set(worker_modules()) <= set(server._preload_modules):
-        server._stop()
-    workers.start_forkserver(forkserver_preload())
+    asked for (`workers.start_forkserver`): here one importing what both DataLoader-based pipelines'
+    workers import (tests/conftest.py's `forkserver_for_tests`), so that `timm`'s workers do not each
+    import timm (seconds each) after a `dataloader` started the server."""
+    forkserver_for_tests()
 
 
 def make(variant, root, **changes) -> pipelines.Pipeline:
