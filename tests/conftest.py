@@ -47,9 +47,9 @@ An xdist worker runs one multiprocessing forkserver for its tests (`forkserver_f
 test), importing what every use of it here imports (`forkserver_preload()`: both DataLoader-based
 pipelines' workers' modules and those of the configuration processes an in-process sweep forks), not
 what the first test to need one asked for: test_contract.py's tests stopped a server that lacked what
-theirs import, and started another, 7 and 8 forkservers in the three workers of two runs, about 3.3
-CPU s each (results/2026-12-02-tests/forkserver-starts-48d014e.txt). One a test started itself is
-replaced at the next test. In one process (the GPU machine's run) each test starts what it needs, as a
+theirs import, and started another (8 forkservers in the three workers of one run, about 3.3 CPU s
+each; 5 with this, one of them a test's own: results/2026-12-02-tests/forkserver-starts.txt). One a
+test started itself is replaced at the next test. In one process (the GPU machine's run) each test starts what it needs, as a
 user's process does, but test_contract.py's.
 
 A test that allows a process a fixed time to start or end takes it from `allowance`: the time set on
