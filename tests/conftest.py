@@ -38,10 +38,10 @@ budget); spinning beside two other processes, its steps took about twice as long
 (results/2026-12-02-tests/omp-wait-policy.txt, by omp-wait-policy.sh there).
 
 Every sweep records the host-speed figure (`bench.measuring.machine.host_identity`: three sorts of a
-million numbers, 0.18 s of one core); this process measures it once (`functools.cache`) for the ~110
-sweeps the tests run in it: 19 of the suite's ~650 CPU s in a profile of one process (issue 69). The
-processes the tests start measure it as every pipebench process does; tests/test_instrument.py tests
-the measurement itself.
+million numbers, 0.18 s of one core); this process measures it once (`functools.cache`) for the 111
+sweeps the tests run in it: 19.8 s in a profile of the suite in one process (issue 69;
+results/2026-12-02-tests/profile-top-afe04fb.txt). The processes the tests start measure it as every
+pipebench process does; tests/test_instrument.py tests the measurement itself.
 
 An xdist worker runs one multiprocessing forkserver for its tests (`forkserver_for_tests`, before each
 test), importing what every use of it here imports (`forkserver_preload()`: both DataLoader-based
@@ -49,8 +49,8 @@ pipelines' workers' modules and those of the configuration processes an in-proce
 what the first test to need one asked for: test_contract.py's tests stopped a server that lacked what
 theirs import, and started another (8 forkservers in the three workers of one run, about 3.3 CPU s
 each; 5 with this, one of them a test's own: results/2026-12-02-tests/forkserver-starts.txt). One a
-test started itself is replaced at the next test. In one process (the GPU machine's run) each test starts what it needs, as a
-user's process does, but test_contract.py's.
+test started itself is replaced at the next test. In one process (the GPU machine's run) each test
+starts what it needs, as a user's process does, but test_contract.py's.
 
 A test that allows a process a fixed time to start or end takes it from `allowance`: the time set on
 an idle machine, scaled by how much slower than that a Python process importing torch starts in this
@@ -226,17 +226,15 @@ def write_photographs(folder: Path, count: int, classes: int = 2, sides: tuple[i
     return folder
 
 
-def worker_modules() -> list[str]:
-    """What the DataLoader workers of both DataLoader-based pipelines import (asked when needed, not as the
-    controller loads this file: it imports both pipelines, and torchvision)."""
-    return [m for name in ("dataloader", "timm") for m in pipelines.worker_modules(name, PipelineConfig(num_workers=1))]
-
-
 def forkserver_preload() -> list[str]:
-    """What an xdist worker's one forkserver imports (module docstring): `worker_modules()` and what the
-    configuration processes forked from it import (`bench.running.children.PRELOAD`)."""
+    """What an xdist worker's one forkserver imports (module docstring): what the DataLoader workers of both
+    DataLoader-based pipelines import and what the configuration processes forked from it import
+    (`bench.running.children.PRELOAD`). Asked when needed, not as the controller loads this file: it
+    imports both pipelines, torchvision and the harness."""
     from bench.running import children
-    return list(dict.fromkeys([*worker_modules(), *children.PRELOAD]))
+    workers_import = [m for name in ("dataloader", "timm")
+                      for m in pipelines.worker_modules(name, PipelineConfig(num_workers=1))]
+    return list(dict.fromkeys([*workers_import, *children.PRELOAD]))
 
 
 _STARTED: list[int] = []   # the forkserver `forkserver_for_tests` started last (its pid)

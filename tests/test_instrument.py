@@ -173,10 +173,12 @@ def test_the_host_identity_names_the_cpu_and_the_boot_and_times_one_core_sorting
     assert isinstance(identity["cpu_model"], str) and identity["cpu_model"]
     assert identity["boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     values = np.random.default_rng(0).random(1 << 20)
-    start = time.perf_counter()
-    np.sort(values, kind="quicksort")
-    once_ms = 1e3 * (time.perf_counter() - start)
-    assert once_ms / 10 < identity["host_calibration_ms"] < once_ms * 10, (identity, once_ms)
+    sorts_ms = []
+    for _ in range(3):   # the quickest of three: a sort the machine's load held up is not the measure
+        start = time.perf_counter()
+        np.sort(values, kind="quicksort")
+        sorts_ms.append(1e3 * (time.perf_counter() - start))
+    assert min(sorts_ms) / 10 < identity["host_calibration_ms"] < min(sorts_ms) * 10, (identity, sorts_ms)
 
 
 def test_the_loss_is_read_every_n_steps():

@@ -149,10 +149,7 @@ def run_grid(grids: list, argv: list[str], begun=lambda: None) -> int:
 
 def _in_folder(filename, folder: Path) -> bool:
     """Whether an OSError's file is `folder` or lies in it (an error without a file is not the folder's)."""
-    if not isinstance(filename, (str, Path)):
-        return False
-    path, folder = Path(filename).absolute(), Path(folder).absolute()
-    return path == folder or folder in path.parents
+    return isinstance(filename, (str, Path)) and Path(filename).absolute().is_relative_to(Path(folder).absolute())
 
 
 def interrupted_text(outcome: runner.Outcome, out: Path, resume: str) -> str:
