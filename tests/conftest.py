@@ -43,6 +43,14 @@ sweeps the tests run in it: 19.8 s in a profile of the suite in one process (iss
 results/2026-12-02-tests/profile-top-afe04fb.txt). The processes the tests start measure it as every
 pipebench process does; tests/test_instrument.py tests the measurement itself.
 
+This process reads each split pipebench wrote once while its files stand as they are (`load_split_once`,
+for `open_split` and the JPEG copies; a copy of the arrays each time): 286 reads of 48 distinct splits
+took 63 s of the workers' time in one run, 52 s of it reading again what the same worker had read
+(results/2026-12-02-tests/split-reads.txt, by split_reads.py there). A split whose files change (a test
+damaging one) is read again, as is one written less than 2 s before (the time a file's mtime is
+stamped with moves by clock ticks), and a download (no CHECKSUMS.json) always; tests/test_sources.py
+tests `load_split` itself.
+
 An xdist worker runs one multiprocessing forkserver for its tests (`forkserver_for_tests`, before each
 test), importing what every use of it here imports (`forkserver_preload()`: both DataLoader-based
 pipelines' workers' modules and those of the configuration processes an in-process sweep forks), not
@@ -58,6 +66,7 @@ session (`startup_s`), so the suite passes on a loaded machine (issue 69).
 """
 from __future__ import annotations
 
+import collections
 import fcntl
 import functools
 import gc
@@ -84,6 +93,37 @@ from pipelines import sources, workers
 from pipelines.config import PipelineConfig
 
 machine.host_identity = functools.cache(machine.host_identity)   # once per process (module docstring)
+
+
+SPLITS_KEPT = 4   # the splits `load_split_once` keeps, the latest read (a full train split: 150 MB)
+SETTLED_NS = 2_000_000_000   # files written this recently are read afresh: a write within the same clock tick
+_SPLITS: collections.OrderedDict = collections.OrderedDict()
+_load_split = sources.load_split
+
+
+def load_split_once(folder, split, cache_root=None, limit=None):
+    """`sources.load_split`, a split pipebench wrote read once while its files are unchanged (module
+    docstring): a copy of the arrays it returned."""
+    folder = Path(folder)
+    try:
+        stamp = tuple((s.st_ino, s.st_size, s.st_mtime_ns) for s in
+                      (folder.joinpath(name).stat() for name in (*sources.layout.split_files(split), sources.CHECKSUMS)))
+    except OSError:   # a file missing, or no CHECKSUMS.json (a download): read as it is, as always
+        return _load_split(folder, split, cache_root, limit)
+    if time.time_ns() - max(mtime for _, _, mtime in stamp) < SETTLED_NS:
+        return _load_split(folder, split, cache_root, limit)   # a change within a clock tick keeps the mtime
+    key = (str(folder.resolve()), split, str(cache_root), limit, stamp)
+    if key in _SPLITS:
+        _SPLITS.move_to_end(key)
+    else:
+        _SPLITS[key] = _load_split(folder, split, cache_root, limit)
+        if len(_SPLITS) > SPLITS_KEPT:
+            _SPLITS.popitem(last=False)
+    images, labels = _SPLITS[key]
+    return images.copy(), labels.copy()
+
+
+sources.split.load_split = sources.jpeg.load_split = load_split_once
 
 COL0, COL_STEP = 16, 7
 # seconds `python -c "import torch"` took on the idle 2-core machine the tests' allowances were set on

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import urllib.error
 import zlib
 from pathlib import Path
@@ -586,6 +587,28 @@ def test_a_split_is_labelled_with_what_was_read(tmp_path, small, monkeypatch):
         label(genuine)
     monkeypatch.setitem(sources.CIFAR10_MD5, "test_batch", sources.checksum(genuine / "test_batch", "md5"))
     assert label(genuine) == "cifar10"
+
+
+def test_a_split_written_again_in_place_is_read_as_it_now_is(tmp_path, small):
+    """open_split reads a split's files as they are now, also under the tests' read-once cache
+    (tests/conftest.py `load_split_once`, which keeps a split whose files were written long enough ago)."""
+    config = PipelineConfig(data_root=str(tmp_path), source="cifar10", split="test")
+    def settled(seconds_ago: float) -> None:   # written that long ago: a split the cache keeps
+        for path in folder.iterdir():
+            os.utime(path, (time.time() - seconds_ago,) * 2)
+
+    folder = write_set(tmp_path, seed=1)
+    settled(7200)
+    before = sources.open_split(config).images
+    assert np.array_equal(sources.open_split(config).images, before)
+    write_set(tmp_path, seed=2)   # in place: the same files, sizes and inodes
+    just_written = sources.open_split(config).images
+    assert not np.array_equal(just_written, before)
+    settled(3600)
+    assert np.array_equal(sources.open_split(config).images, just_written)
+    write_set(tmp_path, seed=3)
+    settled(1800)
+    assert not np.array_equal(sources.open_split(config).images, just_written)
 
 
 @pytest.mark.parametrize("images,labels,message", [
