@@ -44,9 +44,10 @@ results/2026-12-02-tests/profile-top-afe04fb.txt). The processes the tests start
 pipebench process does; tests/test_instrument.py tests the measurement itself.
 
 This process reads each split pipebench wrote once while its files stand as they are (`load_split_once`,
-for `open_split` and the JPEG copies; a copy of the arrays each time): 286 reads of 48 distinct splits
-took 63 s of the workers' time in one run, 52 s of it reading again what the same worker had read
-(results/2026-12-02-tests/split-reads.txt, by split_reads.py there). A split whose files change (a test
+for `open_split` and the JPEG copies; a copy of the arrays each time): the workers read splits 301-303
+times for 63-72 s of their time, 51-58 s of it reading again what the same worker had read; 101 times
+for 12-16 s with it, the suite 285-301 s against 332-337 s (results/2026-12-02-tests/split-reads.txt,
+two runs each, alternating, by split_reads.py there). A split whose files change (a test
 damaging one) is read again, as is one written less than 2 s before (the time a file's mtime is
 stamped with moves by clock ticks), and a download (no CHECKSUMS.json) always; tests/test_sources.py
 tests `load_split` itself.
