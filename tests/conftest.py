@@ -43,14 +43,14 @@ sweeps the tests run in it: 19.8 s in a profile of the suite in one process (iss
 results/2026-12-02-tests/profile-top-afe04fb.txt). The processes the tests start measure it as every
 pipebench process does; tests/test_instrument.py tests the measurement itself.
 
-This process reads each split pipebench wrote once while its files stand as they are (`load_split_once`,
-for `open_split` and the JPEG copies; a copy of the arrays each time): the workers read splits 301-303
-times for 63-72 s of their time, 51-58 s of it reading again what the same worker had read; 101 times
-for 12-16 s with it, the suite 285-301 s against 332-337 s (results/2026-12-02-tests/split-reads.txt,
-two runs each, alternating, by split_reads.py there). A split whose files change (a test
-damaging one) is read again, as is one written less than 2 s before (the time a file's mtime is
-stamped with moves by clock ticks), and a download (no CHECKSUMS.json) always; tests/test_sources.py
-tests `load_split` itself.
+This process reads each split pipebench wrote once while its files stand as they are, keeping the four
+latest (`load_split_once`, for `open_split` and the JPEG copies; a copy of the arrays each time): the
+workers read splits 301-303 times for 63-72 s of their time, 51-58 s of it reading again what the same
+worker had read; 101 times for 12-16 s with it, the suite 285-301 s against 332-337 s
+(results/2026-12-02-tests/split-reads.txt, two runs each, alternating, by split_reads.py there). A split
+whose files change (a test damaging one) is read again, as is one written less than 2 s before (the time
+a file's mtime is stamped with moves by clock ticks), and a download (no CHECKSUMS.json) always;
+tests/test_sources.py tests `load_split` itself.
 
 An xdist worker runs one multiprocessing forkserver for its tests (`forkserver_for_tests`, before each
 test), importing what every use of it here imports (`forkserver_preload()`: both DataLoader-based
@@ -104,23 +104,24 @@ _load_split = sources.load_split
 
 def load_split_once(folder, split, cache_root=None, limit=None):
     """`sources.load_split`, a split pipebench wrote read once while its files are unchanged (module
-    docstring): a copy of the arrays it returned."""
+    docstring): a copy of the arrays it returned. The key holds the files' inode, size, mtime and ctime
+    (which no `os.utime` sets back) and `layout.PER_FILE` (each batch's shape is checked against it)."""
     folder = Path(folder)
     try:
-        stamp = tuple((s.st_ino, s.st_size, s.st_mtime_ns) for s in
+        stamp = tuple((s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns) for s in
                       (folder.joinpath(name).stat() for name in (*sources.layout.split_files(split), sources.CHECKSUMS)))
     except OSError:   # a file missing, or no CHECKSUMS.json (a download): read as it is, as always
         return _load_split(folder, split, cache_root, limit)
-    if time.time_ns() - max(mtime for _, _, mtime in stamp) < SETTLED_NS:
+    if time.time_ns() - max(mtime for _, _, mtime, _ in stamp) < SETTLED_NS:
         return _load_split(folder, split, cache_root, limit)   # a change within a clock tick keeps the mtime
-    key = (str(folder.resolve()), split, str(cache_root), limit, stamp)
+    key = (str(folder.resolve()), split, str(cache_root), limit, sources.layout.PER_FILE, stamp)
     if key in _SPLITS:
         _SPLITS.move_to_end(key)
+        images, labels = _SPLITS[key]
     else:
-        _SPLITS[key] = _load_split(folder, split, cache_root, limit)
+        images, labels = _SPLITS[key] = _load_split(folder, split, cache_root, limit)
         if len(_SPLITS) > SPLITS_KEPT:
             _SPLITS.popitem(last=False)
-    images, labels = _SPLITS[key]
     return images.copy(), labels.copy()
 
 

@@ -592,11 +592,12 @@ def test_a_split_is_labelled_with_what_was_read(tmp_path, small, monkeypatch):
 def test_a_split_written_again_in_place_is_read_as_it_now_is(tmp_path, small):
     """open_split reads a split's files as they are now, also under the tests' read-once cache
     (tests/conftest.py `load_split_once`, which keeps a split whose files were written long enough ago)."""
-    config = PipelineConfig(data_root=str(tmp_path), source="cifar10", split="test")
     def settled(seconds_ago: float) -> None:   # written that long ago: a split the cache keeps
         for path in folder.iterdir():
             os.utime(path, (time.time() - seconds_ago,) * 2)
 
+    assert sources.split.load_split.__name__ == "load_split_once"   # the cache this checks too
+    config = PipelineConfig(data_root=str(tmp_path), source="cifar10", split="test")
     folder = write_set(tmp_path, seed=1)
     settled(7200)
     before = sources.open_split(config).images
@@ -609,6 +610,10 @@ def test_a_split_written_again_in_place_is_read_as_it_now_is(tmp_path, small):
     write_set(tmp_path, seed=3)
     settled(1800)
     assert not np.array_equal(sources.open_split(config).images, just_written)
+    with pytest.MonkeyPatch.context() as patch:   # read as batches of another size: refused, as always
+        patch.setattr(sources.layout, "PER_FILE", 50)
+        with pytest.raises(sources.CifarFormatError, match=r"expected \(50, 3072\) uint8"):
+            sources.open_split(config)
 
 
 @pytest.mark.parametrize("images,labels,message", [
