@@ -591,7 +591,8 @@ def test_a_split_is_labelled_with_what_was_read(tmp_path, small, monkeypatch):
 
 def test_a_split_written_again_in_place_is_read_as_it_now_is(tmp_path, small):
     """open_split reads a split's files as they are now, also under the tests' read-once cache
-    (tests/conftest.py `load_split_once`, which keeps a split whose files were written long enough ago)."""
+    (tests/conftest.py `load_split_once`, which keeps a split whose files were written long enough ago),
+    also where a file's mtime was set back to what it was."""
     def settled(seconds_ago: float) -> None:   # written that long ago: a split the cache keeps
         for path in folder.iterdir():
             os.utime(path, (time.time() - seconds_ago,) * 2)
@@ -614,6 +615,14 @@ def test_a_split_written_again_in_place_is_read_as_it_now_is(tmp_path, small):
         patch.setattr(sources.layout, "PER_FILE", 50)
         with pytest.raises(sources.CifarFormatError, match=r"expected \(50, 3072\) uint8"):
             sources.open_split(config)
+    # a byte changed in place with the file's times set back exactly: only its ctime tells, and it is read again
+    batch = folder / sources.layout.split_files("test")[0]
+    times = batch.stat()
+    time.sleep(0.05)   # past the clock tick a file's ctime is stamped with
+    flip_byte(batch)
+    os.utime(batch, ns=(times.st_atime_ns, times.st_mtime_ns))
+    with pytest.raises(sources.CifarFormatError, match="checksum does not match the one recorded"):
+        sources.open_split(config)
 
 
 @pytest.mark.parametrize("images,labels,message", [
