@@ -21,6 +21,7 @@ import math
 import sys
 import types
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 KINDS = {"int": int, "float": float, "str": str, "bool": bool}
@@ -188,6 +189,29 @@ class Source(_Value):
             return text
         raise argparse.ArgumentTypeError(f"{echo(text)}: expected one of {', '.join(self.sources)} or "
                                          f"{self.prefix}PATH")
+
+
+@dataclass(frozen=True, eq=False)
+class Device(_Value):
+    """--device: auto, cpu, cuda or cuda:N (N a GPU's index); checked before torch reads it, which
+    takes names such as `mps` or `meta` the suite cannot run on and fails on others with a traceback."""
+
+    def __call__(self, text: str) -> str:
+        kind, colon, index = text.partition(":")
+        if text in ("auto", "cpu", "cuda") or (kind == "cuda" and colon and index.isdigit() and index.isascii()):
+            return text
+        raise argparse.ArgumentTypeError(f"{echo(text)}: expected auto, cpu, cuda or cuda:N (N a GPU's index)")
+
+
+@dataclass(frozen=True, eq=False)
+class Folder(_Value):
+    """--out: a folder to write into, any path but the empty one (which `Path` reads as the current
+    folder: a run's files would land there)."""
+
+    def __call__(self, text: str) -> Path:
+        if not text:
+            raise argparse.ArgumentTypeError("'': expected a folder (an empty path would be the current folder)")
+        return Path(text)
 
 
 @dataclass(frozen=True, eq=False)

@@ -658,6 +658,33 @@ def test_cli_report_only_needs_claims_csv(tmp_path):
     assert not (tmp_path / "CLAIMS.md").exists()
 
 
+@pytest.mark.parametrize("text, said", [("", "is empty: not a pipebench results file"),
+                                        ("a,b\n1,2\n", "is not a pipebench results file (no column run_id, "),
+                                        (",".join(claims.COLUMNS) + "\n", "holds no row: no claim was measured")])
+def test_cli_report_only_refuses_a_claims_csv_it_cannot_read(tmp_path, text, said):
+    """Fault campaign: an empty claims.csv (EmptyDataError), one that is not a claims file (KeyError 'claim'), one
+    of a header alone (IndexError) ended in tracebacks; each is one line, and nothing is written."""
+    csv = tmp_path / "claims.csv"
+    csv.write_text(text)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["claims", "--report-only", "--out", str(tmp_path)])
+    assert e.value.code.startswith(f"pipebench claims: {csv} {said}") and "\n" not in e.value.code
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["claims.csv"]
+
+
+def test_cli_report_only_leaves_out_a_torn_last_line(tmp_path):
+    """Fault campaign: a claims.csv whose last row was cut mid-write (no newline) was read as a row, and its claim's
+    latest run became that fragment; it is left out with a warning, as results.csv's is."""
+    writer = results.CsvWriter(tmp_path / "claims.csv", results.environment(), "run-1", columns=claims.COLUMNS)
+    ctx = claims.Context(torch.device("cpu"), PipelineConfig(device="cpu"), claims.Scale.tiny())
+    claims.run(claims.select(["1", "2"]), ctx, writer.write)
+    with open(tmp_path / "claims.csv", "a") as f:
+        f.write("run-2,2026-12-06T18:19:35+00:00,pageable-blocks,")
+    with pytest.warns(UserWarning, match=r"claims.csv: its last line is torn \(48 bytes without a newline\); left out"):
+        assert cli.main(["claims", "--report-only", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "CLAIMS.md").read_text().count("**Verdict: not measured.** needs a CUDA device") == 2
+
+
 @pytest.mark.parametrize("bad", ["0", "11", "6,nope", "pinned"])
 def test_cli_rejects_a_bad_claims_value(bad, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:

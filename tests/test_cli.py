@@ -83,7 +83,8 @@ USAGE_ERRORS = [[], ["--versio"], ["compare", "--cpus"], ["compare", "--cpu", "2
                 ["compare", "--steps", "-3"], ["sweep", "--pipelines", "nosuch"], ["compare", "--dali-cpu-share", "2"],
                 ["sweep", "--encoding", "raw,raw"], ["sweep", "--part", "3/2"], ["compare", "--source", "bogus"],
                 ["compare", "--image-size", "33"], ["compare", "--busy-ms", "-1"], ["compare", "--models", ","],
-                ["compare", "--data-seed", "x"], ["prepare", "--jpeg-quality", "0"], ["stability", "--pipelines", "x"]]
+                ["compare", "--data-seed", "x"], ["prepare", "--jpeg-quality", "0"], ["stability", "--pipelines", "x"],
+                ["compare", "--device", "tpu"], ["stability", "--epochs", "3", "--out", "x"]]
 
 
 def test_every_help_and_usage_error_answers_without_importing_torch():
@@ -274,6 +275,42 @@ def test_the_command_that_resumes_a_run_keeps_its_options_and_folder():
         == "pipebench sweep --models m.py:build --out 'a b'"
 
 
+def test_compare_appends_rows_of_its_own_commit_and_refuses_another_commits(tmp_path, synthetic_root, monkeypatch, capsys):
+    """A fault campaign: `compare --out DIR` appended to rows of another commit, and every `report DIR`
+    then failed ("report them apart"), which one file cannot be; refused as a sweep refuses, nothing written."""
+    out = tmp_path / "run"
+    argv = ["--no-isolate", "--processes", "1", "--device", "cpu", "--pipelines", "resident", "--modes", "loader",
+            "--data-root", str(synthetic_root), "--max-samples", "64", "--batch-size", "16", "--steps", "2",
+            "--warmup", "0", "--repeats", "1", "--out", str(out)]
+    monkeypatch.setenv("PIPEBENCH_GIT_COMMIT", "aaaaaaaaaaaa")
+    for _ in range(2):   # the same commit: appended
+        assert cli.main(["compare", *argv]) == 0
+    assert len(results.read_rows(out / "results.csv")) == 2
+    written = {p.name: p.read_bytes() for p in out.iterdir()}
+    monkeypatch.setenv("PIPEBENCH_GIT_COMMIT", "bbbbbbbbbbbb")
+    said = f"{out}/results.csv holds rows of commit aaaaaaaaaaaa, this is bbbbbbbbbbbb: a reference result is one commit"
+    for command, hint in [("compare", "; choose another --out"), ("sweep", "; choose another --out, or pass "
+                                                                           "--resume-other-commit")]:
+        with pytest.raises(SystemExit) as stop:
+            cli.main([command, *argv])
+        assert stop.value.code == f"pipebench {command}: {said}{hint}"
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == written
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("command", ["compare", "sweep", "report x", "claims", "stability"])
+@pytest.mark.parametrize("out", [["--out", ""], ["--out="], ["--out", "elsewhere", "--out", ""]])
+def test_an_empty_out_is_refused_in_one_line_before_anything_is_written(command, out, tmp_path, monkeypatch, capsys):
+    """A fault campaign: `--out ""` (parsed as ".") wrote results.csv, ANSWER.md, COMMAND.txt and
+    environment.json into the current folder."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        cli.main([*command.split(), *(["--device", "cpu"] if command != "report x" else []), *out])
+    assert stop.value.code == 2 and ("argument --out: '': expected a folder (an empty path would be the current "
+                                     "folder)") in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
 def test_a_knob_that_takes_none_takes_it_by_name_on_the_command_line():
     """None is a knob's documented default where it has one ("none" on the command line)."""
     assert parse("sweep", "--dali-hw-decoder-load", "none,0.99").dali_hw_decoder_load == [None, 0.99]
@@ -306,6 +343,32 @@ def test_absurd_bounds_are_refused_in_one_line_before_anything_runs(argv, messag
     with pytest.raises(SystemExit) as stop:
         cli.main(argv)
     assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["compare", "--device", "tpu"], ["sweep", "--device", "mps", "--estimate"], ["compare", "--device", "cuda:-1"],
+    ["sweep", "--device", "cuda:abc"], ["compare", "--device", ""], ["stability", "--device", "meta", "--out", "x"],
+    ["claims", "--device", "gpu"]])
+def test_a_device_the_suite_cannot_run_on_is_refused_in_one_line(argv, capsys):
+    """Fault campaign: `--device tpu` (or gpu, cuda:abc, cuda:-1) was a traceback of torch's, `--device mps` or
+    `meta` a TypeError from the plan's defaults."""
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and f"argument --device: '{argv[2]}': expected auto, cpu, cuda or cuda:N" in err
+    assert "Traceback" not in err
+
+
+def test_the_devices_the_suite_runs_on_are_taken():
+    assert [parse("compare", "--device", d).device for d in ("auto", "cpu", "cuda", "cuda:0", "cuda:12")] == [
+        "auto", "cpu", "cuda", "cuda:0", "cuda:12"]
+
+
+def test_an_empty_claim_list_is_refused(capsys):
+    with pytest.raises(SystemExit) as stop:
+        parse("claims", "--claims", " , ")
+    assert stop.value.code == 2 and "argument --claims: ' , ': expected a comma-separated list of claims" in \
+        capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [["--versio"], ["--debug", "compare"], ["-x", "list"]])

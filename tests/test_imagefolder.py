@@ -103,6 +103,27 @@ def test_a_file_that_cannot_be_read_is_refused_once_before_anything_runs(folder,
     assert "Traceback" not in capsys.readouterr().err
 
 
+def test_prepare_checks_your_photographs_and_makes_nothing(folder, tmp_path, capsys):
+    """A fault campaign: `prepare --source imagefolder:/nonexistent` exited 0 having made the synthetic
+    CIFAR set (236 MB) and never looked at the folder. It checks every photograph as `compare` does, a
+    folder that cannot be used in one line, and writes nothing under --data-root."""
+    data = tmp_path / "data"
+    assert cli.main(["prepare", "--source", f"imagefolder:{folder}", "--data-root", str(data)]) == 0
+    assert capsys.readouterr().out == (f"imagefolder: {folder} (every photograph of its train split checked; read as "
+                                       "they are: no JPEG copy to make)\n")
+    jpeg(tmp_path / "both" / "train" / "cat" / "a.jpg")
+    jpeg(tmp_path / "both" / "val" / "cat" / "b.jpg")
+    assert cli.main(["prepare", "--source", f"imagefolder:{tmp_path / 'both'}", "--data-root", str(data)]) == 0
+    assert "every photograph of its train and test splits checked" in capsys.readouterr().out
+    (folder / "dog" / "b.png").write_bytes(b"\x89PNG....")
+    for source, said in [(tmp_path / "nowhere", f"imagefolder {tmp_path / 'nowhere'}: no such folder"),
+                         (folder, f"{folder}/dog/b.png: not a JPEG file (the pipelines here decode JPEG only)")]:
+        with pytest.raises(SystemExit) as stop:
+            cli.main(["prepare", "--source", f"imagefolder:{source}", "--data-root", str(data)])
+        assert stop.value.code == f"pipebench prepare: {said}"
+    assert not data.exists()
+
+
 def test_a_folder_whose_path_is_not_utf8_is_measured_and_recorded_escaped(folder, tmp_path, monkeypatch):
     renamed = os.fsdecode(os.fsencode(tmp_path) + b"/m\xffne")
     os.rename(folder, renamed)

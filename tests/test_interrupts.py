@@ -121,10 +121,10 @@ def test_ctrl_c_while_stability_starts_its_dataloader_workers_stops_after_the_it
     FileNotFoundError traceback: issue 69's campaign, case 13): exit 130, no traceback, no worker left."""
     built = sigint_while_a_dataloader_iterator_is_built(monkeypatch)
     code = cli.main(["stability", "--device", "cpu", "--data-root", str(synthetic_root), "--pipelines", "dataloader",
-                     "--workers", "2", "--max-samples", "128", "--batch-size", "16", "--epochs", "3",
+                     "--workers", "2", "--max-samples", "128", "--batch-size", "16", "--epochs", "4",
                      "--out", str(tmp_path / "run")])
     err = capfd.readouterr().err
-    assert code == 130 and built and "stopped by SIGINT after 0 of 3 epochs" in err
+    assert code == 130 and built and "stopped by SIGINT after 0 of 4 epochs" in err
     assert "Traceback" not in err and "Error" not in err
     assert not multiprocessing.active_children()
 

@@ -125,6 +125,16 @@ def test_a_value_of_the_wrong_type_in_a_plan_names_the_file_the_key_and_what_it_
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("text,key", [('{"batch_size": 32, "batch_size": 0}', "batch_size"),   # (the last one,
+                                      ('{"grids": [{"seed": 1, "cpus": 1, "seed": "x"}]}', "seed")])   # kept, is bad)
+def test_a_key_given_twice_in_a_plan_is_refused_not_the_last_one_kept(tmp_path, capsys, text, key):
+    path = tmp_path / "plan.json"
+    path.write_text(text)
+    code, err = error_of(["sweep", "--config", str(path), "--out", str(tmp_path / "run")], capsys)
+    assert err == f"pipebench sweep: --config {path}: the key '{key}' is given twice in one object; give each key once"
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_plans_switches_and_none_still_become_their_flags(tmp_path):
     path = plan_file(tmp_path, {"channels_last": False, "share_process": True, "pin_memory": False,
                                 "dali_hw_decoder_load": [None, 0.5], "parallel": "dp", "modes": "loader,model"})

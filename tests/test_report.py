@@ -962,6 +962,25 @@ def test_answers_come_largest_cpu_budget_first(tmp_path):
     assert [line.split(" per GPU")[0] for line in said] == ["With 16 cores", "With 4 cores", "With 2 cores"]
 
 
+def test_a_run_of_several_batch_sizes_answers_each_apart_and_its_summary_names_those_its_table_leaves_out(tmp_path):
+    """`--batch-size 16,32` gave one answer that called `resident` both fed and set aside: the
+    answers grouped the two settings' cells as one situation. Each setting is its own answer now,
+    named, and the summary's table (of one setting) says which others the run measured."""
+    rows = []
+    for batch, rate in ((16, 49_000), (32, 20_000)):   # fed at batch 16, input-bound at 32
+        rows += processes("model", "none", windows(50_000, 50_000, 50_000), model="m", step="eager", batch_size=batch)
+        rows += processes("e2e", "resident", windows(rate, rate, rate), model="m", step="eager", batch_size=batch)
+    path = write(tmp_path, rows)
+    said = report.answers(report.cells(report.load([path])))
+    assert [line.split(" trains at")[0] for line in said] == [
+        "With 16 cores per GPU, `m` at 32 px, batch 16, bfloat16 (eager step)",
+        "With 16 cores per GPU, `m` at 32 px, batch 32, bfloat16 (eager step)"]
+    assert "`resident` keeps it fed" in said[0] and "no pipeline keeps it fed" in said[1]
+    summary = report.write([path], tmp_path / "out").parent.joinpath("SUMMARY.md").read_text()
+    assert ("The table above is batch 16, bfloat16; this run also measured batch 32, bfloat16 at 32 px: their "
+            "answers are in ANSWER.md") in summary
+
+
 def needs_line(tmp_path, shares: dict[int, dict[str, float]]) -> str:
     rows = []
     for cpus, fed in shares.items():

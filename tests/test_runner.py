@@ -561,14 +561,50 @@ def test_dataloader_leaves_the_callers_random_stream_alone(synthetic_root):
 
 def test_stability_records_memory_after_every_epoch(tmp_path, synthetic_root):
     out = tmp_path / "stability"
-    assert cli.main(["stability", "--device", "cpu", "--pipelines", "resident,dataloader", "--epochs", "3",
+    assert cli.main(["stability", "--device", "cpu", "--pipelines", "resident,dataloader", "--epochs", "4",
                      "--max-samples", "128", "--workers", "1", "--data-root", str(synthetic_root),
                      "--out", str(out)]) == 0
     df = pd.read_csv(out / "stability.csv")
-    assert df.groupby("pipeline").epoch.apply(list).to_dict() == {"dataloader": [0, 1, 2], "resident": [0, 1, 2]}
+    assert df.groupby("pipeline").epoch.apply(list).to_dict() == {"dataloader": [0, 1, 2, 3], "resident": [0, 1, 2, 3]}
     workers = df[df.pipeline == "dataloader"]
     assert (df.host_rss_mb > 10).all() and (workers.children >= 1).all() and (workers.children_rss_mb > 0).all()
     assert (out / "stability.png").stat().st_size > 10_000 and "| resident" in (out / "STABILITY.md").read_text()
+
+
+@pytest.mark.parametrize("epochs", ["1", "3"])
+def test_stability_refuses_fewer_epochs_than_growth_needs(tmp_path, epochs, capsys):
+    """Fault campaign: with --epochs 1 or 2 (or 3) growth, measured from epoch 2 on, compared no two epochs, and
+    STABILITY.md said a flat pass."""
+    out = tmp_path / "stability"
+    with pytest.raises(SystemExit) as e:
+        cli.main(["stability", "--device", "cpu", "--pipelines", "resident", "--epochs", epochs, "--out", str(out)])
+    assert e.value.code == 2 and f"argument --epochs: '{epochs}': expected an integer >= 4" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_stability_refuses_a_batch_larger_than_the_data(tmp_path, synthetic_root):
+    """Fault campaign: --batch-size 512 of 64 samples read 0 images per epoch (the partial batch dropped), and
+    STABILITY.md said a flat pass."""
+    out = tmp_path / "stability"
+    with pytest.raises(SystemExit) as e:
+        cli.main(["stability", "--device", "cpu", "--pipelines", "resident", "--batch-size", "512", "--max-samples",
+                  "64", "--epochs", "4", "--data-root", str(synthetic_root), "--out", str(out)])
+    assert e.value.code == ("pipebench stability: batch size 512 is larger than the 64 samples per epoch (the last, "
+                            "partial batch is dropped): no epoch would read an image; pass a smaller --batch-size or "
+                            "a larger --max-samples")
+    assert not {"stability.csv", "STABILITY.md", "stability.png"} & {p.name for p in out.iterdir()}
+
+
+def test_stability_refuses_when_no_pipeline_asked_for_can_run(tmp_path, monkeypatch):
+    """Fault campaign: `--pipelines ffcv` where FFCV is missing wrote a stability.csv of environment columns alone,
+    then failed with `KeyError: 'pipeline'`."""
+    monkeypatch.setitem(pipelines._REGISTRY, "missing", ("no_such_module_xyz", "Nothing"))
+    out = tmp_path / "stability"
+    with pytest.raises(SystemExit) as e:
+        cli.main(["stability", "--device", "cpu", "--pipelines", "missing", "--epochs", "4", "--out", str(out)])
+    assert e.value.code == ("pipebench stability: no pipeline asked for can run here: missing: No module named "
+                            "'no_such_module_xyz'")
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("name", ["dataloader", "timm"])
@@ -839,10 +875,10 @@ def test_ctrl_c_while_stability_fetches_a_batch_stops_once_the_batch_is_whole(tm
     (results/2026-12-02-tests/ctrl-c-stability-mid-before.txt); each batch is taken whole first."""
     monkeypatch.setitem(pipelines._REGISTRY, "cut-mid-batch", (__name__, "CutMidBatch"))
     monkeypatch.setattr(CutMidBatch, "fetched", [])
-    assert cli.main(["stability", "--device", "cpu", "--pipelines", "cut-mid-batch", "--epochs", "2",
+    assert cli.main(["stability", "--device", "cpu", "--pipelines", "cut-mid-batch", "--epochs", "4",
                      "--max-samples", "64", "--data-root", str(synthetic_root), "--out", str(tmp_path / "s")]) == 130
     assert CutMidBatch.fetched == [0, 1, 2]
-    assert "stopped by SIGINT after 0 of 2 epochs of `cut-mid-batch`" in capsys.readouterr().err
+    assert "stopped by SIGINT after 0 of 4 epochs of `cut-mid-batch`" in capsys.readouterr().err
 
 
 def test_stability_counts_the_workers_a_forkserver_started(synthetic_root):

@@ -530,7 +530,7 @@ def test_cache_root_is_none_or_a_path(monkeypatch):
     (["prepare"], "synthetic", "the synthetic set", f"synthetic-seed0/{sources.BATCH_FOLDER}"),
     (["compare", "--device", "cpu", "--no-isolate", "--modes", "loader", "--pipelines", "dataloader",
       "--encoding", "jpeg"], "cifar10", "the JPEG copy", "jpeg-q90"),
-    (["stability", "--device", "cpu", "--pipelines", "resident", "--epochs", "1"], "synthetic",
+    (["stability", "--device", "cpu", "--pipelines", "resident", "--epochs", "4"], "synthetic",
      "the synthetic set", f"synthetic-seed0/{sources.BATCH_FOLDER}"),
 ])
 def test_an_unwritable_data_folder_is_one_line_naming_it(tmp_path, small, monkeypatch, command, source, what, where):

@@ -1,4 +1,5 @@
-"""`pipebench claims`: the selected claims measured into OUT/claims.csv, then CLAIMS.md.
+"""`pipebench claims`: the selected claims measured into OUT/claims.csv, then CLAIMS.md; a claims.csv
+that cannot be read (empty, damaged, not a claims file: `claims.read`) is one line.
 """
 from __future__ import annotations
 
@@ -41,10 +42,14 @@ def run_claims(args, argv: list[str]) -> Path:
         print(f"device: {device}; output: {args.out}/claims.csv", file=sys.stderr)
         with tqdm(total=len(args.claims), unit="claim", desc="claims") as bar:
             claims.run(args.claims, context, writer.write, bar)
-    path = claims.write_report(args.out / "claims.csv", args.out)
+    try:
+        df = claims.read(args.out / "claims.csv")
+    except ValueError as e:   # claims.csv empty, damaged or not a claims file
+        raise _fail("claims", e) from None
+    path = claims.write_report(args.out / "claims.csv", args.out, df)
+    found = claims.verdicts(df)
     if args.report_only:
         record(args.out, ["pipebench", *argv])
-    found = claims.verdicts(claims.read(args.out / "claims.csv"))
     print("\n".join(f"{i:>2} {key:22s} {v.verdict}" for i, (key, v) in enumerate(found.items(), 1)))
     print(path)
     return path

@@ -176,7 +176,8 @@ def _report_os_error(e: OSError, args, csvs: list[Path]) -> str:
 
 
 def _prepare(args, argv: list[str]) -> int:
-    """`pipebench prepare`: the source validated and its JPEG copy made; with --photos, a photo set."""
+    """`pipebench prepare`: the source validated and its JPEG copy made (your photographs,
+    `imagefolder:PATH`: each checked, nothing made); with --photos, a photo set."""
     from pipelines import sources
     from pipelines.config import PipelineConfig
     from pipelines.sources import photos
@@ -190,19 +191,36 @@ def _prepare(args, argv: list[str]) -> int:
             photos.check_room(final, args.photos, args.data_seed, found)
         config = PipelineConfig(data_root=args.data_root, source=args.source, data_seed=args.data_seed,
                                 cache_root=args.cache_root)
-        source, folder = sources.resolve_folder(config)
-        for split in ("train", "test"):
-            sources.load_split(folder, split, config.cache_root)   # validates every file and its checksum
-        jpeg = sources.prepare_jpeg(folder, args.jpeg_quality, cache_root=config.cache_root)
-        sizes = sources.load_jpeg(folder, "train", args.jpeg_quality, cache_root=config.cache_root)
+        if config.photos:   # your files, read as they are: each checked as compare checks them, nothing made
+            said = _check_photographs(Path(config.photo_folder))
+        else:
+            source, folder = sources.resolve_folder(config)
+            for split in ("train", "test"):
+                sources.load_split(folder, split, config.cache_root)   # validates every file and its checksum
+            jpeg = sources.prepare_jpeg(folder, args.jpeg_quality, cache_root=config.cache_root)
+            sizes = sources.load_jpeg(folder, "train", args.jpeg_quality, cache_root=config.cache_root)
+            said = (f"{source}: {folder} (validated; checksums match {sources.checksum_origin(folder)})\n"
+                    f"JPEG q{args.jpeg_quality}: {jpeg} (checksums match JPEG.json; "
+                    f"mean {len(sizes.data) / len(sizes):.0f} B per train image)")
     except (OSError, ValueError) as e:
         raise SystemExit(f"pipebench prepare: {e}") from None
-    print(f"{source}: {folder} (validated; checksums match {sources.checksum_origin(folder)})\n"
-          f"JPEG q{args.jpeg_quality}: {jpeg} (checksums match JPEG.json; "
-          f"mean {len(sizes.data) / len(sizes):.0f} B per train image)")
+    print(said)
     if args.photos:
         _make_photos(args, final, found)
     return 0
+
+
+def _check_photographs(root: Path) -> str:
+    """`prepare --source imagefolder:ROOT`: every photograph of its train split, and of its test split
+    where it has one (train/ beside val/ or test/), checked (`imagefolder.check_imagefolder`: the first
+    that cannot be used, or a missing folder, is a one-line ValueError); the line that says so."""
+    from pipelines.sources import imagefolder
+    by_split = (root / "train").is_dir() and any((root / name).is_dir() for name in imagefolder.VAL_FOLDERS)
+    splits = ["train", "test"] if by_split else ["train"]
+    for split in splits:
+        imagefolder.check_imagefolder(root, split)
+    return (f"imagefolder: {imagefolder.shown(root)} (every photograph of its {' and '.join(splits)} "
+            f"split{'s' * (len(splits) - 1)} checked; read as they are: no JPEG copy to make)")
 
 
 def _make_photos(args, final: Path, found) -> None:

@@ -6,6 +6,8 @@ The plan's size (configuration processes, windows) is printed before anything ru
 listing more than --max-configurations is refused before its configurations are built (`check_size`).
 Every photograph a run reads (`imagefolder:PATH`) is checked once before anything runs: the first that
 cannot be read is named in one line (`imagefolder.check_imagefolder`), not once per configuration.
+An OUT/results.csv holding rows of another commit is refused before anything is written in OUT
+(`_refuse_other_commits`).
 """
 from __future__ import annotations
 
@@ -173,6 +175,7 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
     todo = list(range(len(specs)))
     refusals = conduct.refusals(specs, device)
     if lead:
+        _refuse_other_commits(args, out, env)
         _announce(args, argv, specs, refusals, world, out, env)
         if args.command == "sweep":
             todo = _resume(args, specs, out, env)
@@ -215,15 +218,21 @@ def _announce(args, argv, specs: list[RunSpec], refusals: dict, world, out: Path
             args.config.read_text())
 
 
+def _refuse_other_commits(args, out: Path, env: dict) -> None:
+    """A one-line ValueError, before the run writes anything in OUT, where OUT/results.csv holds rows of
+    another commit: a reference result is one commit (`report` refuses a folder of two, which no --out
+    of its own could part); a sweep takes them with --resume-other-commit, compare never."""
+    others = results.other_commits(out / "results.csv", env)
+    if others and not getattr(args, "resume_other_commit", False):
+        raise ValueError(f"{out}/results.csv holds rows of commit {', '.join(others)}, this is "
+                         f"{env['git_commit']}: a reference result is one commit; choose another --out"
+                         + (", or pass --resume-other-commit" if args.command == "sweep" else ""))
+
+
 def _resume(args, specs: list[RunSpec], out: Path, env: dict) -> list[int]:
     """The indices of `specs` a sweep still has to run in OUT: those not finished; a block cut short is
-    removed and run again; rows of another commit refused unless --resume-other-commit."""
+    removed and run again (rows of another commit: `_refuse_other_commits`, before)."""
     _refuse_damaged(out / "results.csv")
-    others = results.other_commits(out / "results.csv", env)
-    if others and not args.resume_other_commit:
-        raise ValueError(f"{out}/results.csv holds rows of commit {', '.join(others)}, this is "
-                         f"{env['git_commit']}: a reference result is one commit; choose another --out, "
-                         "or pass --resume-other-commit")
     done = results.completed(out / "results.csv", env)
     cut = {(results.config_key(s), s.process) for s in specs
            if 0 < done.get((results.config_key(s), s.process), 0) < windows(s)}

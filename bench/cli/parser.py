@@ -16,12 +16,15 @@ import pipelines
 from pipelines.options import clip, echo
 from pipelines.config import default_data_root
 
-from ..values import Choices, once, pieces, positive
+from ..values import Choices, Folder, once, pieces, positive
 from ..running.options import RUN_HELP, add_data_options, add_device, run_options
 from .top import top_parser
 
 def _claim_list(text: str) -> list:
     from .. import claims
+    if not pieces(text):
+        raise argparse.ArgumentTypeError(f"{echo(text)}: expected a comma-separated list of claims (numbers 1-"
+                                         f"{len(claims.CLAIMS)} or names)")
     try:
         chosen = claims.select(pieces(text))
     except ValueError as e:
@@ -53,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "(a plan's parts, sweep --part) also give one table of their e2e cells, each cell naming its run.")
     p.add_argument("csv", nargs="+", type=Path, metavar="RUN", help="run folders (holding results.csv) or "
                    "results CSV files")
-    p.add_argument("--out", type=Path, help="folder for REPORT.md, SUMMARY.md, ANSWER.md, the PNGs and COMMAND.txt "
+    p.add_argument("--out", type=Folder(), help="folder for REPORT.md, SUMMARY.md, ANSWER.md, the PNGs and COMMAND.txt "
                    "(default: the run folder, where one is given)")
     p.add_argument("--readme", type=Path, help="also fill every block of this report that this Markdown file "
                    "holds: of one run the summary, its answer (ANSWER.md's sentences) and its several-GPU answer (what "
@@ -94,7 +97,7 @@ def _claims_options(p: argparse.ArgumentParser) -> None:
                    "experiment runs; the numbers mean little")
     p.add_argument("--report-only", action="store_true", help="rebuild OUT/CLAIMS.md from OUT/claims.csv, measure nothing")
     p.add_argument("--seed", type=int, default=0, help="shuffle / augmentation seed (default: 0)")
-    p.add_argument("--out", type=Path, help="output folder (default: runs/claims-<UTC time>-<device>)")
+    p.add_argument("--out", type=Folder(), help="output folder (default: runs/claims-<UTC time>-<device>)")
     add_data_options(p)
 
 
@@ -104,13 +107,15 @@ def _stability_options(p: argparse.ArgumentParser) -> None:
     p.description = stability.__doc__.split("\n\n")[1].replace("\n", " ")
     p.add_argument("--pipelines", type=Choices(pipelines.names()), default=pipelines.names(),
                    help="comma-separated (default: all; unavailable ones are left out)")
-    p.add_argument("--epochs", type=positive(int), default=20, help="epochs per pipeline (default: %(default)s)")
+    p.add_argument("--epochs", type=positive(int, stability.MIN_EPOCHS), default=20,
+                   help=f"epochs per pipeline, at least {stability.MIN_EPOCHS}: memory growth is measured from epoch "
+                        f"{stability.SETTLE} (counting from 0) to the last (default: %(default)s)")
     p.add_argument("--batch-size", type=positive(int), help="images per batch (default: 512 on CUDA, 64 on CPU)")
     p.add_argument("--workers", type=positive(int), help="DataLoader workers / prefetch threads / parallel DALI "
                    "sources (default: cores - 1)")
     p.add_argument("--max-samples", type=positive(int), help="use only the first N samples of the split")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
-    p.add_argument("--out", type=Path, required=True, help="folder for stability.csv, STABILITY.md, stability.png")
+    add_device(p)
+    p.add_argument("--out", type=Folder(), required=True, help="folder for stability.csv, STABILITY.md, stability.png")
     add_data_options(p)
 
 
@@ -134,10 +139,12 @@ def config_grids(path: Path, parser: argparse.ArgumentParser) -> list[list[str]]
     full (e.g. "batch_size"); each value is checked as its option checks it, a wrong one refused in
     one line naming the file, the key and what it expects (`_plan_tokens`)."""
     try:
-        values = json.loads(path.read_text())
+        values = json.loads(path.read_text(), object_pairs_hook=_each_key_once)
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise SystemExit(f"pipebench sweep: --config {path}: " + (f"not UTF-8 text ({e.reason} at byte {e.start})"
                                                                  if isinstance(e, UnicodeDecodeError) else str(e)))
+    except ValueError as e:   # a key given twice (`_each_key_once`)
+        raise SystemExit(f"pipebench sweep: --config {path}: {e}") from None
     except RecursionError:   # [[[[...]]]]: a plan nests two levels ("grids", then a list of values)
         raise SystemExit(f"pipebench sweep: --config {path}: nested too deeply for JSON's parser; a plan is an "
                          "object of option names, its values lists at most") from None
@@ -164,6 +171,15 @@ def config_grids(path: Path, parser: argparse.ArgumentParser) -> list[list[str]]
 
     shared = tokens(values, "")
     return [shared + tokens(grid, f"grids[{i}].") for i, grid in enumerate(grids)]
+
+
+def _each_key_once(pairs: list[tuple]) -> dict:
+    """A JSON object of a plan, refusing a key given twice (JSON's parser keeps the last one silently)."""
+    keys = [key for key, _ in pairs]
+    twice = next((key for key in keys if keys.count(key) > 1), None)
+    if twice is not None:
+        raise ValueError(f"the key {echo(twice)} is given twice in one object; give each key once")
+    return dict(pairs)
 
 
 def _plan_tokens(value, action: argparse.Action, flag: str) -> list[str]:

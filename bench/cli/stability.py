@@ -1,5 +1,7 @@
 """`pipebench stability`: many epochs per pipeline, host and GPU memory per epoch, into
-OUT/stability.csv (the report: `bench.studies.stability.write_report`).
+OUT/stability.csv (the report: `bench.studies.stability.write_report`). Refused in one line before
+anything is written: no pipeline asked for can run here (fewer --epochs than growth needs: by the
+parser, `stability.MIN_EPOCHS`); before any epoch is measured: a batch larger than the data.
 """
 from __future__ import annotations
 
@@ -29,13 +31,16 @@ def run_stability(args, argv: list[str]) -> int:
                                 dtype="bfloat16" if device.type == "cuda" else "float32",
                                 channels_last=device.type == "cuda",
                                 **({} if args.workers is None else {"num_workers": args.workers}))
+        reasons = pipelines.available(args.pipelines)
+        names = [n for n in args.pipelines if not reasons.get(n)]
+        if not names:
+            raise ValueError("no pipeline asked for can run here: "
+                             + "; ".join(f"{n}: {reasons[n]}" for n in args.pipelines))
     except (ValueError, RuntimeError) as e:
         raise _fail("stability", e) from None
     args.out.mkdir(parents=True, exist_ok=True)
     env = results.environment()
     record(args.out, ["pipebench", *argv], env)
-    reasons = pipelines.available(args.pipelines)
-    names = [n for n in args.pipelines if not reasons.get(n)]
     rows, stop, name = [], None, ""
     try:
         with tqdm(total=len(names) * args.epochs, unit="epoch", desc="stability") as bar, \
@@ -45,7 +50,7 @@ def run_stability(args, argv: list[str]) -> int:
                 for row in stability.measure(name, pipelines.resolve_config(name, config), args.epochs):
                     rows.append(row)
                     bar.update(1)
-    except OSError as e:   # a missing data root, a folder that cannot be written
+    except (OSError, ValueError) as e:   # a missing data root, a folder that cannot be written, a batch past the data
         raise _fail("stability", e) from None
     except (interrupts.Interrupted, KeyboardInterrupt) as e:   # the epochs measured are written below
         stop = interrupts.Interrupted(e.exit_code - 128 if isinstance(e, interrupts.Interrupted) else signal.SIGINT)

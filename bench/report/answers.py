@@ -102,14 +102,21 @@ def unjudged(thin: pd.DataFrame, above: pd.DataFrame, noisy: pd.DataFrame, aside
             f"processes of {MIN_WINDOWS} windows each per cell).")
 
 
-def answer(rows: pd.DataFrame) -> str:
-    """One situation's answer (one model, step kind, loss reads, setting, CPU budget), as a sentence.
+def setting_text(r, named: bool) -> str:
+    """A situation's image size, and its batch size and dtype where the run measured several
+    settings (`named`): "32 px" or "32 px, batch 16, float32"."""
+    return f"{r.image_size} px" + (f", batch {r['batch_size']}, {r['dtype']}" if named else "")   # r.dtype: a Series'
+
+
+def answer(rows: pd.DataFrame, named: bool = False) -> str:
+    """One situation's answer (one model, step kind, loss reads, setting, CPU budget), as a sentence
+    (naming the batch size and dtype where `named`: the run measured several settings).
     It names a pipeline to use only where one is fed and the others within noise of it are named
     with it; cells with too few measurements are left out of every comparison, and said so. Each
     share it shows has its restart-free share beside it, and the pipelines below FED only with epoch
     restarts are named (`restarts_clause`)."""
     first = rows.iloc[0]
-    head = (f"With {plural(int(first.cpus), 'core')}{per_gpu([first.device])}, {code(first.model)} at {first.image_size} px "
+    head = (f"With {plural(int(first.cpus), 'core')}{per_gpu([first.device])}, {code(first.model)} at {setting_text(first, named)} "
             f"({escape(first.step)} step{reads_text(first.sync_every)}) trains at {first.model_rate:,.0f} img/s alone")
     thin = rows[rows.verdict == TOO_FEW]
     above = rows[rows.verdict == ABOVE]
@@ -162,16 +169,17 @@ def restarts_clause(rows: pd.DataFrame, shown: list) -> str:
     return (f"; below {FED:.0%} only with epoch restarts: " + ", ".join(f"{code(r.pipeline)} {share_text(r)}" for r in found)) if found else ""
 
 
-def cores_needed(rows: pd.DataFrame) -> str | None:
-    """One model's (size, step kind, loss reads) situations at several CPU budgets -> the fewest
+def cores_needed(rows: pd.DataFrame, named: bool = False) -> str | None:
+    """One model's (setting, step kind, loss reads) situations at several CPU budgets -> the fewest
     cores per GPU measured with which some pipeline keeps it fed (the fastest fed there named), and
-    the closest pipeline at the budgets below that; None unless at least two budgets have a verdict."""
+    the closest pipeline at the budgets below that; None unless at least two budgets have a verdict.
+    The batch size and dtype are named where `named` (`answer`)."""
     rows = rows[~rows.verdict.isin(NO_VERDICT)]
     budgets = sorted(rows.cpus.unique())
     if len(budgets) < 2:
         return None
     first = rows.iloc[0]
-    head = f"{code(first.model)} at {first.image_size} px ({escape(first.step)} step{reads_text(first.sync_every)})"
+    head = f"{code(first.model)} at {setting_text(first, named)} ({escape(first.step)} step{reads_text(first.sync_every)})"
     fed = rows[rows.verdict == "fed"]
     short = [b for b in budgets if fed.empty or b < fed.cpus.min()]
 
@@ -189,13 +197,14 @@ def cores_needed(rows: pd.DataFrame) -> str | None:
 
 def answers(c: pd.DataFrame, s: pd.DataFrame | None = None) -> list[str]:
     """The answer for every measured situation (`s`: `situations(c)` if already made), largest CPU
-    budget first, then per model measured at several budgets the cores it needs (`cores_needed`)."""
+    budget first, then per model measured at several budgets the cores it needs (`cores_needed`).
+    A run of several settings (batch sizes, dtypes) answers each apart and names it."""
     s = situations(c) if s is None else s
     if s.empty:
         return []
     order = s.assign(step_rank=s.step.map({k: i for i, k in enumerate(STEP_ORDER)}).fillna(9))
-    found = [((-cpus, size, model, rank, every), answer(rows))
-             for (size, model, rank, every, cpus), rows in order.groupby(["image_size", "model", "step_rank",
-                                                                          "sync_every", "cpus"], sort=True)]
-    needs = [cores_needed(rows) for _, rows in order.groupby(["image_size", "model", "step_rank", "sync_every"], sort=True)]
+    named = len(order.groupby(["batch_size", "dtype"])) > 1
+    model = ["image_size", "batch_size", "dtype", "model", "step_rank", "sync_every"]   # a model's situation
+    found = [((-key[-1], *key[:-1]), answer(rows, named)) for key, rows in order.groupby([*model, "cpus"], sort=True)]
+    needs = [cores_needed(rows, named) for _, rows in order.groupby(model, sort=True)]
     return [line for _, line in sorted(found, key=lambda item: item[0])] + [n for n in needs if n]

@@ -320,6 +320,18 @@ def accuracy_sentence(df: pd.DataFrame) -> str | None:
             f"{len(runs)} runs.")
 
 
+def other_settings_sentence(frame: pd.DataFrame, setting: tuple, report: str) -> str | None:
+    """Where a run measured several settings at the summary's image size, the ones its table (of
+    `setting`, the first) leaves out; None where there are none."""
+    others = [tuple(t) for t in frame[SETTING].drop_duplicates().sort_values(SETTING).itertuples(index=False)
+              if tuple(t) != setting]
+    if not others:
+        return None
+    said = "; ".join(f"batch {int(batch)}, {dtype}" for _, batch, dtype in others)
+    return (f"The table above is batch {int(setting[1])}, {setting[2]}; this run also measured {said} at "
+            f"{int(setting[0])} px: their answers are in ANSWER.md, every number in the [full report]({report}).")
+
+
 def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: dict[str, str]) -> list[str]:
     """The short answer of one run (Markdown lines, at most about 25), for SUMMARY.md and the README
     block: host transfer, which pipeline by model speed and cores, large JPEG images, time to
@@ -350,6 +362,9 @@ def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: d
                   f"is at least {FED:.0%} of the model's speed, {cheapest_words(main)}, "
                   "and how much faster than `dataloader` the model would then train:", "",
                   table(which_table(at_setting(cap, setting), at_setting(c[c["mode"] == "model"], setting)))]
+    shown = trained_main if len(measured) else main
+    if len(shown) and (others := other_settings_sentence(shown, setting, report)):
+        lines += ["", others]
     for sentence in (jpeg_sentence(c, cap, s), accuracy_sentence(view.rows), gpus_sentence(group, c)):
         if sentence:
             lines += ["", sentence]

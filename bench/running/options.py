@@ -16,7 +16,7 @@ from pipelines.config import IMAGEFOLDER, SOURCES, default_cache_root, default_d
 from ..measuring import harness
 from ..measuring.spec import BUSY_MS
 from ..results import settings
-from ..values import Knob, PartOf, Source, positive
+from ..values import Device, Folder, Knob, PartOf, Source, positive
 from . import plan, runner
 
 LEASE_MINUTES = 30.0   # the device time a plan on a GPU may be predicted to take (a lease, a job's limit)
@@ -104,7 +104,7 @@ def _add_settings(g, group: str | None = None, names: tuple[str, ...] = ()) -> N
 
 
 def add_device(g) -> None:
-    g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
+    g.add_argument("--device", type=Device(), default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
 
 
 def run_options(p: argparse.ArgumentParser, description: str) -> argparse.ArgumentParser:
@@ -119,7 +119,7 @@ def run_options(p: argparse.ArgumentParser, description: str) -> argparse.Argume
     _add_data_root(g)
     _add_settings(g, names=FIRST_SETTINGS)
     add_device(g)
-    g.add_argument("--out", type=Path, help="output folder (default: runs/<UTC time>-<device>)")
+    g.add_argument("--out", type=Folder(), help="output folder (default: runs/<UTC time>-<device>)")
     _add_settings(p.add_argument_group(settings.MEASURE), settings.MEASURE)
     _add_settings(p.add_argument_group(settings.SETTING), settings.SETTING)
     _add_knobs(p.add_argument_group("the pipelines' knobs (lists: one variant of the pipelines that read them per "
