@@ -160,6 +160,10 @@ def lines_changed(line: int, how):
     (cell("samples", "many"), ", line 6: samples holds 'many', not a number: a damaged results file"),
     (cell("steps_per_epoch", "x"), ", line 6: steps_per_epoch holds 'x', not a number: a damaged results file"),
     (cell("test_accuracy", "x"), ", line 6: test_accuracy holds 'x', not a number: a damaged results file"),
+    (cell("img_per_s", "-435"), ", line 6: img_per_s holds '-435.0', not a rate (img/s: finite, at least 0): a damaged "
+                                "results file"),
+    (cell("img_per_s", "inf", 7), ", line 7: img_per_s holds 'inf', not a rate (img/s: finite, at least 0): a damaged "
+                                  "results file"),
     (lines_changed(6, lambda part: b",".join(part.split(b",")[:10])),
      ", line 6: 10 fields where its header has 115: a damaged results file"),
     (lines_changed(40, lambda part: part + b",x,y"), ", line 40: 117 fields where its header has 115: a damaged results file"),

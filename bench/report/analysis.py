@@ -82,6 +82,7 @@ NUMBERS = [*NUMERIC, "img_per_s", "images", "seconds", "epochs", "batch_size", "
            "repeat", "cpu_count", "requested_steps", "max_samples", "warmup", "data_seed", "busy_units",
            "step_ms_p50", "step_ms_p95", "wait_ms_p50", "wait_ms_p95", "host_calibration_ms",
            "drain_steps", "drain_s", "queue_capacity", "setup_s", "upload_s", "first_batch_s", "warmup_s"]
+RATES = ["img_per_s", "world_img_per_s", "steady_img_per_s"]   # img/s a window delivered: finite, >= 0
 TEXT = {"stage": "", "step": "", "payload": "", "copy": "", "device": "", "parallel": "none", "git_commit": "", "boot_id": "",
         "hostname": "", "run_id": "", "error": "", "gpu": "", "cpu_model": "", "peers": "", "dali": "",
         "next_syncs": ""}
@@ -136,16 +137,23 @@ def load(paths: list[str | Path]) -> pd.DataFrame:
 
 def numbers(frame: pd.DataFrame, path: Path, lines: list[int]) -> pd.DataFrame:
     """`frame` (the rows of the file `path`, each row's line in `lines`) with its NUMBERS columns as
-    numbers; a cell that holds none is a damaged file: one line naming the file, line, column and cell."""
+    numbers; a cell that holds none, or a rate (RATES) below 0 or infinite, is a damaged file: one line
+    naming the file, line, column and cell."""
+    def refuse(column: str, bad, what: str):
+        line = f", line {lines[bad[0]]:,}" if len(lines) == len(frame) else ""
+        raise ValueError(f"{path}{line}: {column} holds {str(frame[column].iloc[bad[0]])!r}, {what}: a damaged "
+                         "results file")
     for column in [c for c in NUMBERS if c in frame and not pd.api.types.is_numeric_dtype(frame[c])]:
         values = pd.to_numeric(frame[column], errors="coerce")
         text = frame[column].astype(str).str.strip().str.lower()
         bad = np.flatnonzero(values.isna() & frame[column].notna() & ~text.isin(["nan", "+nan", "-nan"]))
         if len(bad):
-            line = f", line {lines[bad[0]]:,}" if len(lines) == len(frame) else ""
-            raise ValueError(f"{path}{line}: {column} holds {str(frame[column].iloc[bad[0]])!r}, not a number: a "
-                             "damaged results file")
+            refuse(column, bad, "not a number")
         frame[column] = values
+    for column in [c for c in RATES if c in frame]:
+        bad = np.flatnonzero((frame[column] < 0) | np.isinf(frame[column]))
+        if len(bad):
+            refuse(column, bad, "not a rate (img/s: finite, at least 0)")
     return frame
 
 
