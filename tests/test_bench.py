@@ -206,6 +206,22 @@ def test_unavailable_pipeline_becomes_a_skipped_row_said_once_and_not_planned_as
     assert captured.out.count("skipped: missing loader none: ") == 1
 
 
+@pytest.mark.parametrize("extra,said", [
+    (["--pipelines", "missing", "--modes", "loader,model,e2e"], "missing: No module named 'no_such_module_xyz'"),
+    (["--pipelines", "resident", "--step", "graph", "--modes", "model"], "step='graph' captures the training step in a "
+                                                                        "CUDA graph: needs a CUDA device"),
+])
+def test_a_run_where_nothing_asked_for_can_run_is_one_line_not_skipped_rows_and_success(tmp_path, synthetic_root,
+                                                                                       monkeypatch, extra, said):
+    """A fault campaign: `compare --pipelines ffcv` where FFCV is missing (or `--step graph` on a CPU) wrote
+    skipped rows (model-only's rows beside them), said "No answer" and exited 0."""
+    monkeypatch.setitem(pipelines._REGISTRY, "missing", ("no_such_module_xyz", "Nothing"))
+    with pytest.raises(SystemExit) as stop:
+        compare(tmp_path, synthetic_root, "--device", "cpu", *extra)
+    assert stop.value.code == f"pipebench compare: nothing asked for can run here: {said}"
+    assert not (tmp_path / "run" / "results.csv").exists()
+
+
 def test_window_counts_images_and_steps(synthetic_root):
     config = pipelines.PipelineConfig(data_root=str(synthetic_root), batch_size=8, max_samples=64, device="cpu")
     batches = workloads.real_batches(config, torch.device("cpu"))

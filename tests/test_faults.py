@@ -219,7 +219,7 @@ def test_a_cpu_run_says_cores_not_cores_per_gpu_and_a_run_without_an_answer_says
     assert "mode    pipeline" in printed   # the printed table has a header (no stage column: none ran)
     answer = (tmp_path / "a" / "ANSWER.md").read_text()
     assert "cores, `resnet9-w0.25`" in answer and "per GPU" not in answer
-    cli.main([*base, "--modes", "model,e2e", "--step", "compile", "--out", str(tmp_path / "b")])
+    cli.main([*base, "--modes", "loader,model", "--out", str(tmp_path / "b")])
     assert "No answer: no e2e configuration ran beside its model-only one" in capsys.readouterr().out
     assert not (tmp_path / "b" / "ANSWER.md").exists()
 

@@ -174,6 +174,10 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
     writer = results.CsvWriter(out / "results.csv", env, run_id=run_id) if lead else None   # rank 0 writes; one id per invocation
     todo = list(range(len(specs)))
     refusals = conduct.refusals(specs, device)
+    asked = [s for s in specs if s.pipeline != "none"] or specs   # the pipelines' (else model-only's, copies')
+    if asked and all(s in refusals for s in asked):   # it ran as skipped rows (model-only's maybe), exit code 0
+        raise ValueError("nothing asked for can run here: " + "; ".join(dict.fromkeys(
+            f"{s.pipeline}: {refusals[s]}" if s.pipeline != "none" else refusals[s] for s in asked)))
     if lead:
         _refuse_other_commits(args, out, env)
         _announce(args, argv, specs, refusals, world, out, env)
