@@ -208,6 +208,8 @@ def test_unavailable_pipeline_becomes_a_skipped_row_said_once_and_not_planned_as
 
 @pytest.mark.parametrize("extra,said", [
     (["--pipelines", "missing", "--modes", "loader,model,e2e"], "missing: No module named 'no_such_module_xyz'"),
+    (["--pipelines", "resident", "--step", "graph"], "step='graph' captures the training step in a CUDA graph: needs "
+                                                     "a CUDA device"),   # its loader rows alone would run
     (["--pipelines", "resident", "--step", "graph", "--modes", "model"], "step='graph' captures the training step in a "
                                                                         "CUDA graph: needs a CUDA device"),
 ])

@@ -129,8 +129,8 @@ def test_the_light_parsers_are_made_from_what_the_real_ones_are_now():
 
 def test_the_light_parsers_check_every_value_the_real_ones_check_but_a_path_and_the_claims():
     """Each option's type is described in shapes.py (`bench.values`) and made again there, so that
-    every bad value is refused without torch: all but a path (any text is one) and `claims --claims`
-    (the claims' names: their modules import torch)."""
+    every bad value is refused without torch: all but a path (any text but the empty one is one: `Folder`)
+    and `claims --claims` (the claims' names: their modules import torch)."""
     real, made = cli.build_parser(), light.light_parser()
     commands = made._subparsers._group_actions[0].choices
     checked = 0
@@ -286,6 +286,8 @@ def test_compare_appends_rows_of_its_own_commit_and_refuses_another_commits(tmp_
     for _ in range(2):   # the same commit: appended
         assert cli.main(["compare", *argv]) == 0
     assert len(results.read_rows(out / "results.csv")) == 2
+    with open(out / "results.csv", "ab") as f:   # a torn last line, which a writer would move aside
+        f.write(b"run@2,2026")
     written = {p.name: p.read_bytes() for p in out.iterdir()}
     monkeypatch.setenv("PIPEBENCH_GIT_COMMIT", "bbbbbbbbbbbb")
     said = f"{out}/results.csv holds rows of commit aaaaaaaaaaaa, this is bbbbbbbbbbbb: a reference result is one commit"
@@ -294,7 +296,7 @@ def test_compare_appends_rows_of_its_own_commit_and_refuses_another_commits(tmp_
         with pytest.raises(SystemExit) as stop:
             cli.main([command, *argv])
         assert stop.value.code == f"pipebench {command}: {said}{hint}"
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == written
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == written   # no results.csv.torn either
     capsys.readouterr()
 
 

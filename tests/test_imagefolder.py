@@ -124,6 +124,18 @@ def test_prepare_checks_your_photographs_and_makes_nothing(folder, tmp_path, cap
     assert not data.exists()
 
 
+def test_stability_refuses_photographs_that_no_pipeline_asked_for_reads(folder, tmp_path):
+    """A review of the fault campaign's mends: `stability --source imagefolder:P --pipelines resident` wrote
+    its COMMAND.txt, then failed in `build`; with `dataloader,resident` dataloader's epochs were thrown away."""
+    out = tmp_path / "stability"
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["stability", "--device", "cpu", "--source", f"imagefolder:{folder}", "--pipelines", "resident",
+                  "--out", str(out)])
+    assert stop.value.code.startswith("pipebench stability: nothing asked for can run here: resident: reads CIFAR-like "
+                                      "images of one size, not photographs (those: ")
+    assert not out.exists()
+
+
 def test_a_folder_whose_path_is_not_utf8_is_measured_and_recorded_escaped(folder, tmp_path, monkeypatch):
     renamed = os.fsdecode(os.fsencode(tmp_path) + b"/m\xffne")
     os.rename(folder, renamed)

@@ -978,7 +978,7 @@ def test_a_run_of_several_batch_sizes_answers_each_apart_and_its_summary_names_t
     assert "`resident` keeps it fed" in said[0] and "no pipeline keeps it fed" in said[1]
     summary = report.write([path], tmp_path / "out").parent.joinpath("SUMMARY.md").read_text()
     assert ("The table above is batch 16, bfloat16; this run also measured batch 32, bfloat16 at 32 px: their "
-            "answers are in ANSWER.md") in summary
+            "answers and every number are in the [full report](REPORT.md).") in summary
 
 
 def needs_line(tmp_path, shares: dict[int, dict[str, float]]) -> str:

@@ -602,7 +602,7 @@ def test_stability_refuses_when_no_pipeline_asked_for_can_run(tmp_path, monkeypa
     out = tmp_path / "stability"
     with pytest.raises(SystemExit) as e:
         cli.main(["stability", "--device", "cpu", "--pipelines", "missing", "--epochs", "4", "--out", str(out)])
-    assert e.value.code == ("pipebench stability: no pipeline asked for can run here: missing: No module named "
+    assert e.value.code == ("pipebench stability: nothing asked for can run here: missing: No module named "
                             "'no_such_module_xyz'")
     assert not out.exists()
 

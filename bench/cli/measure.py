@@ -6,8 +6,8 @@ The plan's size (configuration processes, windows) is printed before anything ru
 listing more than --max-configurations is refused before its configurations are built (`check_size`).
 Every photograph a run reads (`imagefolder:PATH`) is checked once before anything runs: the first that
 cannot be read is named in one line (`imagefolder.check_imagefolder`), not once per configuration.
-An OUT/results.csv holding rows of another commit is refused before anything is written in OUT
-(`_refuse_other_commits`).
+A run where nothing asked for can run here is refused before anything runs (`_nothing_runs`), and an
+OUT/results.csv holding rows of another commit before anything is written in OUT (`_other_commits`).
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import signal
 import sys
 import time
 import uuid
+import warnings
 from pathlib import Path
 
 import torch
@@ -107,6 +108,8 @@ def run_grid(grids: list, argv: list[str], begun=lambda: None) -> int:
         device = torch.device(device_name) if args.estimate and device_name != "auto" else resolve_device(device_name)
         check_size(grids, device, world)
         specs = specs_for(grids, device, world, priced_only=args.estimate)
+        if not args.estimate and (refusal := _nothing_runs(specs, conduct.refusals(specs, device))):
+            raise ValueError(refusal)   # every rank alike: the same specs and machine
         if args.estimate or (device.type == "cuda" and not args.past_lease):
             predicted(args, specs, device, world)
             if args.estimate:
@@ -170,16 +173,15 @@ def _run_specs(args, argv, specs, device, world, lead: bool, out: Path, outcome:
     """Run `specs` into OUT (`run_grid`), counting them in `outcome` as they finish: the plan said and
     recorded, a sweep's finished ones left out, the data made, then each configuration process run."""
     env = results.environment()
+    # refused before the writer touches the file (moves a torn line aside, rewrites older columns); every rank
+    refusal = distributed.broadcast(_other_commits(args, out, env) if lead else None)
+    if refusal:
+        raise ValueError(refusal)
     run_id = distributed.broadcast(f"{out.name}@{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}")
     writer = results.CsvWriter(out / "results.csv", env, run_id=run_id) if lead else None   # rank 0 writes; one id per invocation
     todo = list(range(len(specs)))
     refusals = conduct.refusals(specs, device)
-    asked = [s for s in specs if s.pipeline != "none"] or specs   # the pipelines' (else model-only's, copies')
-    if asked and all(s in refusals for s in asked):   # it ran as skipped rows (model-only's maybe), exit code 0
-        raise ValueError("nothing asked for can run here: " + "; ".join(dict.fromkeys(
-            f"{s.pipeline}: {refusals[s]}" if s.pipeline != "none" else refusals[s] for s in asked)))
     if lead:
-        _refuse_other_commits(args, out, env)
         _announce(args, argv, specs, refusals, world, out, env)
         if args.command == "sweep":
             todo = _resume(args, specs, out, env)
@@ -222,15 +224,32 @@ def _announce(args, argv, specs: list[RunSpec], refusals: dict, world, out: Path
             args.config.read_text())
 
 
-def _refuse_other_commits(args, out: Path, env: dict) -> None:
-    """A one-line ValueError, before the run writes anything in OUT, where OUT/results.csv holds rows of
-    another commit: a reference result is one commit (`report` refuses a folder of two, which no --out
-    of its own could part); a sweep takes them with --resume-other-commit, compare never."""
-    others = results.other_commits(out / "results.csv", env)
-    if others and not getattr(args, "resume_other_commit", False):
-        raise ValueError(f"{out}/results.csv holds rows of commit {', '.join(others)}, this is "
-                         f"{env['git_commit']}: a reference result is one commit; choose another --out"
-                         + (", or pass --resume-other-commit" if args.command == "sweep" else ""))
+def _nothing_runs(specs: list[RunSpec], refusals: dict) -> str | None:
+    """Why a run can give nothing it was asked for here, or None: every pipeline asked for (with none,
+    every configuration) cannot run, or every training step (model, e2e, train) cannot: it would
+    write skipped rows, say "No answer" and exit 0."""
+    def said(s: RunSpec, named: bool) -> str:
+        reason = refusals[s]
+        return f"{s.pipeline}: {reason}" if named and not reason.startswith(f"{s.pipeline}: ") else reason
+    piped = [s for s in specs if s.pipeline != "none"]
+    for asked, named in ((piped or specs, bool(piped)), ([s for s in specs if s.mode in ("model", "e2e", "train")], False)):
+        if asked and all(s in refusals for s in asked):
+            return "nothing asked for can run here: " + "; ".join(dict.fromkeys(said(s, named) for s in asked))
+    return None
+
+
+def _other_commits(args, out: Path, env: dict) -> str | None:
+    """Why the run may not write into OUT, or None: OUT/results.csv holds rows of another commit, and a
+    reference result is one commit (`report` refuses a folder of two, which no --out of its own could
+    part); a sweep takes them with --resume-other-commit, compare never."""
+    with warnings.catch_warnings():   # a torn last line: the writer sets it aside next, and says so
+        warnings.simplefilter("ignore", UserWarning)
+        others = results.other_commits(out / "results.csv", env)
+    if not others or getattr(args, "resume_other_commit", False):
+        return None
+    return (f"{out}/results.csv holds rows of commit {', '.join(others)}, this is {env['git_commit']}: a reference "
+            "result is one commit; choose another --out" + (", or pass --resume-other-commit" if args.command == "sweep"
+                                                            else ""))
 
 
 def _resume(args, specs: list[RunSpec], out: Path, env: dict) -> list[int]:

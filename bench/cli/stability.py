@@ -31,11 +31,12 @@ def run_stability(args, argv: list[str]) -> int:
                                 dtype="bfloat16" if device.type == "cuda" else "float32",
                                 channels_last=device.type == "cuda",
                                 **({} if args.workers is None else {"num_workers": args.workers}))
-        reasons = pipelines.available(args.pipelines)
+        reasons = {n: reason or pipelines.source_refusal(n, pipelines.resolve_config(n, config))
+                   for n, reason in pipelines.available(args.pipelines).items()}
         names = [n for n in args.pipelines if not reasons.get(n)]
         if not names:
-            raise ValueError("no pipeline asked for can run here: "
-                             + "; ".join(f"{n}: {reasons[n]}" for n in args.pipelines))
+            raise ValueError("nothing asked for can run here: " + "; ".join(
+                reasons[n] if reasons[n].startswith(f"{n}: ") else f"{n}: {reasons[n]}" for n in args.pipelines))
     except (ValueError, RuntimeError) as e:
         raise _fail("stability", e) from None
     args.out.mkdir(parents=True, exist_ok=True)

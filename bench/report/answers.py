@@ -198,13 +198,15 @@ def cores_needed(rows: pd.DataFrame, named: bool = False) -> str | None:
 def answers(c: pd.DataFrame, s: pd.DataFrame | None = None) -> list[str]:
     """The answer for every measured situation (`s`: `situations(c)` if already made), largest CPU
     budget first, then per model measured at several budgets the cores it needs (`cores_needed`).
-    A run of several settings (batch sizes, dtypes) answers each apart and names it."""
+    Each setting (image size, batch size, dtype) is answered apart, the batch size and dtype named at
+    an image size measured with several."""
     s = situations(c) if s is None else s
     if s.empty:
         return []
     order = s.assign(step_rank=s.step.map({k: i for i, k in enumerate(STEP_ORDER)}).fillna(9))
-    named = len(order.groupby(["batch_size", "dtype"])) > 1
+    several = {size for size, rows in order.groupby("image_size") if len(rows.groupby(["batch_size", "dtype"])) > 1}
     model = ["image_size", "batch_size", "dtype", "model", "step_rank", "sync_every"]   # a model's situation
-    found = [((-key[-1], *key[:-1]), answer(rows, named)) for key, rows in order.groupby([*model, "cpus"], sort=True)]
-    needs = [cores_needed(rows, named) for _, rows in order.groupby(model, sort=True)]
+    found = [((-key[-1], *key[:-1]), answer(rows, key[0] in several))
+             for key, rows in order.groupby([*model, "cpus"], sort=True)]
+    needs = [cores_needed(rows, key[0] in several) for key, rows in order.groupby(model, sort=True)]
     return [line for _, line in sorted(found, key=lambda item: item[0])] + [n for n in needs if n]

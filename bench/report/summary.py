@@ -320,16 +320,18 @@ def accuracy_sentence(df: pd.DataFrame) -> str | None:
             f"{len(runs)} runs.")
 
 
-def other_settings_sentence(frame: pd.DataFrame, setting: tuple, report: str) -> str | None:
+def other_settings_sentence(frame: pd.DataFrame, setting: tuple, report: str, answered: bool) -> str | None:
     """Where a run measured several settings at the summary's image size, the ones its table (of
-    `setting`, the first) leaves out; None where there are none."""
+    `setting`, the first) leaves out, and where their answers are (`answered`: the run has e2e
+    answers); None where there are none."""
     others = [tuple(t) for t in frame[SETTING].drop_duplicates().sort_values(SETTING).itertuples(index=False)
               if tuple(t) != setting]
     if not others:
         return None
     said = "; ".join(f"batch {int(batch)}, {dtype}" for _, batch, dtype in others)
+    where = "their answers and every number are" if answered else "every number is"
     return (f"The table above is batch {int(setting[1])}, {setting[2]}; this run also measured {said} at "
-            f"{int(setting[0])} px: their answers are in ANSWER.md, every number in the [full report]({report}).")
+            f"{int(setting[0])} px: {where} in the [full report]({report}).")
 
 
 def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: dict[str, str]) -> list[str]:
@@ -363,7 +365,7 @@ def summary(name: str, group: pd.DataFrame, view: RunView, report: str, plots: d
                   "and how much faster than `dataloader` the model would then train:", "",
                   table(which_table(at_setting(cap, setting), at_setting(c[c["mode"] == "model"], setting)))]
     shown = trained_main if len(measured) else main
-    if len(shown) and (others := other_settings_sentence(shown, setting, report)):
+    if len(shown) and (others := other_settings_sentence(shown, setting, report, answered=len(measured) > 0)):
         lines += ["", others]
     for sentence in (jpeg_sentence(c, cap, s), accuracy_sentence(view.rows), gpus_sentence(group, c)):
         if sentence:
