@@ -228,13 +228,12 @@ def _nothing_runs(specs: list[RunSpec], refusals: dict) -> str | None:
     """Why a run can give nothing it was asked for here, or None: every pipeline asked for (with none,
     every configuration) cannot run, or every training step (model, e2e, train) cannot: it would
     write skipped rows, say "No answer" and exit 0."""
-    def said(s: RunSpec, named: bool) -> str:
-        reason = refusals[s]
-        return f"{s.pipeline}: {reason}" if named and not reason.startswith(f"{s.pipeline}: ") else reason
     piped = [s for s in specs if s.pipeline != "none"]
-    for asked, named in ((piped or specs, bool(piped)), ([s for s in specs if s.mode in ("model", "e2e", "train")], False)):
+    steps = [s for s in specs if s.mode in ("model", "e2e", "train")]
+    for asked, named in ((piped, True), (steps, False), (specs, False)):   # the last: copies alone
         if asked and all(s in refusals for s in asked):
-            return "nothing asked for can run here: " + "; ".join(dict.fromkeys(said(s, named) for s in asked))
+            said = (conduct.named_refusal(s.pipeline, refusals[s]) if named else refusals[s] for s in asked)
+            return "nothing asked for can run here: " + "; ".join(dict.fromkeys(said))
     return None
 
 
@@ -254,7 +253,7 @@ def _other_commits(args, out: Path, env: dict) -> str | None:
 
 def _resume(args, specs: list[RunSpec], out: Path, env: dict) -> list[int]:
     """The indices of `specs` a sweep still has to run in OUT: those not finished; a block cut short is
-    removed and run again (rows of another commit: `_refuse_other_commits`, before)."""
+    removed and run again (rows of another commit: `_other_commits`, before)."""
     _refuse_damaged(out / "results.csv")
     done = results.completed(out / "results.csv", env)
     cut = {(results.config_key(s), s.process) for s in specs

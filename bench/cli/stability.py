@@ -17,6 +17,7 @@ from pipelines.contract import resolve_device
 
 from .. import results
 from ..measuring import interrupts
+from ..running import conduct
 from .common import _fail, record
 
 def run_stability(args, argv: list[str]) -> int:
@@ -35,8 +36,8 @@ def run_stability(args, argv: list[str]) -> int:
                    for n, reason in pipelines.available(args.pipelines).items()}
         names = [n for n in args.pipelines if not reasons.get(n)]
         if not names:
-            raise ValueError("nothing asked for can run here: " + "; ".join(
-                reasons[n] if reasons[n].startswith(f"{n}: ") else f"{n}: {reasons[n]}" for n in args.pipelines))
+            raise ValueError("nothing asked for can run here: "
+                             + "; ".join(conduct.named_refusal(n, reasons[n]) for n in args.pipelines))
     except (ValueError, RuntimeError) as e:
         raise _fail("stability", e) from None
     args.out.mkdir(parents=True, exist_ok=True)

@@ -105,7 +105,7 @@ def unjudged(thin: pd.DataFrame, above: pd.DataFrame, noisy: pd.DataFrame, aside
 def setting_text(r, named: bool) -> str:
     """A situation's image size, and its batch size and dtype where the run measured several
     settings (`named`): "32 px" or "32 px, batch 16, float32"."""
-    return f"{r.image_size} px" + (f", batch {r['batch_size']}, {r['dtype']}" if named else "")   # r.dtype: a Series'
+    return f"{r.image_size} px" + (f", batch {r['batch_size']}, {r['dtype']}" if named else "")   # (a Series' .dtype is its own)
 
 
 def answer(rows: pd.DataFrame, named: bool = False) -> str:

@@ -43,6 +43,12 @@ def refusals(specs: list[RunSpec], device) -> dict[RunSpec, str]:
     return {s: reason for s, reason in why.items() if reason}
 
 
+def named_refusal(pipeline: str, reason: str) -> str:
+    """A refusal with its pipeline named once: "ffcv: FFCV is not installed …" (`source_refusal`'s
+    reasons name it already)."""
+    return reason if reason.startswith(f"{pipeline}: ") else f"{pipeline}: {reason}"
+
+
 def processes(specs: list[RunSpec], refusals: dict[RunSpec, str]) -> list[tuple[list[RunSpec], str]]:
     """The configurations one process runs (`plan.shared`), or one that cannot run here: why not (a
     skipped row instead)."""
